@@ -1,0 +1,172 @@
+"""The command line: ``benchbench run | list | plugins | table``."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+from .errors import BenchbenchError
+
+
+def _parse_seeds(s: str) -> list[int]:
+    try:
+        return [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds expects comma-separated integers, got {s!r}") from None
+
+
+def _parse_set(items: list[str]) -> dict[str, str]:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise BenchbenchError(f"--set expects key=value, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods.")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="train (if the method trains) and evaluate a method on tasks or suites")
+    r.add_argument("--method", required=True)
+    r.add_argument("--model", default=None, help="base model: HF id, local dir, all-MiniLM-L6-v2 (offline), tiny-bert")
+    r.add_argument("--tasks", required=True, help="comma list of suites and tasks, e.g. useb or sts,stsb")
+    r.add_argument("--seeds", type=_parse_seeds, default=[1])
+    r.add_argument("--split", default=None, help="comma list of splits (default: each task's default)")
+    r.add_argument("--setup", default="unsupervised")
+    r.add_argument("--data-dir", default=None, help="data root (default: $BENCHBENCH_DATA)")
+    r.add_argument("--output", default="results")
+    r.add_argument("--force", action="store_true", help="re-evaluate even if a result exists (embeddings stay cached)")
+    r.add_argument("--json", action="store_true", help="print the result records as JSON")
+    r.add_argument("--device", default=None)
+    r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    r.add_argument("--encode-batch-size", type=int, default=None)
+    r.add_argument("--steps", default=None)
+    r.add_argument("--batch-size", default=None)
+    r.add_argument("--lr", default=None)
+    r.add_argument("--max-seq-length", default=None)
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any method option")
+    r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
+
+    ls = sub.add_parser("list", help="list methods, tasks or suites")
+    ls.add_argument("what", choices=["methods", "tasks", "suites"])
+    sub.add_parser("plugins", help="list loaded plugins and what each registered")
+
+    t = sub.add_parser("table", help="print a table of stored results")
+    t.add_argument("--output", default="results")
+    t.add_argument("--tasks", default=None)
+    t.add_argument("--split", default="test")
+    t.add_argument("--format", default="github")
+    return p
+
+
+def cmd_run(args) -> int:
+    from .leaderboard import render, summarise
+    from .plugins import get_registry
+    from .runner import RunOptions, run
+
+    reg = get_registry()
+    overrides = {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None}
+    overrides.update(_parse_set(args.set))
+    t0 = time.perf_counter()
+    report = run(RunOptions(method=args.method, tasks=args.tasks, model=args.model, seeds=args.seeds, setup=args.setup,
+                            overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force,
+                            splits=args.split.split(",") if args.split else None, device=args.device,
+                            no_cache=args.no_cache, encode_batch_size=args.encode_batch_size), reg)
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(report.records, indent=1, default=str))
+        return 0
+    suites = {s: reg.suites[s].tasks for s in report.requested if s in reg.suites}
+    splits = args.split.split(",") if args.split else ["test"]
+    for split in splits:
+        headers, rows, notes = summarise(report.records, report.tasks, suites, split=split, missing=report.missing)
+        for task, lacking in report.unavailable.items():
+            notes.append(f"{task}: has no {', '.join(lacking)} split (not evaluated; never replaced by another split)")
+        for s in suites:
+            notes.extend(f"{s}: {n}" for n in reg.suites[s].notes)
+        print(render(headers, rows, notes, fmt=args.format, title=f"split: {split} (scores x100)"))
+    print(f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to redo) "
+          f"in {elapsed:.1f}s; results in {args.output}/", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from tabulate import tabulate
+
+    from .plugins import get_registry
+
+    reg = get_registry()
+    if args.what == "methods":
+        rows = [(n, reg.owner[("methods", n)], "yes" if getattr(c, "trains", True) else "no", getattr(c, "description", ""))
+                for n, c in sorted(reg.methods.items())]
+        print(tabulate(rows, headers=["method", "plugin", "trains", "description"]))
+    elif args.what == "tasks":
+        rows = []
+        for n, t in sorted(reg.tasks.items()):
+            kind = getattr(t, "kind", getattr(t, "kind", "?"))
+            rows.append((n, kind, ",".join(getattr(t, "splits", [])), getattr(t, "main_metric", ""), ",".join(reg.suites_of(n))))
+        print(tabulate(rows, headers=["task", "kind", "splits", "main metric", "suites"]))
+    else:
+        rows = [(n, ", ".join(s.tasks), s.description) for n, s in sorted(reg.suites.items())]
+        print(tabulate(rows, headers=["suite", "tasks", "description"]))
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from .plugins import get_registry
+
+    reg = get_registry()
+    for plugin, items in reg.plugins.items():
+        print(f"{plugin}:")
+        for it in items:
+            print(f"  {it}")
+    return 0
+
+
+def cmd_table(args) -> int:
+    from .leaderboard import render, summarise
+    from .plugins import get_registry
+    from .results import ResultStore
+
+    reg = get_registry()
+    records = list(ResultStore(args.output).records())
+    if args.tasks:
+        tasks = reg.expand(args.tasks)
+        requested = [n.strip() for n in args.tasks.split(",")]
+    else:
+        tasks = list(dict.fromkeys(r["task"] for r in records))
+        requested = [s for s, suite in reg.suites.items() if all(t in tasks for t in suite.tasks)]
+    suites = {s: reg.suites[s].tasks for s in requested if s in reg.suites}
+    headers, rows, notes = summarise(records, tasks, suites, split=args.split)
+    print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        return {"run": cmd_run, "list": cmd_list, "plugins": cmd_plugins, "table": cmd_table}[args.cmd](args)
+    except BenchbenchError as e:
+        print(f"benchbench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

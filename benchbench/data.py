@@ -1,0 +1,106 @@
+"""Finding a dataset file: the data dir, then the user cache, then a checksummed download."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataError
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the data root, e.g. "sts/STS12/STS.gs.MSRpar.txt"
+    sha256: str | None = None
+    url: str | None = None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_data_cache() -> Path:
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    return Path(base) / "data"
+
+
+class DataStore:
+    """Resolve relative dataset paths. Order: ``data_dir`` (``--data-dir`` or ``BENCHBENCH_DATA``),
+    then the user cache, then download into the cache (verified against sha256 before it is kept)."""
+
+    def __init__(self, data_dir: str | Path | None = None, cache_dir: str | Path | None = None, allow_download: bool = True,
+                 timeout: float = 60.0):
+        d = data_dir or os.environ.get("BENCHBENCH_DATA")
+        self.data_dir = Path(d).expanduser() if d else None
+        if self.data_dir is not None and not self.data_dir.is_dir():
+            raise DataError(f"Data dir {self.data_dir} (from {'--data-dir' if data_dir else 'BENCHBENCH_DATA'}) does not exist.")
+        self.cache_dir = Path(cache_dir) if cache_dir else default_data_cache()
+        self.allow_download = allow_download and os.environ.get("BENCHBENCH_OFFLINE") != "1"
+        self.timeout = timeout
+        self._verified: dict[tuple[str, int, int], str] = {}
+        self.used: dict[str, str] = {}  # relative path -> sha256 of every file handed out (for result records)
+
+    def candidates(self, rel: str) -> list[Path]:
+        roots = [r for r in (self.data_dir, self.cache_dir) if r is not None]
+        return [r / rel for r in roots]
+
+    def locate(self, rel: str) -> Path | None:
+        """The first existing candidate, without verifying or downloading."""
+        return next((p for p in self.candidates(rel) if p.is_file()), None)
+
+    def exists(self, rel: str) -> bool:
+        return self.locate(rel) is not None
+
+    def _check(self, path: Path, entry: FileEntry) -> None:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        digest = self._verified.get(key) or sha256_file(path)
+        self._verified[key] = digest
+        if entry.sha256 and digest != entry.sha256:
+            raise DataError(f"Data file {path} is corrupt or a different version: sha256 {digest}, expected {entry.sha256}. "
+                            f"Replace it with the published file (see {entry.url or 'the task spec'}).")
+        self.used[entry.path] = digest
+
+    def fetch(self, entry: FileEntry | str) -> Path:
+        if isinstance(entry, str):
+            entry = FileEntry(entry)
+        path = self.locate(entry.path)
+        if path is not None:
+            self._check(path, entry)
+            return path
+        if entry.url and self.allow_download:
+            return self._download(entry)
+        where = " or ".join(str(p) for p in self.candidates(entry.path)) or f"<data dir>/{entry.path}"
+        how = (f" Download: {entry.url}" if entry.url else " It has no public download; obtain it as the task spec describes.")
+        hint = "" if self.data_dir else " No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
+        raise DataError(f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}). Put it at {where}.{how}{hint}")
+
+    def _download(self, entry: FileEntry) -> Path:
+        target = self.cache_dir / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=self.timeout) as resp:  # noqa: S310
+                shutil.copyfileobj(resp, out)
+            digest = sha256_file(Path(tmp))
+            if entry.sha256 and digest != entry.sha256:
+                raise DataError(f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
+                                f"not kept. Put a verified copy at {target}.")
+            os.replace(tmp, target)
+        except (urllib.error.URLError, OSError, TimeoutError) as e:
+            raise DataError(f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}) and its download from "
+                            f"{entry.url} failed ({e}). Put it at {target}" + (f" or {self.data_dir / entry.path}" if self.data_dir else "") + ".") from e
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self.used[entry.path] = digest
+        return target

@@ -1,0 +1,238 @@
+"""Turning texts into vectors, fast and once.
+
+The plugin's encoder only maps a batch of texts to vectors. Everything that makes encoding cheap
+lives here, once, for every method: de-duplication, length-sorted batching (little padding),
+restoring input order, a progress bar, and an on-disk embedding cache keyed by the encoder's
+fingerprint and a hash of each text, so a second evaluation of the same encoder encodes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What a method returns. ``encode`` gets one batch (already de-duplicated and length-sorted)
+    and returns float32 (n, d), one row per input, in order. ``fingerprint`` identifies the weights
+    and everything else that changes the vectors; two encoders with equal fingerprints must give
+    equal vectors. Optional attributes: ``batch_size`` (int), ``normalize`` (bool: L2-normalise
+    after the cache), ``score_pairs(a, b)`` (a cross-encoder's pair scores)."""
+
+    fingerprint: str
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class EmbeddingCache:
+    """Append-only shards of (keys, vectors) per encoder fingerprint.
+
+    Layout: ``<root>/<fingerprint>/<shard>.keys.npy`` + ``<shard>.vecs.npy``. A shard is written
+    vectors first, keys last, each to a temp file and renamed, so a shard whose keys file exists is
+    complete; a killed writer leaves only ignorable temp files. Unreadable shards are skipped
+    with a warning, never trusted. (No library offers an append-only, crash-safe npy key/value
+    store with this little overhead; sqlite would cost a row insert per text.)"""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self._index: dict[str, dict[bytes, tuple[int, int]]] = {}
+        self._shards: dict[str, list[np.ndarray]] = {}
+
+    def _dir(self, fingerprint: str) -> Path:
+        if not fingerprint or any(c in fingerprint for c in "/\\") or fingerprint.startswith("."):
+            raise ValueError(f"invalid encoder fingerprint {fingerprint!r}")
+        return self.root / fingerprint
+
+    def _load(self, fingerprint: str) -> dict[bytes, tuple[int, int]]:
+        if fingerprint in self._index:
+            return self._index[fingerprint]
+        index: dict[bytes, tuple[int, int]] = {}
+        shards: list[np.ndarray] = []
+        d = self._dir(fingerprint)
+        if d.is_dir():
+            for kf in sorted(d.glob("*.keys.npy")):
+                vf = kf.with_name(kf.name[: -len(".keys.npy")] + ".vecs.npy")
+                try:
+                    keys = np.load(kf)
+                    vecs = np.load(vf, mmap_mode="r")
+                    if keys.ndim != 1 or vecs.ndim != 2 or len(keys) != len(vecs):
+                        raise ValueError(f"shape mismatch {keys.shape} vs {vecs.shape}")
+                except Exception as e:  # noqa: BLE001 - a bad shard is skipped, never trusted
+                    log.warning("embedding cache: ignoring unreadable shard %s (%s)", kf, e)
+                    continue
+                sid = len(shards)
+                shards.append(vecs)
+                for row, k in enumerate(keys.tolist()):
+                    index[k] = (sid, row)
+        self._index[fingerprint] = index
+        self._shards[fingerprint] = shards
+        return index
+
+    def get(self, fingerprint: str, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return (found mask, vectors for the found keys in order)."""
+        index = self._load(fingerprint)
+        hits = [index.get(k) for k in keys]
+        found = np.array([h is not None for h in hits], dtype=bool)
+        if not found.any():
+            return found, None
+        shards = self._shards[fingerprint]
+        rows = [h for h in hits if h is not None]
+        out = np.empty((len(rows), shards[rows[0][0]].shape[1]), dtype=np.float32)
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for i, (sid, row) in enumerate(rows):
+            by_shard.setdefault(sid, []).append((i, row))
+        for sid, pairs in by_shard.items():
+            idx = np.array([p[0] for p in pairs])
+            src = np.array([p[1] for p in pairs])
+            order = np.argsort(src)  # sorted reads from the memory map
+            out[idx[order]] = shards[sid][src[order]]
+        return found, out
+
+    def put(self, fingerprint: str, keys: Sequence[bytes], vecs: np.ndarray) -> None:
+        if len(keys) == 0:
+            return
+        index = self._load(fingerprint)
+        d = self._dir(fingerprint)
+        d.mkdir(parents=True, exist_ok=True)
+        shard = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        karr = np.array(list(keys), dtype="S16")
+        varr = np.ascontiguousarray(vecs, dtype=np.float32)
+        for suffix, arr in ((".vecs.npy", varr), (".keys.npy", karr)):
+            tmp = d / f".{shard}{suffix}.tmp"
+            with open(tmp, "wb") as f:
+                np.save(f, arr)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, d / f"{shard}{suffix}")
+        sid = len(self._shards[fingerprint])
+        self._shards[fingerprint].append(varr)
+        for row, k in enumerate(karr.tolist()):
+            index[k] = (sid, row)
+
+    def count(self, fingerprint: str) -> int:
+        return len(self._load(fingerprint))
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    return Path(base) / "embeddings"
+
+
+def embed(
+    encoder: Encoder,
+    texts: Sequence[str],
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+    normalize: bool | None = None,
+    desc: str = "encoding",
+) -> np.ndarray:
+    """Vectors for ``texts`` in input order, encoding each distinct text at most once (ever, with a cache)."""
+    from tqdm.auto import tqdm
+
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    unique: dict[str, int] = {}
+    inverse = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"embed() expects strings; item {i} is {type(t).__name__}")
+        inverse[i] = unique.setdefault(t, len(unique))
+    uniq = list(unique)
+    keys = [text_key(t) for t in uniq]
+    fp = getattr(encoder, "fingerprint", None)
+    vectors: np.ndarray | None = None
+    todo = np.arange(len(uniq))
+    if cache is not None and fp:
+        found, cached = cache.get(fp, keys)
+        if cached is not None:
+            vectors = np.empty((len(uniq), cached.shape[1]), dtype=np.float32)
+            vectors[found] = cached
+        todo = np.flatnonzero(~found)
+    if len(todo):
+        bs = batch_size or getattr(encoder, "batch_size", None) or 64
+        # longest first: similar lengths share a batch (little padding), and an OOM shows at once
+        order = todo[np.argsort([-len(uniq[i]) for i in todo], kind="stable")]
+        show = progress if progress is not None else len(order) > 2000
+        new_rows: list[np.ndarray] = []
+        with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
+            for s in range(0, len(order), bs):
+                batch = [uniq[i] for i in order[s : s + bs]]
+                out = np.asarray(encoder.encode(batch), dtype=np.float32)
+                if out.ndim != 2 or out.shape[0] != len(batch):
+                    raise ValueError(f"encoder {type(encoder).__name__}.encode returned shape {out.shape} for {len(batch)} texts; expected ({len(batch)}, d)")
+                new_rows.append(out)
+                bar.update(len(batch))
+        new = np.concatenate(new_rows)
+        if vectors is None:
+            vectors = np.empty((len(uniq), new.shape[1]), dtype=np.float32)
+        elif vectors.shape[1] != new.shape[1]:
+            raise ValueError(f"encoder dimension changed ({new.shape[1]} vs cached {vectors.shape[1]}); fingerprint {fp!r} is not unique to the weights")
+        vectors[order] = new
+        if cache is not None and fp:
+            cache.put(fp, [keys[i] for i in order], new)
+    assert vectors is not None
+    out = vectors[inverse]
+    if normalize if normalize is not None else getattr(encoder, "normalize", False):
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out
+
+
+class Embedder:
+    """What an adapter evaluates: ``embed(texts)`` through the harness pipeline, and pair scores
+    (cosine of the vectors, or the method's own cross-encoder when it has one)."""
+
+    def __init__(self, encoder: Encoder, cache: EmbeddingCache | None = None, batch_size: int | None = None,
+                 progress: bool | None = None):
+        self.encoder = encoder
+        self.cache = cache
+        self.batch_size = batch_size
+        self.progress = progress
+
+    @property
+    def fingerprint(self) -> str:
+        return self.encoder.fingerprint
+
+    @property
+    def has_cross_encoder(self) -> bool:
+        return callable(getattr(self.encoder, "score_pairs", None))
+
+    def embed(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
+        return embed(self.encoder, texts, cache=self.cache, batch_size=self.batch_size, progress=self.progress, desc=desc)
+
+    def cosine_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        v = self.embed(list(a) + list(b))  # one call: shared sentences are encoded once
+        return cosine_rows(v[: len(a)], v[len(a) :])
+
+    def score_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        if self.has_cross_encoder:
+            return np.asarray(self.encoder.score_pairs(list(a), list(b)), dtype=np.float64)  # type: ignore[attr-defined]
+        return self.cosine_pairs(a, b)
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity, in float64 so that rank metrics do not depend on summation order."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    num = (a * b).sum(1)
+    den = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+    return num / den
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

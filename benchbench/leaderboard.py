@@ -1,0 +1,71 @@
+"""Tables from result records: rows = method/model, columns = tasks and suite averages (x100)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from statistics import mean, pstdev
+from typing import Any
+
+from tabulate import tabulate
+
+
+def main_score(record: dict[str, Any], split: str) -> tuple[float | None, bool]:
+    res = record["splits"].get(split)
+    if res is None:
+        return None, False
+    return res.get("main_score"), bool(res.get("partial"))
+
+
+def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[str, list[str]] | None = None,
+              split: str = "test", missing: dict[str, list[str]] | None = None) -> tuple[list[str], list[list[Any]], list[str]]:
+    """Headers, rows and footnotes. Scores are averaged over seeds (with their std when >1 seed).
+    A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent."""
+    suites = suites or {}
+    missing = missing or {}
+    by_row: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    partial_cells: set[tuple[tuple[str, str, str], str]] = set()
+    for r in records:
+        row = (r["method"], r["model"], r.get("setup", "unsupervised"))
+        score, partial = main_score(r, split)
+        if score is None:
+            continue
+        by_row[row][r["task"]].append(score)
+        if partial:
+            partial_cells.add((row, r["task"]))
+    headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites]
+    rows, notes = [], []
+    seeds_seen = max((len(v) for cols in by_row.values() for v in cols.values()), default=1)
+    for row, cols in sorted(by_row.items()):
+        line: list[Any] = [row[0], row[1]]
+        for t in tasks:
+            vals = cols.get(t)
+            if not vals:
+                line.append("n/a" if t in missing else "")
+                continue
+            cell = f"{mean(vals):.2f}" + (f"±{pstdev(vals):.2f}" if len(vals) > 1 else "")
+            line.append(cell + ("*" if (row, t) in partial_cells else ""))
+        for s, members in suites.items():
+            have = [mean(cols[t]) for t in members if cols.get(t)]
+            incomplete = [t for t in members if not cols.get(t)] + [t for t in members if (row, t) in partial_cells]
+            if not have:
+                line.append("")
+                continue
+            cell = f"{mean(have):.2f}"
+            if incomplete:
+                cell += "*"
+                notes.append(f"* {s} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
+                             f"(missing or partial: {', '.join(incomplete)})")
+            line.append(cell)
+        rows.append(line)
+    for t, files in missing.items():
+        notes.append(f"n/a {t}: data files missing: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}")
+    if seeds_seen > 1:
+        notes.append("cells are mean±std over seeds")
+    return headers, rows, notes
+
+
+def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str = "github", title: str = "") -> str:
+    out = (f"{title}\n" if title else "") + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    if notes:
+        out += "\n" + "\n".join(dict.fromkeys(notes))
+    return out

@@ -1,0 +1,208 @@
+"""Plugin loading. Built-in methods and tasks load exactly like third-party ones: through the
+``benchbench`` entry-point group, plus an optional ``benchbench_plugin.py`` in the working directory."""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError, UnknownNameError
+
+ENTRY_POINT_GROUP = "benchbench"
+LOCAL_PLUGIN_FILE = "benchbench_plugin.py"
+_REGISTER_HOOKS = {
+    "benchbench_register_methods": "methods",
+    "benchbench_register_tasks": "tasks",
+    "benchbench_register_adapters": "adapters",
+    "benchbench_register_augmenters": "augmenters",
+    "benchbench_register_taggers": "taggers",
+}
+
+
+@dataclass
+class Registry:
+    """Everything the loaded plugins registered, and who registered it."""
+
+    methods: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, Any] = field(default_factory=dict)  # name -> TaskSpec | TaskAdapter subclass
+    suites: dict[str, Any] = field(default_factory=dict)  # name -> Suite
+    adapters: dict[str, type] = field(default_factory=dict)
+    augmenters: dict[str, Any] = field(default_factory=dict)
+    taggers: dict[str, Any] = field(default_factory=dict)
+    owner: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) -> plugin
+    plugins: dict[str, list[str]] = field(default_factory=dict)  # plugin -> ["method tsdae", ...]
+    pm: pluggy.PluginManager | None = None
+
+    def method(self, name: str):
+        if name not in self.methods:
+            raise UnknownNameError("method", name, self.methods)
+        return self.methods[name]
+
+    def adapter(self, kind: str) -> type:
+        if kind not in self.adapters:
+            raise UnknownNameError("adapter kind", kind, self.adapters)
+        return self.adapters[kind]
+
+    def task(self, name: str):
+        if name not in self.tasks:
+            raise UnknownNameError("task", name, list(self.tasks) + list(self.suites))
+        return self.tasks[name]
+
+    def expand(self, names: str | list[str]) -> list[str]:
+        """Expand a comma list of suite and task names into task names, keeping order, no repeats."""
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        out: list[str] = []
+        for n in names:
+            if n in self.suites:
+                members = self.suites[n].tasks
+            elif n in self.tasks:
+                members = [n]
+            else:
+                raise UnknownNameError("task or suite", n, list(self.tasks) + list(self.suites))
+            out.extend(m for m in members if m not in out)
+        return out
+
+    def suites_of(self, task: str) -> list[str]:
+        return [s for s, suite in self.suites.items() if task in suite.tasks]
+
+
+def _plugin_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("benchbench")
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _check_hook_names(plugin: Any, name: str) -> None:
+    """Reject functions that look like hook implementations but match no hook (a misspelling
+    would otherwise be silently ignored and the plugin would register nothing)."""
+    valid = {n for n in dir(hookspecs) if n.startswith("benchbench_")}
+    for attr, value in inspect.getmembers(plugin):
+        if attr.startswith("benchbench_") and callable(value) and attr not in valid:
+            import difflib
+
+            close = difflib.get_close_matches(attr, valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise PluginError(f"Plugin {name!r} defines {attr!r}, which is not a benchbench hook.{hint}")
+
+
+def _register_plugin(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
+    _check_hook_names(plugin, name)
+    try:
+        pm.register(plugin, name=name)
+    except (pluggy.PluginValidationError, ValueError) as e:
+        raise PluginError(f"Plugin {name!r} is invalid: {e}") from e
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+
+
+def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir: str | Path | None = None) -> Registry:
+    """Load every plugin and collect what it registers. ``extra_plugins`` ((name, module) pairs)
+    is for tests and embedding applications."""
+    pm = _plugin_manager()
+    from . import adapters as builtin_adapters
+
+    _register_plugin(pm, builtin_adapters, "benchbench.adapters")
+    for ep in _entry_points():
+        try:
+            module = ep.load()
+        except Exception as e:  # noqa: BLE001 - any import failure must name the plugin
+            raise PluginError(f"Plugin {ep.name!r} (entry point {ep.value!r} from {ep.dist.name if ep.dist else '?'}) failed to import: {type(e).__name__}: {e}") from e
+        _register_plugin(pm, module, ep.name)
+    local = Path(local_dir or Path.cwd()) / LOCAL_PLUGIN_FILE
+    if local.is_file():
+        spec = importlib.util.spec_from_file_location("benchbench_local_plugin", local)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except Exception as e:  # noqa: BLE001
+            raise PluginError(f"Local plugin {local} failed to import: {type(e).__name__}: {e}") from e
+        _register_plugin(pm, module, str(local))
+    for name, module in extra_plugins or []:
+        _register_plugin(pm, module, name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        raise PluginError(f"Plugin {e.plugin_name!r}: {e}") from e
+    reg = Registry(pm=pm)
+    for name in pm.list_name_plugin():
+        reg.plugins.setdefault(name[0], [])
+    # adapters first: TOML task specs name an adapter kind
+    for hook in ["benchbench_register_adapters", "benchbench_register_methods", "benchbench_register_augmenters",
+                 "benchbench_register_taggers", "benchbench_register_tasks"]:
+        for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
+            _call_register(reg, hook, impl.plugin_name, impl.function)
+    return reg
+
+
+def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:
+    kind = _REGISTER_HOOKS[hook]
+
+    def register(name: str, obj: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"Plugin {plugin_name!r} registered a {kind[:-1]} with an invalid name {name!r}.")
+        if kind == "tasks" and isinstance(obj, (str, Path)):
+            from .tasks import load_spec_file
+
+            specs, suites = load_spec_file(Path(obj), reg)
+            for t in specs:
+                _put(reg, "tasks", t.name, t, plugin_name)
+            for s in suites:
+                _put(reg, "suites", s.name, s, plugin_name)
+            return
+        if kind == "methods":
+            from .methods import validate_method_class
+
+            validate_method_class(obj, name, plugin_name)
+        _put(reg, kind, name, obj, plugin_name)
+
+    try:
+        fn(register=register)
+    except PluginError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise PluginError(f"Plugin {plugin_name!r} raised in {hook}: {type(e).__name__}: {e}") from e
+
+
+def _put(reg: Registry, kind: str, name: str, obj: Any, plugin_name: str) -> None:
+    table = getattr(reg, kind)
+    if name in table:
+        raise PluginError(f"Plugin {plugin_name!r} registers {kind[:-1]} {name!r}, already registered by {reg.owner[(kind, name)]!r}.")
+    table[name] = obj
+    reg.owner[(kind, name)] = plugin_name
+    reg.plugins.setdefault(plugin_name, []).append(f"{kind[:-1]} {name}")
+
+
+_REGISTRY: Registry | None = None
+
+
+def get_registry() -> Registry:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = load_registry()
+    return _REGISTRY
+
+
+def reset_registry() -> None:
+    global _REGISTRY
+    _REGISTRY = None
+
+
+def call_observers(result: dict) -> None:
+    reg = get_registry()
+    assert reg.pm is not None
+    for impl in reg.pm.hook.benchbench_result_recorded.get_hookimpls():
+        try:
+            impl.function(result=result)
+        except Exception as e:  # noqa: BLE001
+            raise PluginError(f"Plugin {impl.plugin_name!r} raised in benchbench_result_recorded: {type(e).__name__}: {e}") from e

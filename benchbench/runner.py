@@ -1,0 +1,203 @@
+"""Orchestration: method x task x seed x setup. Resumable: a record that exists is not recomputed."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .adapters.base import TaskAdapter
+from .data import DataStore
+from .encoding import EmbeddingCache, Embedder, default_cache_dir
+from .errors import BenchbenchError, ConfigError, DataError, PluginError
+from .methods import TrainContext, build_config, config_hash
+from .models import canonical_model_name
+from .plugins import Registry, call_observers, get_registry
+from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, now, package_versions
+from .tasks import spec_for_adapter_class
+
+log = logging.getLogger(__name__)
+SETUPS = ("unsupervised",)
+
+
+@dataclass
+class RunOptions:
+    method: str
+    tasks: str | list[str]
+    model: str | None = None
+    seeds: list[int] = field(default_factory=lambda: [1])
+    setup: str = "unsupervised"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+    output: str = "results"
+    force: bool = False
+    splits: list[str] | None = None  # None: each task's default splits
+    device: str | None = None
+    cache_dir: str | None = None  # embedding cache; None: ~/.cache/benchbench/embeddings
+    no_cache: bool = False
+    encode_batch_size: int | None = None
+    progress: bool | None = None
+
+
+@dataclass
+class RunReport:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[ResultKey] = field(default_factory=list)  # already stored (resume)
+    missing: dict[str, list[str]] = field(default_factory=dict)  # task -> missing data files
+    unavailable: dict[str, list[str]] = field(default_factory=dict)  # task -> requested splits it does not have
+    tasks: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
+
+
+def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
+    entry = reg.task(task)
+    if isinstance(entry, type):
+        return entry(spec_for_adapter_class(task, entry), data)
+    return reg.adapter(entry.kind)(entry, data)
+
+
+def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
+    reg = registry or get_registry()
+    method_cls = reg.method(opts.method)
+    plugin = reg.owner.get(("methods", opts.method), "?")
+    if opts.setup not in SETUPS:
+        raise ConfigError(f"--setup {opts.setup!r} is not supported; choose one of {SETUPS}.")
+    config = build_config(method_cls, opts.overrides)
+    chash = config_hash(config)
+    model = opts.model or method_cls.default_model or ""
+    model_label = canonical_model_name(model) if model else "-"
+    requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
+    task_names = reg.expand(requested)
+    explicit = {n for n in requested if n in reg.tasks}
+    data = DataStore(opts.data_dir)
+    cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir())
+    store = ResultStore(opts.output)
+    report = RunReport(tasks=task_names, requested=requested)
+    method = method_cls(config)
+    shared_encoder = None
+
+    for seed in opts.seeds:
+        for task in task_names:
+            key = ResultKey(opts.method, chash, model_label, opts.setup, seed, task)
+            if store.exists(key) and not opts.force:
+                report.records.append(store.load(key))
+                report.skipped.append(key)
+                continue
+            adapter = make_adapter(reg, task, data)
+            splits = list(opts.splits or adapter.spec.default_splits)
+            if task in explicit:
+                for s in splits:
+                    adapter.check_split(s)  # an explicit request for a split the task lacks is an error
+            lacking = [s for s in splits if s not in adapter.spec.splits]
+            if lacking:
+                report.unavailable[task] = lacking
+                splits = [s for s in splits if s in adapter.spec.splits]
+                if not splits:
+                    continue
+            missing = sorted({f for s in splits for f in adapter.missing_files(s)})
+            if missing and not _downloadable(adapter, missing, data):
+                if task in explicit:
+                    raise DataError(f"Task {task!r} cannot run: missing data files {missing} under "
+                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.")
+                report.missing[task] = missing
+                log.warning("task %s skipped: missing %s", task, missing)
+                continue
+            run_dir = store.root / "runs" / key.relpath().with_suffix("")
+            ctx = TrainContext(model=model, seed=seed, output_dir=run_dir, task=task, device=opts.device, data=data,
+                               registry=reg, progress=opts.progress if opts.progress is not None else True)
+            t0 = time.perf_counter()
+            if method_cls.trains:
+                encoder = _train_or_reuse(method, adapter, ctx, plugin, run_dir, opts.force)
+                train_info = dict(ctx.accounting)
+                train_info.setdefault("seconds", time.perf_counter() - t0)
+            else:
+                if shared_encoder is None:
+                    shared_encoder = _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx)
+                encoder = shared_encoder
+                train_info = None
+            embedder = Embedder(encoder, cache=cache, batch_size=opts.encode_batch_size, progress=opts.progress)
+            t1 = time.perf_counter()
+            split_results = {}
+            for s in splits:
+                try:
+                    split_results[s] = adapter.evaluate(embedder, s).to_dict()
+                except BenchbenchError:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    raise PluginError(f"Task {task!r} (adapter {adapter.spec.kind!r}, plugin "
+                                      f"{reg.owner.get(('tasks', task), '?')!r}) failed on split {s!r}: {type(e).__name__}: {e}") from e
+            record = {
+                "schema_version": SCHEMA_VERSION, "method": opts.method, "plugin": plugin,
+                "config": _asdict(config), "config_hash": chash, "model": model_label, "setup": opts.setup, "seed": seed,
+                "task": task, "task_kind": adapter.spec.kind, "splits": split_results, "train": train_info,
+                "eval_seconds": round(time.perf_counter() - t1, 3), "encoder_fingerprint": getattr(encoder, "fingerprint", None),
+                "transductive": bool(getattr(method_cls, "transductive", False)),
+                "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
+                "versions": package_versions(), "git_sha": git_sha(), "device": _device_label(opts.device),
+                "created_at": now(), "unavailable_splits": report.unavailable.get(task, []),
+            }
+            store.write(record)
+            call_observers(record)
+            report.records.append(record)
+    return report
+
+
+def _prefix(adapter: TaskAdapter) -> str:
+    return adapter.param("root", "\0")
+
+
+def _downloadable(adapter: TaskAdapter, missing: list[str], data: DataStore) -> bool:
+    return data.allow_download and all(adapter.spec.files.get(m) and adapter.spec.files[m].url for m in missing)
+
+
+def _asdict(config: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(config)
+
+
+def _call_plugin(plugin: str, method: str, what: str, fn, *args):
+    try:
+        return fn(*args)
+    except BenchbenchError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise PluginError(f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}") from e
+
+
+def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, run_dir: Path, force: bool):
+    """Train, or reload the encoder a previous (interrupted-at-evaluation) run already finished."""
+    from .models import load_encoder
+
+    done = run_dir / "encoder" / ".complete"
+    if done.is_file() and not force:
+        import json
+
+        ctx.accounting.update(json.loads(done.read_text() or "{}"))
+        return load_encoder(str(run_dir / "encoder"))
+    if force and (run_dir / "encoder").exists():
+        shutil.rmtree(run_dir / "encoder")
+    corpus = adapter.train_sentences()
+    if ctx.pairs is None:
+        ctx.pairs = adapter.train_pairs()
+    encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus, ctx)
+    ctx.accounting.setdefault("corpus_sentences", len(corpus))
+    if hasattr(encoder, "save"):
+        import json
+
+        encoder.save(run_dir / "encoder")
+        (run_dir / "encoder" / ".complete").write_text(json.dumps(ctx.accounting, default=str))
+    return encoder
+
+
+def _device_label(device: str | None) -> str:
+    import platform
+
+    import torch
+
+    if (device or "").startswith("cuda") or (device is None and torch.cuda.is_available()):
+        return f"cuda:{torch.cuda.get_device_name(0)}"
+    return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"

@@ -1,0 +1,10 @@
+"""Built-in task specs: every ``*.toml`` in this package, registered like any plugin's specs."""
+from pathlib import Path
+
+from benchbench.hookspecs import hookimpl
+
+
+@hookimpl
+def benchbench_register_tasks(register):
+    for spec in sorted(Path(__file__).parent.glob("*.toml")):
+        register(spec.stem, spec)

@@ -1,0 +1,1 @@
+"""Placeholder: being implemented (registers nothing yet)."""

@@ -1,0 +1,44 @@
+"""Shared fixtures. Real data comes from BENCHBENCH_DATA or ../shared/data next to the repo."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _real_data_dir() -> Path | None:
+    d = os.environ.get("BENCHBENCH_DATA") or str(REPO.parent / "shared" / "data")
+    return Path(d) if Path(d).is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    d = _real_data_dir()
+    if d is None:
+        pytest.skip("real data not available (set BENCHBENCH_DATA)")
+    return d
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """An isolated cache so tests never touch ~/.cache/benchbench."""
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder():
+    from benchbench.models import tiny_bert
+
+    return tiny_bert(seed=0)
+
+
+@pytest.fixture
+def registry():
+    from benchbench.plugins import load_registry
+
+    return load_registry()

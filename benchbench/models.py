@@ -229,7 +229,11 @@ def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: i
     """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download)."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    tok = BertTokenizerFast(vocab_file=str(BUNDLED_VOCAB), do_lower_case=True)
+    # transformers >= 5 reads the vocabulary from ``vocab`` and silently ignores ``vocab_file`` (leaving
+    # a 5-token vocabulary that maps every word to [UNK]); older versions take ``vocab_file``.
+    tok = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=True)
+    if tok.vocab_size < 1000:
+        tok = BertTokenizerFast(vocab_file=str(BUNDLED_VOCAB), do_lower_case=True)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                      intermediate_size=intermediate, max_position_embeddings=max(512, max_seq_length))
     with torch.random.fork_rng(devices=[]):

@@ -1,0 +1,241 @@
+"""USEB CQADupStack: duplicate-question retrieval over each StackExchange forum's whole corpus.
+
+Protocol (USEB, useb/evaluators/cqadupstack.py), kept exactly:
+
+* Titles only. Each query retrieves from its forum's corpus with the split's queries removed (USEB
+  pops every query of the split from the pool so a query never retrieves itself; in the BEIR layout
+  the queries are not in the corpus to begin with).
+* Cosine similarity (L2-normalised vectors, inner product).
+* ``map@100``: per query, scikit-learn's average precision of the top 100 (relevance flags, scores),
+  0 when none of the 100 is relevant: the denominator is the relevant documents retrieved in the top
+  100 (see ``ranking.topk_average_precision``). Mean over the forum's queries.
+* ``ndcg@10``: binary gains of the top 10 over the ideal DCG of min(10, |relevant in qrels|) ones.
+* Forum scores are macro-averaged (``map@100`` = the main score, USEB's ``map@100_cqadupstack_avg``).
+
+Search is exact (faiss ``IndexFlatIP``) over corpus blocks of ``params.block`` titles, each embedded
+and searched in turn with a running top-k heap: memory is one block of vectors plus queries x 100,
+whatever the corpus size. An encoder with ``search(queries, corpus, k)`` (BM25) is used instead.
+
+Layouts (the first complete one is used):
+
+* ``useb``: USEB's ``data-eval/cqadupstack/corpus.json`` ({forum: {id: title}}) and
+  ``retrieval_split.json`` ({"valid"|"test": {forum: {query id: [relevant ids]}}}); dev and test.
+* ``beir``: ``<beir_dir>/<forum>/corpus.jsonl.gz`` ({"_id","title","text"}; the title is used),
+  ``queries.jsonl.gz`` ({"_id","text"}) and ``qrels/test.tsv`` (header; query-id, corpus-id,
+  score > 0 relevant). BEIR has the test split only, so the task then has no dev split. The offline
+  copy has 11 of the 12 forums (no ``tex``): the result is marked partial and says so.
+
+Training sentences (``own_sentences``): USEB's ``data-train/cqadupstack/unsupervised/train.txt`` when
+present; otherwise ONE corpus for all forums (the paper trains a single model): the union of every
+available forum's corpus titles, without any evaluation query (dev or test) of any forum.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import metrics
+from ..encoding import Embedder
+from ..errors import DataError
+from .base import TaskAdapter, TaskResult
+from .ranking import dcg, normalized, pick_layout, search_topk, topk_average_precision
+
+FORUMS = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
+          "webmasters", "wordpress"]
+MAP_K, NDCG_K = 100, 10
+
+
+@dataclasses.dataclass
+class Forum:
+    queries: dict[str, str]  # query id -> title
+    pool: dict[str, str]  # document id -> title (the split's queries removed)
+    qrels: dict[str, set[str]]  # query id -> relevant document ids
+
+
+class CQADupStackAdapter(TaskAdapter):
+    kind = "cqadupstack"
+
+    def __init__(self, spec, data):
+        super().__init__(spec, data)
+        self.layout = pick_layout(self, self._layouts())
+        if self.layout == "beir":  # BEIR publishes the test split only
+            self.spec = dataclasses.replace(spec, splits=[s for s in spec.splits if s == "test"],
+                                            default_splits=[s for s in spec.default_splits if s == "test"] or ["test"])
+
+    # ---- files --------------------------------------------------------------------------------
+    def forums(self) -> list[str]:
+        return list(self.param("forums", FORUMS))
+
+    def _useb_files(self) -> list[str]:
+        d = self.param("useb_dir", "useb/data-eval/cqadupstack")
+        return [f"{d}/corpus.json", f"{d}/retrieval_split.json"]
+
+    def _beir_files(self, forum: str, split: str = "test") -> list[str]:
+        d = f"{self.param('beir_dir', 'beir/cqadupstack')}/{forum}"
+        return [f"{d}/corpus.jsonl.gz", f"{d}/queries.jsonl.gz", f"{d}/qrels/{split}.tsv"]
+
+    def _layouts(self) -> dict[str, list[str]]:
+        return {"useb": self._useb_files(), "beir": [f for fo in self.forums() for f in self._beir_files(fo)]}
+
+    def files_for(self, split: str) -> list[str]:
+        if self.layout == "useb":
+            return self._useb_files()
+        return [f for fo in self.forums() for f in self._beir_files(fo, split)]
+
+    def available_forums(self, split: str) -> list[str]:
+        if self.layout == "useb":
+            return [f for f in self.forums() if f in self._useb()[0]]
+        return [f for f in self.forums() if all(self.data.exists(x) for x in self._beir_files(f, split))]
+
+    def missing_files(self, split: str) -> list[str]:
+        """Missing files only when NO forum can be evaluated; a missing forum makes the result partial
+        (named in its notes) rather than hiding the forums that are there."""
+        if self.layout == "beir" and self.available_forums(split):
+            return []
+        return super().missing_files(split)
+
+    # ---- reading ------------------------------------------------------------------------------
+    def _useb(self) -> tuple[dict[str, dict[str, str]], dict[str, Any]]:
+        if not hasattr(self, "_useb_cache"):
+            corpus_f, split_f = self._useb_files()
+            try:
+                corpus = json.loads(self.file(corpus_f).read_text(encoding="utf-8"))
+                splits = json.loads(self.file(split_f).read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise DataError(f"CQADupStack USEB layout ({corpus_f}, {split_f}): invalid JSON: {e}") from e
+            self._useb_cache = (corpus, splits)
+        return self._useb_cache
+
+    def load_forum(self, forum: str, split: str) -> Forum:
+        if self.layout == "useb":
+            corpus, splits = self._useb()
+            key = {"dev": "valid"}.get(split, split)
+            if key not in splits or forum not in splits[key]:
+                raise DataError(f"{self._useb_files()[1]}: no {key!r} entry for forum {forum!r}.")
+            qrels = {q: set(map(str, d)) for q, d in splits[key][forum].items()}
+            texts = corpus[forum]
+            missing = [q for q in qrels if q not in texts]
+            if missing:
+                raise DataError(f"{self._useb_files()[0]}: query ids {missing[:5]} of forum {forum!r} have no text.")
+            queries = {q: texts[q] for q in qrels}
+            pool = {d: t for d, t in texts.items() if d not in qrels}
+            return Forum(queries, pool, qrels)
+        corpus_f, queries_f, qrels_f = self._beir_files(forum, split)
+        field = self.param("text_field", "title")
+        pool = {str(r["_id"]): r.get(field) or "" for r in _jsonl(self.file(corpus_f))}
+        all_queries = {str(r["_id"]): r.get("text") or "" for r in _jsonl(self.file(queries_f))}
+        qrels: dict[str, set[str]] = {}
+        with open(self.file(qrels_f), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                cols = line.rstrip("\n").split("\t")
+                if n == 1 and cols[0] == "query-id":
+                    continue
+                if len(cols) < 3:
+                    raise DataError(f"{qrels_f}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}")
+                if float(cols[2]) > 0:
+                    qrels.setdefault(cols[0], set()).add(cols[1])
+        unknown = [q for q in qrels if q not in all_queries]
+        if unknown:
+            raise DataError(f"{qrels_f}: query ids {unknown[:5]} are not in {queries_f}.")
+        queries = {q: all_queries[q] for q in qrels}
+        for q in queries:  # a query never retrieves itself
+            pool.pop(q, None)
+        return Forum(queries, pool, qrels)
+
+    # ---- scoring ------------------------------------------------------------------------------
+    def _retrieve(self, model: Embedder, forum: str, data: Forum) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        qids, dids = list(data.queries), list(data.pool)
+        search = getattr(model.encoder, "search", None)
+        if callable(search):
+            scores, idx = search([data.queries[q] for q in qids], [data.pool[d] for d in dids], MAP_K)
+            return np.asarray(scores), np.asarray(idx), dids
+        qv = normalized(model.embed([data.queries[q] for q in qids], desc=f"{self.name}/{forum} queries"))
+        block = int(self.param("block", 16384))
+        texts = [data.pool[d] for d in dids]
+
+        def blocks():
+            for s in range(0, len(texts), block):
+                yield normalized(model.embed(texts[s : s + block], desc=f"{self.name}/{forum} corpus"))
+
+        scores, idx = search_topk(qv, blocks(), MAP_K)
+        return scores, idx, dids
+
+    def score_forum(self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str],
+                    qrels: dict[str, set[str]]) -> dict[str, float]:
+        did_arr = np.asarray(dids, dtype=object)
+        hits = np.zeros(idx.shape, dtype=bool)
+        for r, q in enumerate(qids):
+            valid = idx[r] >= 0
+            rel = qrels[q]
+            hits[r, valid] = [d in rel for d in did_arr[idx[r, valid]]]
+        ap = topk_average_precision(hits[:, :MAP_K], scores[:, :MAP_K])
+        ndcg = [dcg(hits[r, :NDCG_K]) / dcg(np.ones(min(len(qrels[q]), NDCG_K))) for r, q in enumerate(qids)]
+        return {"map@100": 100 * float(ap.mean()), "ndcg@10": 100 * float(np.mean(ndcg)), "n_queries": len(qids),
+                "corpus": len(dids)}
+
+    def evaluate(self, model: Embedder, split: str) -> TaskResult:
+        self.check_split(split)
+        forums = self.available_forums(split)
+        if not forums:
+            raise DataError(f"Task {self.name!r}: no forum's files are present ({self.missing_files(split)[:3]} ...).")
+        subsets, timing = {}, {}
+        for forum in forums:
+            t0 = time.perf_counter()
+            data = self.load_forum(forum, split)
+            scores, idx, dids = self._retrieve(model, forum, data)
+            subsets[forum] = self.score_forum(scores, idx, dids, list(data.queries), data.qrels)
+            timing[forum] = round(time.perf_counter() - t0, 2)
+        result = {m: float(np.mean([s[m] for s in subsets.values()])) for m in ("map@100", "ndcg@10")}
+        absent = [f for f in self.forums() if f not in forums]
+        notes = []
+        if self.layout == "beir":
+            notes.append("CQADupStack read from the BEIR layout: titles only, BEIR's test split (no dev split)")
+        if absent:
+            notes.append(f"CQADupStack over {len(forums)} of {len(self.forums())} forums (missing: {', '.join(absent)}): "
+                         "not comparable with the full 12-forum average")
+        return TaskResult(main_metric=self.spec.main_metric, scores=result, subsets=subsets, notes=notes,
+                          partial=bool(absent),
+                          details={"layout": self.layout, "forums": forums, "missing_forums": absent,
+                                   "retrieval": "search()" if callable(getattr(model.encoder, "search", None)) else
+                                   "cosine, exact faiss IndexFlatIP", "aggregation": "macro mean over forums",
+                                   "map@100": "sklearn AP over the top 100 (USEB)", "seconds_per_forum": timing})
+
+    # ---- unsupervised training sentences ------------------------------------------------------
+    def own_sentences(self) -> list[str]:
+        useb_train = self.param("useb_train", "useb/data-train/cqadupstack/unsupervised/train.txt")
+        if self.data.exists(useb_train):
+            lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
+            return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
+        out: dict[str, None] = {}
+        if self.layout == "useb":
+            corpus, splits = self._useb()
+            held = {(f, q) for s in splits.values() for f, qr in s.items() for q in qr}
+            for forum in self.available_forums("test"):
+                for d, t in corpus[forum].items():
+                    if (forum, d) not in held and t.strip():
+                        out.setdefault(t.strip())
+            return list(out)
+        for forum in self.available_forums("test"):
+            data = self.load_forum(forum, "test")
+            for t in data.pool.values():
+                if t.strip():
+                    out.setdefault(t.strip())
+        return list(out)
+
+
+def _jsonl(path) -> list[dict[str, Any]]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    out = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{n}: invalid JSON line: {e}") from e
+    return out

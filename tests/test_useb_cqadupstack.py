@@ -1,0 +1,135 @@
+"""CQADupStack: USEB's MAP@100 (scikit-learn AP of the top 100) against a brute-force reference,
+both layouts, streaming corpus blocks, missing forums marked partial, one training corpus."""
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score
+
+from benchbench.data import DataStore
+from benchbench.encoding import Embedder
+from benchbench.errors import ConfigError
+
+FIX = Path(__file__).parent / "fixtures" / "useb"
+
+
+def make(registry, root, **params):
+    spec = registry.task("cqadupstack")
+    spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
+    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+
+
+class HashEncoder:
+    """Deterministic pseudo-random vectors per text; records every encode batch."""
+
+    fingerprint = "hash-encoder"
+
+    def __init__(self, dim=6):
+        self.dim, self.calls = dim, []
+
+    def vec(self, t):
+        seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "little")
+        return np.random.default_rng(seed).normal(size=self.dim).astype(np.float32)
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return np.stack([self.vec(t) for t in texts])
+
+
+def reference(enc, forum):
+    """USEB's computation written out plainly: full score matrix, top 100, sklearn AP; nDCG@10."""
+    v = lambda t: enc.vec(t) / np.linalg.norm(enc.vec(t))  # noqa: E731
+    ids, docs = list(forum["corpus"]), [v(t) for t in forum["corpus"].values()]
+    aps, ndcgs = [], []
+    for q, rel in forum["qrels"].items():
+        s = np.array([v(forum["queries"][q]) @ d for d in docs])
+        top = np.argsort(-s)[:100]
+        hits = [ids[i] in rel for i in top]
+        aps.append(average_precision_score(hits, s[top]) if any(hits) else 0.0)
+        dcg = sum(h / np.log2(i + 2) for i, h in enumerate(hits[:10]))
+        ndcgs.append(dcg / sum(1 / np.log2(i + 2) for i in range(min(len(rel), 10))))
+    return 100 * np.mean(aps), 100 * np.mean(ndcgs)
+
+
+ANDROID = {"corpus": {"a1": "phone battery drains fast", "a2": "how to root my phone", "a3": "battery life is poor on android",
+                      "a4": "install apk from sd card", "a5": "rooting android without a computer", "a6": "wifi keeps disconnecting"},
+           "queries": {"aq1": "why does my battery drain so quickly", "aq2": "root android phone"},
+           "qrels": {"aq1": {"a1", "a3"}, "aq2": {"a5"}}}
+
+
+def test_beir_layout_matches_brute_force_reference_and_is_partial(registry):
+    ad = make(registry, FIX / "native")
+    assert ad.layout == "beir" and ad.spec.splits == ["test"]
+    enc = HashEncoder()
+    r = ad.evaluate(Embedder(enc), "test")
+    ref_map, ref_ndcg = reference(enc, ANDROID)
+    assert r.subsets["android"]["map@100"] == pytest.approx(ref_map)
+    assert r.subsets["android"]["ndcg@10"] == pytest.approx(ref_ndcg)
+    assert r.scores["map@100"] == pytest.approx(np.mean([s["map@100"] for s in r.subsets.values()]))  # macro mean
+    assert set(r.subsets) == {"android", "gis"}
+    assert r.partial and any("2 of 12 forums" in n and "tex" in n for n in r.notes)
+    assert any("test split" in n for n in r.notes)
+
+
+def test_corpus_streams_in_blocks_with_the_same_result(registry):
+    big = make(registry, FIX / "native").evaluate(Embedder(HashEncoder()), "test")
+    enc = HashEncoder()
+    small = make(registry, FIX / "native", block=2).evaluate(Embedder(enc), "test")
+    assert small.scores == pytest.approx(big.scores)
+    corpus_calls = [c for c in enc.calls if not any(t.startswith(("why", "root android", "how to reproject", "raster algebra", "utm")) for t in c)]
+    assert corpus_calls and max(len(c) for c in corpus_calls) <= 2
+
+
+def test_beir_has_no_dev_split(registry):
+    ad = make(registry, FIX / "native")
+    with pytest.raises(ConfigError, match="test split only"):
+        ad.check_split("dev")
+
+
+def test_useb_layout_dev_and_queries_removed_from_pool(registry):
+    ad = make(registry, FIX / "useb")
+    assert ad.layout == "useb" and "dev" in ad.spec.splits
+    f = ad.load_forum("android", "test")
+    assert set(f.pool) == set(ANDROID["corpus"])  # the split's queries are popped from the corpus
+    enc = HashEncoder()
+    test = ad.evaluate(Embedder(enc), "test")
+    assert test.subsets["android"]["map@100"] == pytest.approx(reference(enc, ANDROID)[0])
+    dev = ad.evaluate(Embedder(HashEncoder()), "dev")
+    assert dev.subsets["android"]["n_queries"] == 1 and dev.subsets["android"]["corpus"] == 7  # 8 texts - 1 query
+
+
+def test_search_protocol_is_used_when_present(registry):
+    class Searcher:
+        fingerprint = "searcher"
+
+        def encode(self, texts):
+            raise AssertionError("vectors must not be used")
+
+        def search(self, queries, corpus, k):
+            # rank documents by the number of shared words, ties by row
+            sc = np.array([[len(set(q.split()) & set(d.split())) for d in corpus] for q in queries], dtype=float)
+            idx = np.argsort(-sc, axis=1, kind="stable")[:, :k]
+            return np.take_along_axis(sc, idx, 1), idx
+
+    r = make(registry, FIX / "native").evaluate(Embedder(Searcher()), "test")
+    # gis gq1 "how to reproject a layer in qgis": g1 (2 shared: reproject, qgis) and g4 (layer, a) lead -> relevant both
+    assert r.details["retrieval"] == "search()" and r.subsets["gis"]["map@100"] > 0
+
+
+def test_one_training_corpus_for_all_forums_without_queries(registry):
+    sents = make(registry, FIX / "native").own_sentences()
+    assert "phone battery drains fast" in sents and "raster calculator syntax" in sents
+    assert "root android phone" not in sents and "utm conversion" not in sents
+    assert len(sents) == 11
+    useb = make(registry, FIX / "useb").own_sentences()
+    assert "how to root my phone" not in useb  # a dev (valid) query of the USEB layout is held out too
+    assert "root android phone" not in useb and "phone battery drains fast" in useb
+
+
+def test_real_beir_cqadupstack_reads(registry, real_data):
+    ad = make(registry, real_data)
+    assert ad.layout == "beir" and len(ad.available_forums("test")) == 11
+    f = ad.load_forum("webmasters", "test")
+    assert (len(f.queries), len(f.pool)) == (506, 17405) and sum(map(len, f.qrels.values())) == 1395

@@ -140,7 +140,7 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
     # adapters first: TOML task specs name an adapter kind
     for hook in ["benchbench_register_adapters", "benchbench_register_methods", "benchbench_register_augmenters",
                  "benchbench_register_taggers", "benchbench_register_tasks"]:
-        for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
+        for impl in getattr(pm.hook, hook).get_hookimpls():  # registration order: built-ins first
             _call_register(reg, hook, impl.plugin_name, impl.function)
     return reg
 

@@ -78,6 +78,7 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     report = RunReport(tasks=task_names, requested=requested)
     method = method_cls(config)
     shared_encoder = None
+    trained: dict[str, tuple[Any, dict]] = {}  # training-data hash -> (encoder, accounting), within this run
 
     for seed in opts.seeds:
         for task in task_names:
@@ -105,13 +106,12 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                 report.missing[task] = missing
                 log.warning("task %s skipped: missing %s", task, missing)
                 continue
-            run_dir = store.root / "runs" / key.relpath().with_suffix("")
-            ctx = TrainContext(model=model, seed=seed, output_dir=run_dir, task=task, device=opts.device, data=data,
+            ctx = TrainContext(model=model, seed=seed, output_dir=store.root, task=task, device=opts.device, data=data,
                                registry=reg, progress=opts.progress if opts.progress is not None else True)
             t0 = time.perf_counter()
             if method_cls.trains:
-                encoder = _train_or_reuse(method, adapter, ctx, plugin, run_dir, opts.force)
-                train_info = dict(ctx.accounting)
+                encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / key.relpath().parent,
+                                                      opts.force, trained)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
             else:
                 if shared_encoder is None:
@@ -168,29 +168,50 @@ def _call_plugin(plugin: str, method: str, what: str, fn, *args):
         raise PluginError(f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}") from e
 
 
-def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, run_dir: Path, force: bool):
-    """Train, or reload the encoder a previous (interrupted-at-evaluation) run already finished."""
+def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, seed_dir: Path, force: bool,
+                    trained: dict[str, tuple[Any, dict]]) -> tuple[Any, dict]:
+    """Train on the task's unlabelled data, or reuse an encoder already trained on the SAME data with
+    the same method, config, base model and seed (STS tasks share one corpus; an interrupted run
+    resumes at evaluation). The folder is keyed by a hash of the training data, not the task."""
+    import hashlib
+    import json
+
     from .models import load_encoder
 
+    corpus = adapter.train_sentences()
+    pairs = adapter.train_pairs() if getattr(method, "transductive", False) else None
+    h = hashlib.sha256()
+    for s in corpus:
+        h.update(s.encode("utf-8", "surrogatepass") + b"\n")
+    for a, b in pairs or []:
+        h.update(f"{a}\t{b}\n".encode("utf-8", "surrogatepass"))
+    data_id = h.hexdigest()[:16]
+    if data_id in trained and not force:
+        enc, info = trained[data_id]
+        return enc, {**info, "reused_from_task": info.get("task")}
+    run_dir = seed_dir / f"train-{data_id}"
+    ctx.output_dir = run_dir
+    ctx.pairs = pairs
     done = run_dir / "encoder" / ".complete"
     if done.is_file() and not force:
-        import json
-
-        ctx.accounting.update(json.loads(done.read_text() or "{}"))
-        return load_encoder(str(run_dir / "encoder"))
-    if force and (run_dir / "encoder").exists():
+        info = json.loads(done.read_text() or "{}")
+        enc = load_encoder(str(run_dir / "encoder"))
+        trained[data_id] = (enc, info)
+        return enc, {**info, "reused_from_disk": True}
+    if (run_dir / "encoder").exists():
         shutil.rmtree(run_dir / "encoder")
-    corpus = adapter.train_sentences()
-    if ctx.pairs is None:
-        ctx.pairs = adapter.train_pairs()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus, ctx)
-    ctx.accounting.setdefault("corpus_sentences", len(corpus))
+    info = {"seconds": round(time.perf_counter() - t0, 3), **ctx.accounting, "corpus_sentences": len(corpus),
+            "train_data_sha256": h.hexdigest(), "task": adapter.name}
+    if pairs is not None:
+        info["train_pairs"] = len(pairs)
     if hasattr(encoder, "save"):
-        import json
-
         encoder.save(run_dir / "encoder")
-        (run_dir / "encoder" / ".complete").write_text(json.dumps(ctx.accounting, default=str))
-    return encoder
+        (run_dir / "encoder" / ".complete").write_text(json.dumps(info, default=str))
+    trained[data_id] = (encoder, info)
+    return encoder, info
 
 
 def _device_label(device: str | None) -> str:

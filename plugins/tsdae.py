@@ -1,1 +1,216 @@
-"""Placeholder: being implemented (registers nothing yet)."""
+"""TSDAE (Wang, Reimers & Gurevych 2021): a denoising auto-encoder whose decoder sees only the
+sentence vector.
+
+The encoder reads a corrupted sentence (default: 60% of its words deleted), pools one vector (CLS by
+default), and a Transformer decoder reconstructs the clean sentence token by token; the decoder's
+cross-attention keys and values are that single vector (paper eq. in section 3.2), so everything
+the decoder learns about the sentence must pass through it. Encoder and decoder share their
+embeddings and layer weights (the best configuration, Appendix A). Defaults follow Appendix B:
+AdamW, lr 3e-5, batch 8, constant lr, 100K steps (use ``--steps`` on a CPU).
+
+The decoder is the model family's causal-LM head model (``BertLMHeadModel`` for BERT) with
+``is_decoder``/``add_cross_attention``, tied to the encoder as sentence-transformers'
+``DenoisingAutoEncoderLoss`` does. Two exact shortcuts make it cheaper than that reference:
+
+* cross-attention over a one-vector memory: the softmax over a single key is 1, so each decoder
+  position receives ``W_o(W_v s)`` (with attention dropout deciding per head and position whether it
+  receives it at all); the query/key products and the per-position output projection are skipped;
+* the vocabulary projection and the cross-entropy are computed only on positions with a target,
+  not on padding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchbench import Method, TrainContext, hookimpl
+from benchbench.errors import ConfigError
+from benchbench.models import TransformerEncoder
+from benchbench.noise import NOISE_KINDS, WordNoise, register_noise
+from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+
+
+@dataclass
+class TSDAEConfig:
+    steps: int = 100_000  # paper; on a CPU pass e.g. --steps 2000
+    batch_size: int = 8
+    lr: float = 3e-5
+    weight_decay: float = 0.0
+    max_seq_length: int | None = None  # None: the model's own
+    noise: str = "delete"
+    noise_ratio: float = 0.6
+    pooling: str = "cls"
+    tie_encoder_decoder: bool = True
+    grad_accum: int = 1
+    checkpoint_every: int = 1000
+    fast_cross_attention: bool = True  # the exact one-vector shortcut (False: the library's attention)
+
+
+class OneVectorCrossAttention(nn.Module):
+    """Drop-in for a BERT-style cross-attention block (``.self`` query/key/value, ``.output``
+    dense/dropout/LayerNorm) when the memory is one vector. Keeps the original submodules, so the
+    weights and their names are the library's."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.self = block.self
+        self.output = block.output
+
+    def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
+                **_kw):
+        core, out = self.self, self.output
+        b, t, d = hidden_states.shape
+        if encoder_hidden_states.shape[1] != 1:
+            raise ValueError("OneVectorCrossAttention needs a memory of exactly one vector")
+        v = core.value(encoder_hidden_states)  # (b, 1, d): the value of the only key
+        p = core.dropout.p if self.training else 0.0
+        if p > 0:
+            # attention-prob dropout zeroes the single weight for some (position, head) pairs:
+            # project each head's value once, then sum the heads each position keeps
+            h, hd = core.num_attention_heads, core.attention_head_size
+            per_head = torch.einsum("bhk,dhk->bhd", v.view(b, h, hd), out.dense.weight.view(d, h, hd))
+            keep = (torch.rand(b, t, h, device=v.device) >= p).to(per_head.dtype) / (1 - p)
+            attn = torch.einsum("bth,bhd->btd", keep, per_head) + out.dense.bias
+        else:
+            attn = out.dense(v).expand(b, t, d)
+        attn = out.dropout(attn)
+        return out.LayerNorm(attn + hidden_states), None
+
+
+def _base(model: nn.Module) -> nn.Module:
+    return getattr(model, model.base_model_prefix)
+
+
+def build_decoder(encoder: TransformerEncoder, tie: bool = True, fast_cross_attention: bool = True,
+                  pretrained: str | None = None) -> nn.Module:
+    """The family's causal-LM model as a decoder with cross-attention, tied to ``encoder``: every
+    decoder base parameter with an encoder counterpart of the same name IS that parameter (so the
+    encoder keeps its pretrained values), and the output projection is the word embedding matrix."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = type(encoder.model.config).from_dict(encoder.model.config.to_dict())
+    cfg.is_decoder = True
+    cfg.add_cross_attention = True
+    cfg.use_cache = False
+    decoder = None
+    if pretrained:
+        try:  # the checkpoint's LM head, if it has one (as sentence-transformers loads its decoder)
+            decoder = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg)
+        except (ValueError, OSError):
+            decoder = None
+    try:
+        decoder = decoder or AutoModelForCausalLM.from_config(cfg)
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"TSDAE: model type {cfg.model_type!r} has no causal-LM (decoder) class in transformers: {e}") from e
+    decoder.to(encoder.device)
+    base = _base(decoder)
+    enc_mods = dict(encoder.model.named_modules())
+    if tie:
+        for name, _ in list(base.named_parameters()):
+            mod_name, _, attr = name.rpartition(".")
+            src = enc_mods.get(mod_name)
+            if src is not None and isinstance(getattr(src, attr, None), nn.Parameter):
+                setattr(dict(base.named_modules())[mod_name], attr, getattr(src, attr))
+    else:
+        base.load_state_dict(encoder.model.state_dict(), strict=False)
+    out_emb = decoder.get_output_embeddings()
+    if out_emb is not None:
+        out_emb.weight = decoder.get_input_embeddings().weight
+    if fast_cross_attention:
+        for layer in base.modules():
+            block = getattr(layer, "crossattention", None)
+            if block is not None and all(hasattr(block, a) for a in ("self", "output")) \
+                    and all(hasattr(block.output, a) for a in ("dense", "dropout", "LayerNorm")):
+                layer.crossattention = OneVectorCrossAttention(block)
+    return decoder
+
+
+def lm_head(decoder: nn.Module) -> nn.Module:
+    """The module mapping decoder states to vocabulary logits (BERT: ``cls``; RoBERTa: ``lm_head``)."""
+    heads = [m for n, m in decoder.named_children() if n != decoder.base_model_prefix]
+    if len(heads) != 1:
+        raise ConfigError(f"TSDAE: cannot find the LM head of {type(decoder).__name__} (children: "
+                          f"{[n for n, _ in decoder.named_children()]}).")
+    return heads[0]
+
+
+class TSDAEObjective(Objective):
+    def __init__(self, encoder: TransformerEncoder, decoder: nn.Module, noise: WordNoise):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.noise = noise
+        self.pad_id = encoder.tokenizer.pad_token_id
+
+    def collate(self, items: list[str], rng: np.random.Generator) -> dict:
+        src = self.encoder.tokenize(self.noise(items, rng))
+        tgt = self.encoder.tokenize(items)
+        batch = {f"src_{k}": v for k, v in src.items()}
+        batch["target_ids"] = tgt["input_ids"]
+        batch["n_tokens"] = int(src["attention_mask"].sum())
+        return batch
+
+    def sentence_vectors(self, **src) -> torch.Tensor:
+        return self.encoder(**src)["sentence_embedding"]
+
+    def decode_hidden(self, target_ids: torch.Tensor, sentence: torch.Tensor) -> torch.Tensor:
+        """Decoder states for inputs ``target_ids[:, :-1]``. No self-attention mask is passed: with
+        right padding the causal mask alone keeps every real position from seeing padding."""
+        return _base(self.decoder)(input_ids=target_ids[:, :-1], encoder_hidden_states=sentence[:, None],
+                                   use_cache=False).last_hidden_state
+
+    def forward(self, target_ids: torch.Tensor, **src) -> torch.Tensor:
+        sentence = self.sentence_vectors(**{k.removeprefix("src_"): v for k, v in src.items()})
+        hidden = self.decode_hidden(target_ids, sentence)
+        labels = target_ids[:, 1:]
+        where = labels != self.pad_id
+        logits = lm_head(self.decoder)(hidden[where])  # vocabulary projection only where a target exists
+        return F.cross_entropy(logits.float(), labels[where])
+
+
+class TSDAE(Method):
+    name = "tsdae"
+    Config = TSDAEConfig
+    description = "Transformer-based denoising auto-encoder (decoder sees only the sentence vector)"
+
+    def build(self, ctx: TrainContext) -> TSDAEObjective:
+        c = self.config
+        if c.noise not in NOISE_KINDS:
+            raise ConfigError(f"tsdae: option 'noise' must be one of {NOISE_KINDS} (got {c.noise!r}).")
+        seed_everything(ctx.seed)
+        encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
+        pretrained = None
+        from benchbench.models import resolve_model_path
+        import os
+
+        path = resolve_model_path(ctx.model) if not ctx.model.startswith("tiny-bert") else None
+        if path and os.path.isdir(path):
+            pretrained = path
+        decoder = build_decoder(encoder, tie=c.tie_encoder_decoder, fast_cross_attention=c.fast_cross_attention,
+                                pretrained=pretrained)
+        mask = getattr(encoder.tokenizer, "mask_token", None) or "[MASK]"
+        return TSDAEObjective(encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask))
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        c = self.config
+        obj = self.build(ctx)
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum,
+                          checkpoint_every=c.checkpoint_every)
+        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
+                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         desc=f"tsdae {ctx.task or ''}".strip())
+        return obj.encoder
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(TSDAE.name, TSDAE)
+
+
+@hookimpl
+def benchbench_register_augmenters(register):
+    register_noise(register)

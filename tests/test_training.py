@@ -1,0 +1,134 @@
+"""The shared training loop: data order, budget, gradient accumulation, accounting, and exact resume
+after the process is killed."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchbench.errors import ConfigError
+from benchbench.methods import TrainContext
+from benchbench.training import ItemStream, LoopConfig, Objective, resolve_steps, train_loop
+
+
+class LinearObjective(Objective):
+    """Least squares on scalar items: deterministic (no dropout), per-item mean loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3))
+
+    def collate(self, items, rng):
+        x = torch.tensor([[v, v * v, 1.0] for v in items], dtype=torch.float32)
+        return {"x": x, "y": torch.tensor([2 * v - 1 for v in items], dtype=torch.float32), "n_tokens": len(items)}
+
+    def forward(self, x, y):
+        return ((x @ self.w - y) ** 2).mean()
+
+
+def _ctx(tmp_path, seed=3):
+    return TrainContext(model="none", seed=seed, output_dir=tmp_path, progress=False, device="cpu")
+
+
+def _sgd(m):
+    return torch.optim.SGD(m.parameters(), lr=0.05)
+
+
+def test_item_stream_is_position_addressable_and_covers_each_epoch():
+    s = ItemStream(10, seed=1)
+    long = s.take(0, 35)
+    assert sorted(long[:10]) == list(range(10)) and sorted(long[10:20]) == list(range(10))
+    assert long[:10] != long[10:20]  # a fresh permutation each epoch
+    assert ItemStream(10, seed=1).take(17, 9) == long[17:26]  # any position, no replay
+    assert ItemStream(10, seed=2).take(0, 10) != long[:10]
+
+
+def test_budget_and_accounting(tmp_path):
+    ctx = _ctx(tmp_path)
+    items = [i / 10 for i in range(20)]
+    train_loop(LinearObjective(), items, ctx, LoopConfig(steps=7, batch_size=3, grad_accum=2, checkpoint_every=0), _sgd)
+    a = ctx.accounting
+    assert a["steps"] == 7 and a["examples"] == 7 * 3 * 2 and a["tokens"] == 7 * 3 * 2
+    assert a["device"] == "cpu" and a["seconds"] > 0 and a["loss_curve"][-1][0] == 7
+    assert resolve_steps(None, 100, 8) == 13 and resolve_steps(5, 100, 8) == 5
+    with pytest.raises(ConfigError):
+        resolve_steps(0, 100, 8)
+
+
+def test_gradient_accumulation_equals_the_large_batch(tmp_path):
+    items = [i / 7 for i in range(40)]
+    a = train_loop(LinearObjective(), items, _ctx(tmp_path / "a"), LoopConfig(steps=5, batch_size=8, checkpoint_every=0), _sgd)
+    b = train_loop(LinearObjective(), items, _ctx(tmp_path / "b"), LoopConfig(steps=5, batch_size=4, grad_accum=2,
+                                                                              checkpoint_every=0), _sgd)
+    c = train_loop(LinearObjective(), items, _ctx(tmp_path / "c"), LoopConfig(steps=10, batch_size=4, checkpoint_every=0), _sgd)
+    assert torch.allclose(a.w, b.w, atol=1e-6)
+    assert not torch.allclose(a.w, c.w, atol=1e-4)  # without accumulation: twice the updates
+
+
+def test_checkpoint_of_another_run_is_not_resumed(tmp_path):
+    items = [i / 10 for i in range(20)]
+    ctx = _ctx(tmp_path)
+    loop = LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True)
+    train_loop(LinearObjective(), items, ctx, loop, _sgd, fingerprint="run-a")
+    assert list(ctx.checkpoint_dir.glob("step-*"))
+    ctx2 = _ctx(tmp_path)
+    train_loop(LinearObjective(), items, ctx2, loop, _sgd, fingerprint="run-b")
+    assert ctx2.accounting["resumed_from_steps"] == []
+    ctx3 = _ctx(tmp_path)
+    train_loop(LinearObjective(), items, ctx3, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="run-b")
+    assert ctx3.accounting["resumed_from_steps"] == [2]  # the last checkpoint written before the finished step 4
+
+
+_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, torch
+    from pathlib import Path
+    from benchbench.methods import TrainContext
+    from benchbench_plugins.tsdae import TSDAE, TSDAEConfig
+    out, kill_at = Path(sys.argv[1]), int(sys.argv[2])
+    sents = [f"sentence number {i} is about topic {i % 7} and more words here" for i in range(40)]
+    ctx = TrainContext(model="tiny-bert:16:1:2:32", seed=5, output_dir=out, progress=False, device="cpu")
+    method = TSDAE(TSDAEConfig(steps=6, batch_size=4, checkpoint_every=2))
+    import benchbench.training as T
+    real = T.train_loop
+    def loop(*a, **k):
+        k["on_step"] = (lambda s: os.kill(os.getpid(), signal.SIGKILL) if s.step == kill_at else None)
+        return real(*a, **k)
+    import benchbench_plugins.tsdae as P
+    P.train_loop = loop
+    enc = method.train(sents, ctx)
+    torch.save({k: v for k, v in enc.model.state_dict().items()}, out / "final.pt")
+    print("RESUMED", ctx.accounting["resumed_from_steps"])
+""")
+
+
+def _run(script: Path, out: Path, kill_at: int) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(script), str(out), str(kill_at)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    full = _run(script, tmp_path / "full", kill_at=-1)
+    assert full.returncode == 0, full.stderr[-2000:]
+    killed = _run(script, tmp_path / "killed", kill_at=5)  # dies after step 5; last checkpoint is step 4
+    assert killed.returncode == -9
+    assert not (tmp_path / "killed" / "final.pt").exists()
+    resumed = _run(script, tmp_path / "killed", kill_at=-1)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "RESUMED [4]" in resumed.stdout
+    a = torch.load(tmp_path / "full" / "final.pt")
+    b = torch.load(tmp_path / "killed" / "final.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    start = __import__("benchbench.models", fromlist=["tiny_bert"]).tiny_bert(16, 1, 2, 32)
+    moved = [k for k, v in start.model.state_dict().items() if not torch.equal(v, a[k])]
+    assert moved  # training changed the weights (the comparison is not between two untouched models)

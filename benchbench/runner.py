@@ -99,10 +99,14 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                 if not splits:
                     continue
             missing = sorted({f for s in splits for f in adapter.missing_files(s)})
-            if missing and not _downloadable(adapter, missing, data):
+            failed: list[str] = []
+            if missing and _downloadable(adapter, missing, data):
+                missing, failed = _download(adapter, missing, data)  # offline: the task is skipped, not the run
+            if missing:
                 if task in explicit:
                     raise DataError(f"Task {task!r} cannot run: missing data files {missing} under "
-                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.")
+                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}."
+                                    + "".join(f" {e}" for e in failed))
                 report.missing[task] = missing
                 log.warning("task %s skipped: missing %s", task, missing)
                 continue
@@ -151,6 +155,18 @@ def _prefix(adapter: TaskAdapter) -> str:
 
 def _downloadable(adapter: TaskAdapter, missing: list[str], data: DataStore) -> bool:
     return data.allow_download and all(adapter.spec.files.get(m) and adapter.spec.files[m].url for m in missing)
+
+
+def _download(adapter: TaskAdapter, missing: list[str], data: DataStore) -> tuple[list[str], list[str]]:
+    """Fetch missing files before evaluating; returns (files still missing, download errors)."""
+    still, errors = [], []
+    for rel in missing:
+        try:
+            data.fetch(adapter.spec.files[rel])
+        except DataError as e:
+            still.append(rel)
+            errors.append(str(e))
+    return still, errors
 
 
 def _asdict(config: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
     missing = missing or {}
     by_row: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     partial_cells: set[tuple[tuple[str, str, str], str]] = set()
+    task_notes: list[str] = []
     for r in records:
         row = (r["method"], r["model"], r.get("setup", "unsupervised"))
         score, partial = main_score(r, split)
@@ -32,6 +33,7 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
         by_row[row][r["task"]].append(score)
         if partial:
             partial_cells.add((row, r["task"]))
+        task_notes.extend(f"{r['task']}: {n}" for n in r["splits"][split].get("notes", []))  # e.g. which subsets are missing
     headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites]
     rows, notes = [], []
     seeds_seen = max((len(v) for cols in by_row.values() for v in cols.values()), default=1)
@@ -57,6 +59,7 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
                              f"(missing or partial: {', '.join(incomplete)})")
             line.append(cell)
         rows.append(line)
+    notes.extend(task_notes)
     for t, files in missing.items():
         notes.append(f"n/a {t}: data files missing: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}")
     if seeds_seen > 1:

@@ -85,7 +85,7 @@ class AskUbuntuAdapter(TaskAdapter):
 
     def __init__(self, spec, data):
         super().__init__(spec, data)
-        self.layout = pick_layout(self, self._layouts())
+        self.layout = pick_layout(self, self._layouts(), default="taolei87")
 
     def _layouts(self) -> dict[str, list[str]]:
         u = self.param("useb_dir", "useb/data-eval/askubuntu")

@@ -62,7 +62,7 @@ class CQADupStackAdapter(TaskAdapter):
 
     def __init__(self, spec, data):
         super().__init__(spec, data)
-        self.layout = pick_layout(self, self._layouts())
+        self.layout = pick_layout(self, self._layouts(), default="beir")
         if self.layout == "beir":  # BEIR publishes the test split only
             self.spec = dataclasses.replace(spec, splits=[s for s in spec.splits if s == "test"],
                                             default_splits=[s for s in spec.default_splits if s == "test"] or ["test"])

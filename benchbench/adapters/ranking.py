@@ -163,9 +163,10 @@ def pair_scores(model: Embedder, a: Sequence[str], b: Sequence[str], desc: str) 
     return (va.astype(np.float64) * vb).sum(1), "cosine"
 
 
-def pick_layout(adapter: Any, layouts: dict[str, list[str]]) -> str:
+def pick_layout(adapter: Any, layouts: dict[str, list[str]], default: str | None = None) -> str:
     """The data layout an adapter reads: the first whose files all exist, else the first with any
-    file present (its missing files are then what ``missing_files`` reports), else the first."""
+    file present (its missing files are then what ``missing_files`` reports), else ``default``
+    (the layout that can be downloaded file by file) or the first."""
     exists = adapter.data.exists
     for name, files in layouts.items():
         if files and all(exists(f) for f in files):
@@ -173,4 +174,4 @@ def pick_layout(adapter: Any, layouts: dict[str, list[str]]) -> str:
     for name, files in layouts.items():
         if any(exists(f) for f in files):
             return name
-    return next(iter(layouts))
+    return default or next(iter(layouts))

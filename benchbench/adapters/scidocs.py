@@ -57,7 +57,8 @@ class SciDocsAdapter(TaskAdapter):
 
     def __init__(self, spec, data):
         super().__init__(spec, data)
-        self.layout = pick_layout(self, {"useb": self._useb_files(), "allenai": self._allenai_files(None)})
+        self.layout = pick_layout(self, {"useb": self._useb_files(), "allenai": self._allenai_files(None)},
+                                  default="allenai")
 
     def subtasks(self) -> list[str]:
         return list(self.param("subtasks", SUBTASKS))

@@ -123,8 +123,9 @@ class TransformerEncoder(torch.nn.Module):
             raise ConfigError(f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
                               f"directory or a packaged model (all-MiniLM-L6-v2).") from e
         msl = max_seq_length or st_len or min(getattr(tok, "model_max_length", 512) or 512, 512)
-        return cls(model, tok, pooling=pooling or st_pool or "cls", max_seq_length=msl,
-                   normalize=st_norm if normalize is None else normalize, name=canonical_model_name(name), **kw)
+        enc = cls(model, tok, pooling=pooling or st_pool or "cls", max_seq_length=msl,
+                  normalize=st_norm if normalize is None else normalize, name=canonical_model_name(name), **kw)
+        return _apply_wrapper(enc, p) if p.is_dir() else enc
 
     # ---- the forward pass ---------------------------------------------------------------------
     @property
@@ -215,6 +216,27 @@ class TransformerEncoder(torch.nn.Module):
         return new
 
 
+WRAPPER_FILE = "benchbench_wrapper.json"
+
+
+def _apply_wrapper(encoder: "TransformerEncoder", path: Path) -> "TransformerEncoder":
+    """A saved encoder with a head sentence-transformers cannot express (BERT-flow's flow) names, in
+    ``benchbench_wrapper.json``, the classmethod that rebuilds it: ``{"loader": "module:Class.method"}``
+    called as ``method(encoder, path)``. Without that file the encoder is returned as is."""
+    f = path / WRAPPER_FILE
+    if not f.is_file():
+        return encoder
+    target = json.loads(f.read_text()).get("loader", "")
+    mod_name, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(mod_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"Model {str(path)!r}: {WRAPPER_FILE} names loader {target!r}, which cannot be imported: {e}") from e
+    return obj(encoder, path)
+
+
 def _is_bert(path: str) -> bool:
     try:
         from transformers import AutoConfig
@@ -238,7 +260,7 @@ def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: i
                      intermediate_size=intermediate, max_position_embeddings=max(512, max_seq_length))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = BertModel(cfg, add_pooling_layer=False)
+        model = BertModel(cfg, add_pooling_layer=False).eval()  # like from_pretrained: trainers call .train()
     return TransformerEncoder(model, tok, pooling=pooling, max_seq_length=max_seq_length,
                               name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}", **kw)
 

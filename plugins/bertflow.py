@@ -1,1 +1,235 @@
-"""Placeholder: being implemented (registers nothing yet)."""
+"""BERT-flow (Li et al. 2020; TSDAE paper section 5.5 and Appendix B).
+
+The encoder stays frozen. Its mean-pooled vectors u are mapped by an invertible Glow flow f to
+z = f(u), trained by maximum likelihood under a standard Gaussian (change of variables:
+log p(u) = log N(f(u)) + log|det df/du|); z is the sentence vector. The corpus is encoded ONCE and
+the flow trains on the cached vectors. Glow's step is ActNorm -> invertible linear map (LU
+parametrised) -> affine coupling; the multi-scale architecture factors out half the dimensions after
+each level (the official "config_l3_d3_w32": 3 levels, 3 steps each, coupling networks 32 wide).
+
+Written by hand: no installed library provides Glow (normflows/nflows are not dependencies here).
+
+Learning rate: Appendix B gives 1e-6 (weight decay 0.01); the authors' PyTorch BERT-flow
+re-implementation (UKPLab/pytorch-bertflow) trains the flow with 1e-3, and 1e-6 barely moves a
+freshly initialised flow in any CPU budget, so the default is 1e-3 (``--lr 1e-6`` for App. B)."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchbench import Method, TrainContext, hookimpl
+from benchbench.models import TransformerEncoder
+from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+
+
+@dataclass
+class BertFlowConfig:
+    steps: int = 100_000
+    batch_size: int = 8
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    max_seq_length: int | None = None
+    pooling: str = "mean"
+    levels: int = 3
+    depth: int = 3
+    hidden: int = 32
+    grad_accum: int = 1
+    checkpoint_every: int = 10_000
+
+
+class ActNorm(nn.Module):
+    """Per-dimension affine map initialised from the first batch to zero mean, unit variance."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.loc = nn.Parameter(torch.zeros(dim))
+        self.log_scale = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("initialized", torch.tensor(False))
+
+    def forward(self, x):
+        if not bool(self.initialized) and self.training:
+            with torch.no_grad():
+                self.loc.copy_(-x.mean(0))
+                self.log_scale.copy_(-torch.log(x.std(0) + 1e-6))
+                self.initialized.fill_(True)
+        return (x + self.loc) * torch.exp(self.log_scale), self.log_scale.sum().expand(x.shape[0])
+
+
+class InvLinear(nn.Module):
+    """Glow's invertible 1x1 convolution on a vector: W = P L (U + diag(sign * exp(log_s))), so
+    log|det W| = sum(log_s)."""
+
+    def __init__(self, dim: int, generator: torch.Generator):
+        super().__init__()
+        import scipy.linalg
+
+        q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator))
+        p, lower, upper = scipy.linalg.lu(q.numpy())
+        s = np.diag(upper)
+        self.register_buffer("p", torch.tensor(p, dtype=torch.float32))
+        self.register_buffer("sign_s", torch.tensor(np.sign(s), dtype=torch.float32))
+        self.register_buffer("l_mask", torch.tril(torch.ones(dim, dim), -1))
+        self.lower = nn.Parameter(torch.tensor(lower, dtype=torch.float32))
+        self.upper = nn.Parameter(torch.tensor(np.triu(upper, 1), dtype=torch.float32))
+        self.log_s = nn.Parameter(torch.tensor(np.log(np.abs(s)), dtype=torch.float32))
+
+    def weight(self):
+        eye = torch.eye(self.p.shape[0], device=self.p.device)
+        lower = self.lower * self.l_mask + eye
+        upper = self.upper * self.l_mask.T + torch.diag(self.sign_s * torch.exp(self.log_s))
+        return self.p @ lower @ upper
+
+    def forward(self, x):
+        return x @ self.weight().T, self.log_s.sum().expand(x.shape[0])
+
+
+class Coupling(nn.Module):
+    """Affine coupling: the second half is scaled and shifted by a network of the first half
+    (sigmoid scale as in Glow; last layer zero-initialised so each step starts as the identity)."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.half = dim // 2
+        self.net = nn.Sequential(nn.Linear(self.half, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, 2 * (dim - self.half)))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, x):
+        xa, xb = x[:, :self.half], x[:, self.half:]
+        log_s, t = self.net(xa).chunk(2, dim=-1)
+        s = torch.sigmoid(log_s + 2.0)
+        return torch.cat([xa, (xb + t) * s], -1), torch.log(s).sum(-1)
+
+
+class Glow(nn.Module):
+    """Multi-scale Glow on vectors: ``levels`` levels of ``depth`` steps; after each level but the
+    last, half the dimensions leave the flow (they are part of z and scored by the prior)."""
+
+    def __init__(self, dim: int, levels: int = 3, depth: int = 3, hidden: int = 32, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.levels = nn.ModuleList()
+        self.dims = []
+        d = dim
+        for lvl in range(levels):
+            steps = nn.ModuleList()
+            for _ in range(depth):
+                steps.extend([ActNorm(d), InvLinear(d, g), Coupling(d, hidden)])
+            self.levels.append(steps)
+            self.dims.append(d)
+            if lvl < levels - 1:
+                d = d - d // 2
+        self.dim = dim
+
+    def forward(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """z = f(u) and log|det df/du|."""
+        x, logdet, out = u, torch.zeros(u.shape[0], device=u.device), []
+        for i, steps in enumerate(self.levels):
+            for step in steps:
+                x, ld = step(x)
+                logdet = logdet + ld
+            if i < len(self.levels) - 1:
+                k = x.shape[1] // 2
+                out.append(x[:, :k])
+                x = x[:, k:]
+        out.append(x)
+        return torch.cat(out, -1), logdet
+
+    def nll(self, u: torch.Tensor) -> torch.Tensor:
+        """Negative log-likelihood per dimension (nats), averaged over the batch."""
+        z, logdet = self(u)
+        log_pz = -0.5 * (z ** 2).sum(-1) - 0.5 * self.dim * math.log(2 * math.pi)
+        return -((log_pz + logdet) / self.dim).mean()
+
+
+class FlowObjective(Objective):
+    def __init__(self, flow: Glow):
+        super().__init__()
+        self.flow = flow
+
+    def collate(self, items: list[np.ndarray], rng: np.random.Generator) -> dict:
+        return {"u": torch.from_numpy(np.stack(items)).float()}
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.flow.nll(u)
+
+
+class FlowEncoder(TransformerEncoder):
+    """A frozen transformer whose pooled vector goes through a trained flow. Saved as a
+    sentence-transformers folder plus ``glow/`` (the flow's config and weights)."""
+
+    def __init__(self, base: TransformerEncoder, flow: Glow, flow_config: dict):
+        super().__init__(base.model, base.tokenizer, pooling=base.pooling, max_seq_length=base.max_seq_length,
+                         normalize=False, name=base.name, batch_size=base.batch_size)
+        self.flow = flow.eval()
+        self.flow_config = flow_config
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, **kw):
+        out = super().forward(input_ids, attention_mask, token_type_ids)
+        out["sentence_embedding"] = self.flow(out["sentence_embedding"].float())[0]
+        return out
+
+    @property
+    def fingerprint(self) -> str:
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=8)
+        for k, v in sorted(self.flow.state_dict().items()):
+            h.update(k.encode() + v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return f"{super().fingerprint}-flow-{h.hexdigest()}"
+
+    def save(self, path) -> Path:
+        path = super().save(path)
+        (path / "glow").mkdir(exist_ok=True)
+        (path / "glow" / "config.json").write_text(json.dumps(self.flow_config))
+        torch.save(self.flow.state_dict(), path / "glow" / "flow.pt")
+        # benchbench's loader re-applies the flow (plain sentence-transformers loads the frozen base only)
+        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": "benchbench_plugins.bertflow:FlowEncoder.load_flow"}))
+        return path
+
+    @classmethod
+    def load_flow(cls, base: TransformerEncoder, path: str | Path) -> "FlowEncoder":
+        cfg = json.loads((Path(path) / "glow" / "config.json").read_text())
+        flow = Glow(**cfg)
+        flow.load_state_dict(torch.load(Path(path) / "glow" / "flow.pt"))
+        return cls(base, flow, cfg)
+
+
+class BertFlow(Method):
+    name = "bertflow"
+    Config = BertFlowConfig
+    description = "BERT-flow: Glow on a frozen encoder's mean-pooled vectors (cached)"
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        from benchbench.encoding import embed
+
+        c = self.config
+        seed_everything(ctx.seed)
+        base = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length, normalize=False)
+        base.eval()
+        for p in base.parameters():
+            p.requires_grad_(False)
+        vectors = embed(base, corpus, cache=None, progress=ctx.progress, desc="bertflow: encoding the corpus once")
+        vectors = vectors.astype(np.float32)
+        flow_cfg = {"dim": base.dim, "levels": c.levels, "depth": c.depth, "hidden": c.hidden, "seed": ctx.seed}
+        obj = FlowObjective(Glow(**flow_cfg))
+        obj.flow(torch.from_numpy(vectors[: min(len(vectors), 1024)]))  # ActNorm's data-dependent initialisation
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        obj = train_loop(obj, list(vectors), ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
+                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         desc=f"bertflow {ctx.task or ''}".strip())
+        return FlowEncoder(base, obj.flow, flow_cfg)
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(BertFlow.name, BertFlow)

@@ -1,1 +1,94 @@
-"""Placeholder: being implemented (registers nothing yet)."""
+"""Contrastive Tension (Carlsson et al. 2021; TSDAE paper section 5.3 and Appendix B).
+
+Two encoders start from the same weights. Each batch holds pairs (a, b): for every positive pair
+(a, a) there are K negatives (a, random corpus sentence); the logit is the dot product
+f1(a)·f2(b) and the loss binary cross-entropy (summed over the batch, as the CT authors'
+sentence-transformers port does). RMSprop with the segmented-constant lr of Appendix B
+(1e-5, 8e-6, 6e-6, 4e-6 for steps 1-500, 501-1000, 1001-1500, 1501-2000, then 2e-6); mean
+pooling; the SECOND encoder is the result."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchbench import Method, TrainContext, hookimpl
+from benchbench.errors import ConfigError
+from benchbench.models import TransformerEncoder
+from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+
+
+@dataclass
+class CTConfig:
+    steps: int = 100_000  # paper; on a CPU pass e.g. --steps 2000
+    batch_size: int = 8  # pairs per batch
+    lr: float = 1e-5  # the first segment; later segments scale it by 0.8, 0.6, 0.4, 0.2
+    negatives: int = 7  # K negatives per positive
+    segment_steps: int = 500
+    max_seq_length: int | None = None
+    pooling: str = "mean"
+    grad_accum: int = 1
+    checkpoint_every: int = 1000
+
+
+def segmented_lr(segment: int = 500):
+    """Multiplier of the base lr after ``s`` optimizer steps (step s+1 is being taken)."""
+    factors = (1.0, 0.8, 0.6, 0.4)
+    return lambda s: factors[s // segment] if s // segment < len(factors) else 0.2
+
+
+class CTObjective(Objective):
+    def __init__(self, encoder: TransformerEncoder, corpus: list[str], negatives: int):
+        super().__init__()
+        self.first = encoder.clone()  # f1, encodes a
+        self.second = encoder  # f2, encodes b; the result
+        self.corpus = corpus
+        self.negatives = negatives
+
+    def collate(self, items: list[str], rng: np.random.Generator) -> dict:
+        group = self.negatives + 1
+        b, labels = [], []
+        for i, a in enumerate(items):
+            if i % group == 0:
+                b.append(a)
+                labels.append(1.0)
+            else:
+                b.append(self.corpus[int(rng.integers(len(self.corpus)))])
+                labels.append(float(b[-1] == a))
+        ta, tb = self.first.tokenize(items), self.second.tokenize(b)
+        batch = {**{f"a_{k}": v for k, v in ta.items()}, **{f"b_{k}": v for k, v in tb.items()}}
+        batch["labels"] = torch.tensor(labels)
+        batch["n_tokens"] = int(ta["attention_mask"].sum() + tb["attention_mask"].sum())
+        return batch
+
+    def forward(self, labels: torch.Tensor, **feats) -> torch.Tensor:
+        a = self.first(**{k[2:]: v for k, v in feats.items() if k.startswith("a_")})["sentence_embedding"]
+        b = self.second(**{k[2:]: v for k, v in feats.items() if k.startswith("b_")})["sentence_embedding"]
+        logits = (a.float() * b.float()).sum(-1)
+        return F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="sum")
+
+
+class CT(Method):
+    name = "ct"
+    Config = CTConfig
+    description = "Contrastive Tension: two encoders, BCE on dot products, RMSprop; the second encoder"
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        c = self.config
+        if c.negatives < 0:
+            raise ConfigError(f"ct: option 'negatives' must be >= 0 (got {c.negatives}).")
+        seed_everything(ctx.seed)
+        obj = CTObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives)
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
+                         make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
+                         make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),
+                         desc=f"ct {ctx.task or ''}".strip())
+        return obj.second
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(CT.name, CT)

@@ -1,1 +1,123 @@
-"""Placeholder: being implemented (registers nothing yet)."""
+"""MLM baseline (TSDAE paper section 5.2): continue BERT's masked-language-model pre-training on the
+target corpus, then mean-pool the token states. Devlin et al.'s recipe (15% of tokens chosen; of
+those 80% [MASK], 10% random, 10% kept; linear warm-up then linear decay) except steps, batch and
+lr, which are the TSDAE paper's (100K, 8, 5e-5). Masking is transformers' own
+``DataCollatorForLanguageModeling`` (token or whole-word), fed a generator seeded from the loop's
+per-batch RNG so that a resumed run masks the same tokens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchbench import Method, TrainContext, hookimpl
+from benchbench.errors import ConfigError
+from benchbench.models import TransformerEncoder
+from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+
+
+@dataclass
+class MLMConfig:
+    steps: int = 100_000  # paper; on a CPU pass e.g. --steps 2000
+    batch_size: int = 8
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.01  # Devlin et al.: 10K warm-up steps of 1M
+    max_seq_length: int | None = None
+    mask_ratio: float = 0.15
+    whole_word: bool = False
+    pooling: str = "mean"
+    grad_accum: int = 1
+    checkpoint_every: int = 1000
+
+
+def linear_warmup_decay(steps: int, warmup_ratio: float):
+    warm = max(1, int(round(warmup_ratio * steps)))
+    return lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+
+
+def build_mlm_head(encoder: TransformerEncoder, pretrained: str | None) -> torch.nn.Module:
+    """The family's masked-LM model sharing ``encoder``'s transformer; its output projection is the
+    word-embedding matrix. The head comes from the checkpoint when it has one (bert-base does;
+    all-MiniLM-L6-v2 does not, so its head starts random)."""
+    from transformers import AutoModelForMaskedLM
+
+    model = None
+    if pretrained:
+        try:
+            model = AutoModelForMaskedLM.from_pretrained(pretrained)
+        except (OSError, ValueError):
+            model = None
+    model = model or AutoModelForMaskedLM.from_config(encoder.model.config)
+    setattr(model, model.base_model_prefix, encoder.model)
+    out = model.get_output_embeddings()
+    if out is not None:
+        out.weight = encoder.model.get_input_embeddings().weight
+    return model
+
+
+class MLMObjective(Objective):
+    def __init__(self, encoder: TransformerEncoder, mlm_model: torch.nn.Module, mask_ratio: float, whole_word: bool):
+        super().__init__()
+        from transformers import DataCollatorForLanguageModeling
+
+        self.encoder = encoder
+        self.head = [m for n, m in mlm_model.named_children() if n != mlm_model.base_model_prefix][0]
+        self.whole_word = whole_word
+        self.collator = DataCollatorForLanguageModeling(encoder.tokenizer, mlm_probability=mask_ratio,
+                                                        whole_word_mask=whole_word)
+
+    def collate(self, items: list[str], rng: np.random.Generator) -> dict:
+        tok = self.encoder.tokenizer([t.strip() for t in items], truncation=True, max_length=self.encoder.max_seq_length,
+                                     return_special_tokens_mask=True, return_offsets_mapping=self.whole_word)
+        examples = [{k: tok[k][i] for k in tok.keys()} for i in range(len(items))]
+        self.collator.generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        batch = dict(self.collator(examples))
+        batch["n_tokens"] = int(batch["attention_mask"].sum())
+        return batch
+
+    def forward(self, input_ids, attention_mask, labels, token_type_ids=None) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)["token_embeddings"]
+        where = labels != -100
+        if not where.any():  # a batch of one-word sentences can draw no mask
+            return hidden.sum() * 0.0
+        logits = self.head(hidden[where])  # vocabulary projection only on masked positions
+        return F.cross_entropy(logits.float(), labels[where])
+
+
+def pretrained_dir(ctx: TrainContext) -> str | None:
+    import os
+
+    from benchbench.models import resolve_model_path
+
+    if ctx.model.startswith("tiny-bert"):
+        return None
+    path = resolve_model_path(ctx.model)
+    return path if os.path.isdir(path) else None
+
+
+class MLM(Method):
+    name = "mlm"
+    Config = MLMConfig
+    description = "masked-language-model domain pre-training, mean pooling (TSDAE baseline)"
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        c = self.config
+        if not 0 < c.mask_ratio < 1:
+            raise ConfigError(f"mlm: option 'mask_ratio' must be in (0, 1) (got {c.mask_ratio}).")
+        seed_everything(ctx.seed)
+        encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
+        obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained_dir(ctx)), c.mask_ratio, c.whole_word)
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
+                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
+                         desc=f"mlm {ctx.task or ''}".strip())
+        return obj.encoder
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(MLM.name, MLM)

@@ -1,0 +1,169 @@
+"""TSDAE's defining mechanisms: the decoder sees only the pooled sentence vector, encoder and decoder
+are tied, the vocabulary projection covers only target positions, and the noise does what it says."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from benchbench.errors import ConfigError
+from benchbench.methods import TrainContext
+from benchbench.models import load_encoder, tiny_bert
+from benchbench.noise import WordNoise, words
+from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, TSDAEObjective, build_decoder, lm_head
+
+SENTS = ["the quick brown fox jumps over the lazy dog .", "a second sentence , somewhat longer than the first one",
+         "short one", "how do i install ubuntu on a usb stick ?"]
+
+
+def _objective(pooling="cls", fast=True, tie=True):
+    enc = tiny_bert(16, 1, 2, 32, pooling=pooling, seed=1)
+    return TSDAEObjective(enc, build_decoder(enc, tie=tie, fast_cross_attention=fast), WordNoise("delete", 0.6))
+
+
+def _batch(obj, seed=0):
+    b = obj.collate(SENTS, np.random.default_rng(seed))
+    b.pop("n_tokens")
+    return b
+
+
+def _perturb_non_pooled_states(obj):
+    """Forward hook replacing every token state except position 0 ([CLS]) with noise."""
+    def hook(module, args, output):
+        h = output.last_hidden_state
+        output.last_hidden_state = torch.cat([h[:, :1], torch.randn_like(h[:, 1:]) * 5], 1)
+        return output
+    return obj.encoder.model.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_decoder_sees_only_the_pooled_vector(fast):
+    obj = _objective("cls", fast).eval()
+    b = _batch(obj)
+    with torch.no_grad():
+        ref = obj(**b)
+        handle = _perturb_non_pooled_states(obj)
+        changed = obj(**b)
+        handle.remove()
+    assert torch.equal(ref, changed)
+    # control: with mean pooling the same perturbation reaches the decoder through the vector
+    mean = _objective("mean", fast).eval()
+    with torch.no_grad():
+        ref = mean(**b)
+        handle = _perturb_non_pooled_states(mean)
+        changed = mean(**b)
+        handle.remove()
+    assert not torch.allclose(ref, changed)
+
+
+def test_decoder_output_depends_on_the_sentence_vector_and_is_causal():
+    obj = _objective().eval()
+    ids = obj.encoder.tokenize(SENTS[:1])["input_ids"]
+    s = torch.randn(1, 16)
+    with torch.no_grad():
+        h1 = obj.decode_hidden(ids, s)
+        h2 = obj.decode_hidden(ids, s + 1)
+        ids2 = ids.clone()
+        ids2[0, -2] = 2000
+        h3 = obj.decode_hidden(ids2, s)
+    assert not torch.allclose(h1, h2)
+    assert torch.allclose(h1[:, :-1], h3[:, :-1])  # a later token cannot change an earlier state
+
+
+def test_one_vector_shortcut_equals_the_library_cross_attention():
+    fast = _objective(fast=True)
+    slow = _objective(fast=False)
+    slow.decoder.load_state_dict(fast.decoder.state_dict())
+    b = _batch(fast)
+    with torch.no_grad():
+        assert torch.allclose(fast.eval()(**b), slow.eval()(**b), atol=1e-5)
+    # training mode: attention dropout still acts on the one-key attention (losses differ run to run)
+    fast.train()
+    torch.manual_seed(0)
+    a = fast(**b)
+    torch.manual_seed(1)
+    assert not torch.equal(a, fast(**b))
+
+
+def test_encoder_and_decoder_are_tied():
+    obj = _objective()
+    enc, dec = obj.encoder.model, obj.decoder.bert
+    assert dec.embeddings.word_embeddings.weight is enc.embeddings.word_embeddings.weight
+    assert dec.encoder.layer[0].attention.self.query.weight is enc.encoder.layer[0].attention.self.query.weight
+    assert obj.decoder.get_output_embeddings().weight is enc.embeddings.word_embeddings.weight
+    untied = _objective(tie=False)
+    assert untied.decoder.bert.encoder.layer[0].output.dense.weight is not untied.encoder.model.encoder.layer[0].output.dense.weight
+    assert torch.equal(untied.decoder.bert.encoder.layer[0].output.dense.weight, untied.encoder.model.encoder.layer[0].output.dense.weight)
+
+
+def test_vocabulary_projection_only_on_target_positions():
+    obj = _objective()
+    b = _batch(obj)
+    rows = []
+    handle = lm_head(obj.decoder).register_forward_hook(lambda m, a, o: rows.append(a[0].shape[0]))
+    obj(**b)
+    handle.remove()
+    labels = b["target_ids"][:, 1:]
+    assert rows == [int((labels != obj.pad_id).sum())]
+    assert rows[0] < labels.numel()  # the batch has padding, and it was skipped
+
+
+@pytest.mark.parametrize("kind,ratio", [("delete", 0.6), ("delete", 0.3), ("mask", 0.3), ("add", 0.3), ("replace", 0.3)])
+def test_noise_ratio_is_honoured_on_average(kind, ratio):
+    text = " ".join(f"w{i}" for i in range(40))
+    noise = WordNoise(kind, ratio, "[MASK]")
+    rng = np.random.default_rng(0)
+    out = noise([text] * 300, rng)
+    if kind == "delete":
+        frac = 1 - np.mean([len(words(t)) for t in out]) / 40
+    elif kind == "mask":
+        frac = np.mean([t.count("[MASK]") for t in out]) / 40
+    elif kind == "add":
+        frac = np.mean([len(t.split()) - 40 for t in out]) / 40
+    else:
+        frac = np.mean([sum(a != b for a, b in zip(t.split(), text.split())) for t in out]) / 40
+        frac = frac / (1 - 1 / 40)  # a replacement may draw the same word
+    assert abs(frac - ratio) < 0.03, (kind, frac)
+
+
+def test_swap_moves_the_requested_share_and_keeps_the_words():
+    text = " ".join(f"w{i}" for i in range(40))
+    out = WordNoise("swap", 0.3)([text] * 200, np.random.default_rng(1))
+    assert all(sorted(t.split()) == sorted(text.split()) for t in out)
+    moved = np.mean([sum(a != b for a, b in zip(t.split(), text.split())) for t in out])
+    assert 0.2 * 40 < moved <= 0.3 * 40
+
+
+def test_noise_is_fresh_per_draw_reproducible_per_rng_and_keeps_a_word():
+    noise = WordNoise("delete", 0.6)
+    a = noise(SENTS, np.random.default_rng(1))
+    assert a == noise(SENTS, np.random.default_rng(1))
+    assert a != noise(SENTS, np.random.default_rng(2))
+    assert all(t for t in WordNoise("delete", 1.0)(SENTS, np.random.default_rng(0)))
+    assert WordNoise("delete", 0.0)(["Hello, world!  x"], np.random.default_rng(0)) == ["Hello, world! x"]
+    with pytest.raises(ConfigError):
+        WordNoise("shuffle", 0.3)
+
+
+def test_paper_defaults_and_bad_options():
+    c = TSDAEConfig()
+    assert (c.lr, c.batch_size, c.noise, c.noise_ratio, c.pooling, c.tie_encoder_decoder, c.steps) == \
+        (3e-5, 8, "delete", 0.6, "cls", True, 100_000)
+    with pytest.raises(ConfigError):
+        TSDAE(TSDAEConfig(noise="blur")).build(TrainContext(model="tiny-bert", seed=0, output_dir=None))
+
+
+def test_train_saves_a_sentence_transformers_folder_usable_as_model(tmp_path):
+    ctx = TrainContext(model="tiny-bert:16:1:2:32", seed=0, output_dir=tmp_path, progress=False, device="cpu")
+    start = load_encoder("tiny-bert:16:1:2:32")
+    enc = TSDAE(TSDAEConfig(steps=3, batch_size=2, lr=1e-3)).train(SENTS * 3, ctx)
+    assert ctx.accounting["steps"] == 3 and ctx.accounting["examples"] == 6 and ctx.accounting["tokens"] > 0
+    assert not np.allclose(enc.encode(SENTS), start.encode(SENTS))
+    enc.save(tmp_path / "enc")
+    again = load_encoder(str(tmp_path / "enc"))
+    assert again.pooling == "cls"
+    assert np.allclose(again.encode(SENTS), enc.encode(SENTS), atol=1e-5)
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tmp_path / "enc"), device="cpu")
+    assert np.allclose(st.encode(SENTS), enc.encode(SENTS), atol=1e-4)

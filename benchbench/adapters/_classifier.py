@@ -1,0 +1,380 @@
+"""SentEval's logistic-regression protocol, with every model of a grid trained at once.
+
+SentEval (facebookresearch/SentEval, ``senteval/tools/{classifier,validation}.py``) fits one
+PyTorch ``nn.Linear`` per (outer fold, L2 value, inner fold): for MR that is 410 models trained one
+after another, ~25 minutes on two CPU cores. The numbers only depend on what each model sees, so
+this module reproduces each model's exact recipe and trains them side by side as one batched linear
+layer. Every detail that changes a number is SentEval's:
+
+* folds: ``StratifiedKFold(k, shuffle=True, random_state=1111)`` for the outer and the inner split;
+* the model: ``nn.Linear(d, nclasses)`` initialised right after ``torch.manual_seed(1111)`` (so all
+  models start from the same weights), cross-entropy averaged over the minibatch;
+* the optimiser: Adam (default setting) or RMSprop (prototyping) with torch's default learning rate
+  and coupled L2 (``weight_decay``) on weight and bias; L2 grid ``[1e-5, 1e-4, 1e-3, 1e-2]``;
+* the data order: ``np.random.seed(1111)`` per model, one ``np.random.permutation`` per epoch (after
+  one for the 5 % validation split when the model has no given dev set); minibatches of 64 (128);
+* early stopping: every ``epoch_size`` epochs, accuracy on the dev data; the best model is kept;
+  training stops at the ``tenacity + 1``-th evaluation that does not improve (SentEval never resets
+  the counter) or after ``max_epoch`` (200) epochs;
+* selection and rounding: mean dev accuracy per L2 value rounded to 2 decimals, first maximum wins;
+  test accuracy of a model refit with the chosen L2 (inner/k-fold: on all its training data with 5 %
+  held out for early stopping; split tasks: the same fit, so the selected model itself is scored).
+
+Why hand-written: neither scikit-learn nor torch trains hundreds of independent, individually
+early-stopped minibatch models with per-model data orders in one pass; the optimiser step is
+written out (a few lines of Adam/RMSprop) because each model needs its own step count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.model_selection import StratifiedKFold
+
+from ..errors import ConfigError
+
+L2_GRID = (1e-5, 1e-4, 1e-3, 1e-2)  # SentEval's pytorch grid: [10**t for t in range(-5, -1)]
+OPTIM_LR = {"adam": 1e-3, "rmsprop": 1e-2}  # torch defaults, which SentEval's "adam"/"rmsprop" strings get
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A SentEval classifier configuration (``params_senteval`` + ``params_senteval['classifier']``)."""
+
+    name: str
+    kfold: int
+    optim: str
+    batch_size: int
+    tenacity: int
+    epoch_size: int
+    max_epoch: int = 200
+    seed: int = 1111
+    validation_split: float = 0.05
+    l2_grid: tuple[float, ...] = L2_GRID
+
+    def describe(self) -> dict[str, Any]:
+        return {"kfold": self.kfold, "nhid": 0, "optim": self.optim, "batch_size": self.batch_size,
+                "tenacity": self.tenacity, "epoch_size": self.epoch_size, "max_epoch": self.max_epoch,
+                "seed": self.seed, "l2_grid": list(self.l2_grid)}
+
+
+SETTINGS = {
+    # SentEval README: "default config" and "config for prototyping"
+    "default": Setting("default", kfold=10, optim="adam", batch_size=64, tenacity=5, epoch_size=4),
+    "prototyping": Setting("prototyping", kfold=5, optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2),
+}
+
+
+def get_setting(name: str | Setting) -> Setting:
+    if isinstance(name, Setting):
+        return name
+    if name not in SETTINGS:
+        raise ConfigError(f"Unknown SentEval setting {name!r}; choose one of {sorted(SETTINGS)}.")
+    return SETTINGS[name]
+
+
+@dataclass
+class Stream:
+    """Models that see the same data in the same order and differ only in L2 (one per value)."""
+
+    train: np.ndarray  # row indices into the feature matrix, in the order the model's X has them
+    dev: np.ndarray  # rows used for early stopping
+    l2: tuple[float, ...]
+    split_from: int = 0  # >0: train/dev came from a validation split of this many rows (consumed one permutation)
+
+
+def validation_split_stream(rows: np.ndarray, l2: float, s: Setting) -> Stream:
+    """SentEval's ``prepare_split``: a permutation of the model's own training rows; the first 5 % are dev."""
+    perm = np.random.RandomState(s.seed).permutation(len(rows))
+    k = int(s.validation_split * len(rows))
+    return Stream(train=rows[perm[k:]], dev=rows[perm[:k]], l2=(l2,), split_from=len(rows))
+
+
+class _Permutations:
+    """The per-epoch permutations a SentEval model draws after ``np.random.seed(seed)``; models with
+    the same training-set size (and split) draw the same ones, so they are shared."""
+
+    def __init__(self, seed: int, n_train: int, split_from: int):
+        self.rs = np.random.RandomState(seed)
+        if split_from:
+            self.rs.permutation(split_from)
+        self.n = n_train
+        self.done: list[np.ndarray] = []
+
+    def epoch(self, e: int) -> np.ndarray:
+        while len(self.done) <= e:
+            self.done.append(self.rs.permutation(self.n))
+        return self.done[e]
+
+
+@dataclass
+class Fitted:
+    """One trained model: its best dev accuracy and the weights that reached it."""
+
+    dev_acc: float
+    weight: torch.Tensor  # (d, C)
+    bias: torch.Tensor  # (C,)
+    epochs: int
+
+
+def _init(d: int, nclasses: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    # the exact draw SentEval's MLP makes: manual_seed, then nn.Linear's default init
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(d, nclasses)
+    torch.random.set_rng_state(state)
+    return lin.weight.detach().T.contiguous(), lin.bias.detach().clone()
+
+
+def train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting) -> list[list[Fitted]]:
+    """Train every model of every stream at once; returns, per stream, one ``Fitted`` per L2 value."""
+    threads = torch.get_num_threads()
+    if X.device.type == "cpu":
+        # thousands of small ops: a second intra-op thread only adds synchronisation (10x slower on a busy 2-core box)
+        torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            return _train_streams(X, y, streams, nclasses, s)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting) -> list[list[Fitted]]:
+    dev_ = X.device
+    S = len(streams)
+    K = len(streams[0].l2)
+    if any(len(st.l2) != K for st in streams):
+        raise ValueError("all streams of one batch must hold the same number of models")
+    N, d = X.shape
+    C = nclasses
+    B = s.batch_size
+    KC = K * C
+    w0, b0 = _init(d, C, s.seed)
+    W = w0.to(dev_).repeat(1, K).unsqueeze(0).repeat(S, 1, 1).contiguous()  # (S, d, K*C): model k's class c at k*C+c
+    b = b0.to(dev_).repeat(K).unsqueeze(0).repeat(S, 1).contiguous()  # (S, K*C)
+    l2 = torch.tensor([[v for v in st.l2 for _ in range(C)] for st in streams], dtype=X.dtype, device=dev_)  # (S, KC)
+    mW, vW = torch.zeros_like(W), torch.zeros_like(W)
+    mb, vb = torch.zeros_like(b), torch.zeros_like(b)
+    steps = torch.zeros(S, dtype=torch.float64, device=dev_)
+    adam = s.optim == "adam"
+    if s.optim not in OPTIM_LR:
+        raise ConfigError(f"SentEval optimiser {s.optim!r} is not supported here; use 'adam' or 'rmsprop'.")
+    lr, b1, b2, eps, alpha = OPTIM_LR[s.optim], 0.9, 0.999, 1e-8, 0.99
+
+    perms: dict[tuple[int, int], _Permutations] = {}
+    pstream = []
+    for st in streams:
+        key = (len(st.train), st.split_from)
+        if key not in perms:
+            perms[key] = _Permutations(s.seed, len(st.train), st.split_from)
+        pstream.append(perms[key])
+    ntrain = np.array([len(st.train) for st in streams])
+    nbatches = -(-ntrain // B)
+    nb_max = int(nbatches.max())
+    # dev rows, padded; -1 labels never match a prediction
+    ndev = np.array([len(st.dev) for st in streams])
+    dev_idx = np.zeros((S, int(ndev.max())), dtype=np.int64)
+    dev_lab = np.full((S, int(ndev.max())), -1, dtype=np.int64)
+    y_np = y.cpu().numpy()
+    for i, st in enumerate(streams):
+        dev_idx[i, : len(st.dev)] = st.dev
+        dev_lab[i, : len(st.dev)] = y_np[st.dev]
+    dev_idx_t = torch.from_numpy(dev_idx).to(dev_)
+    dev_lab_t = torch.from_numpy(dev_lab).to(dev_)
+
+    best_acc = np.full((S, K), -1.0)
+    count = np.zeros((S, K), dtype=np.int64)
+    stopped = np.zeros((S, K), dtype=bool)
+    stop_epoch = np.zeros((S, K), dtype=np.int64)
+    bestW, bestb = W.clone(), b.clone()
+    alive = np.arange(S)  # streams still training (some model not stopped)
+    onehot = torch.eye(C, dtype=X.dtype, device=dev_)
+    nepoch = 0
+
+    def step(sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor) -> None:
+        nonlocal W, b, mW, vW, mb, vb, steps
+        Ws, bs_ = (W, b) if sel is None else (W[sel], b[sel])
+        xb = F.embedding(rows, X)  # (s, B, d); torch's fastest row gather on CPU
+        logits = torch.baddbmm(bs_.unsqueeze(1), xb, Ws)  # (s, B, KC)
+        g = logits.view(len(xb), -1, K, C).softmax(-1)
+        g -= onehot[y[rows]].unsqueeze(2)
+        g *= wts.view(len(xb), -1, 1, 1)  # 1/batch size for real rows, 0 for padding: mean cross-entropy
+        g = g.view(len(xb), -1, KC)
+        gW = torch.bmm(xb.transpose(1, 2), g)
+        gb = g.sum(1)
+        l2s = l2 if sel is None else l2[sel]
+        gW.addcmul_(l2s.unsqueeze(1), Ws)
+        gb.addcmul_(l2s, bs_)
+        if sel is None:
+            steps += 1
+            t = steps
+        else:
+            steps[sel] += 1
+            t = steps[sel]
+        if adam:
+            m1, v1, m2, v2 = (mW, vW, mb, vb) if sel is None else (mW[sel], vW[sel], mb[sel], vb[sel])
+            m1.mul_(b1).add_(gW, alpha=1 - b1)
+            v1.mul_(b2).addcmul_(gW, gW, value=1 - b2)
+            m2.mul_(b1).add_(gb, alpha=1 - b1)
+            v2.mul_(b2).addcmul_(gb, gb, value=1 - b2)
+            bc1 = 1 - b1 ** t
+            bc2 = (1 - b2 ** t).sqrt()
+            step_size = (lr / bc1).to(X.dtype)
+            bc2 = bc2.to(X.dtype)
+            Ws = Ws - step_size.view(-1, 1, 1) * m1 / (v1.sqrt() / bc2.view(-1, 1, 1) + eps)
+            bs_ = bs_ - step_size.view(-1, 1) * m2 / (v2.sqrt() / bc2.view(-1, 1) + eps)
+        else:  # RMSprop (torch defaults: alpha 0.99, eps 1e-8, no momentum)
+            v1, v2 = (vW, vb) if sel is None else (vW[sel], vb[sel])
+            v1.mul_(alpha).addcmul_(gW, gW, value=1 - alpha)
+            v2.mul_(alpha).addcmul_(gb, gb, value=1 - alpha)
+            Ws = Ws - lr * gW / (v1.sqrt() + eps)
+            bs_ = bs_ - lr * gb / (v2.sqrt() + eps)
+            m1 = m2 = None
+        if sel is None:
+            W, b = Ws, bs_
+        else:
+            W[sel], b[sel] = Ws, bs_
+            if adam:
+                mW[sel], mb[sel] = m1, m2
+            vW[sel], vb[sel] = v1, v2
+
+    while len(alive) and nepoch <= s.max_epoch:
+        for e in range(nepoch, nepoch + s.epoch_size):
+            # rows of every alive stream for this epoch, padded to the longest
+            A = len(alive)
+            rows = np.zeros((A, nb_max * B), dtype=np.int64)
+            wts = np.zeros((A, nb_max * B), dtype=np.float32)
+            for j, i in enumerate(alive):
+                n = ntrain[i]
+                rows[j, :n] = streams[i].train[pstream[i].epoch(e)]
+                sizes = np.minimum(B, n - np.arange(nbatches[i]) * B)
+                wts[j, :n] = np.repeat(1.0 / sizes, sizes)
+            rows_t = torch.from_numpy(rows).to(dev_)
+            wts_t = torch.from_numpy(wts).to(device=dev_, dtype=X.dtype)
+            nb_alive = nbatches[alive]
+            for bi in range(int(nb_alive.max())):
+                sl = slice(bi * B, (bi + 1) * B)
+                have = nb_alive > bi
+                if have.all():
+                    step(None, rows_t[:, sl], wts_t[:, sl])
+                else:  # a stream with one row fewer has no batch here: it takes no optimiser step
+                    sel = torch.from_numpy(np.flatnonzero(have)).to(dev_)
+                    step(sel, rows_t[sel, sl], wts_t[sel, sl])
+        nepoch += s.epoch_size
+        # evaluate every alive model on its dev rows
+        acc = _accuracy(X, W, b, dev_idx_t[alive], dev_lab_t[alive], K, C) / ndev[alive][:, None]
+        cur_best = best_acc[alive]
+        improved = (acc > cur_best) & ~stopped[alive]
+        for j, i in enumerate(alive):
+            for k in range(K):
+                if stopped[i, k]:
+                    continue
+                if improved[j, k]:
+                    best_acc[i, k] = acc[j, k]
+                    cols = slice(k * C, (k + 1) * C)
+                    bestW[i, :, cols] = W[j, :, cols]
+                    bestb[i, cols] = b[j, cols]
+                else:
+                    if count[i, k] >= s.tenacity:
+                        stopped[i, k] = True
+                        stop_epoch[i, k] = nepoch
+                    count[i, k] += 1
+        keep = ~stopped[alive].all(1)
+        if not keep.all():
+            kt = torch.from_numpy(np.flatnonzero(keep)).to(dev_)
+            W, b, mW, vW, mb, vb, steps = (t[kt] for t in (W, b, mW, vW, mb, vb, steps))
+            l2 = l2[kt]
+            alive = alive[keep]
+    stop_epoch[~stopped] = nepoch
+    return [[Fitted(float(best_acc[i, k]), bestW[i, :, k * C:(k + 1) * C].clone(), bestb[i, k * C:(k + 1) * C].clone(),
+                    int(stop_epoch[i, k])) for k in range(K)] for i in range(S)]
+
+
+def _accuracy(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, idx: torch.Tensor, lab: torch.Tensor, K: int, C: int,
+              chunk: int = 8) -> np.ndarray:
+    """Correct predictions per (stream, model) on padded row sets (label -1 = padding)."""
+    out = []
+    for s0 in range(0, len(idx), chunk):
+        sl = slice(s0, s0 + chunk)
+        logits = torch.baddbmm(b[sl].unsqueeze(1), X[idx[sl]], W[sl])
+        pred = logits.view(logits.shape[0], logits.shape[1], K, C).argmax(-1)
+        out.append((pred == lab[sl].unsqueeze(-1)).sum(1).cpu().numpy())
+    return np.concatenate(out).astype(np.int64)
+
+
+def predict(X: torch.Tensor, model: Fitted) -> np.ndarray:
+    return (X @ model.weight.to(X.device) + model.bias.to(X.device)).argmax(1).cpu().numpy()
+
+
+def _score(X: torch.Tensor, y: np.ndarray, model: Fitted) -> float:
+    return 1.0 * int((predict(X, model) == y).sum()) / len(y)
+
+
+def _tensors(X: np.ndarray, y: np.ndarray, device: str | None) -> tuple[torch.Tensor, torch.Tensor]:
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=dev), torch.as_tensor(np.asarray(y, dtype=np.int64), device=dev)
+
+
+def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setting: str | Setting = "default",
+                device: str | None = None) -> dict[str, Any]:
+    """SentEval's ``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA)."""
+    s = get_setting(setting)
+    Xt, yt = _tensors(X, y, device)
+    skf = StratifiedKFold(n_splits=s.kfold, shuffle=True, random_state=1111)
+    outer = list(skf.split(X, y))
+    streams = []
+    for tr, _ in outer:
+        inner = StratifiedKFold(n_splits=s.kfold, shuffle=True, random_state=1111).split(tr, y[tr])
+        for itr, ite in inner:
+            streams.append(Stream(train=tr[itr], dev=tr[ite], l2=s.l2_grid))
+    fitted = train_streams(Xt, yt, streams, nclasses, s)
+    dev_results, chosen = [], []
+    for o in range(len(outer)):
+        per_fold = fitted[o * s.kfold:(o + 1) * s.kfold]
+        scores = [round(100 * np.mean([f[r].dev_acc for f in per_fold]), 2) for r in range(len(s.l2_grid))]
+        chosen.append(s.l2_grid[int(np.argmax(scores))])
+        dev_results.append(np.max(scores))
+    finals = train_streams(Xt, yt, [validation_split_stream(tr, l2, s) for (tr, _), l2 in zip(outer, chosen)], nclasses, s)
+    test_results = [round(100 * _score(Xt[torch.as_tensor(te)], y[te], f[0]), 2) for (_, te), f in zip(outer, finals)]
+    return {"devacc": float(round(np.mean(dev_results), 2)), "acc": float(round(np.mean(test_results), 2)),
+            "l2": chosen, "fold_acc": test_results}
+
+
+def kfold(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray, nclasses: int,
+          setting: str | Setting = "default", device: str | None = None) -> dict[str, Any]:
+    """SentEval's ``KFoldClassifier`` (TREC, MRPC): L2 by k-fold on train, refit on train, score test."""
+    s = get_setting(setting)
+    Xt, yt = _tensors(Xtr, ytr, device)
+    folds = list(StratifiedKFold(n_splits=s.kfold, shuffle=True, random_state=s.seed).split(Xtr, ytr))
+    fitted = train_streams(Xt, yt, [Stream(train=tr, dev=te, l2=s.l2_grid) for tr, te in folds], nclasses, s)
+    scores = [round(100 * np.mean([f[r].dev_acc for f in fitted]), 2) for r in range(len(s.l2_grid))]
+    l2 = s.l2_grid[int(np.argmax(scores))]
+    final = train_streams(Xt, yt, [validation_split_stream(np.arange(len(ytr)), l2, s)], nclasses, s)[0][0]
+    Xtest = _tensors(Xte, yte, str(Xt.device))[0]
+    yhat = predict(Xtest, final)
+    acc = 1.0 * int((yhat == np.asarray(yte)).sum()) / len(yte)
+    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "l2": l2, "yhat": yhat, "cv_scores": scores}
+
+
+def split(Xtr: np.ndarray, ytr: np.ndarray, Xdev: np.ndarray, ydev: np.ndarray, Xte: np.ndarray, yte: np.ndarray,
+          nclasses: int, setting: str | Setting = "default", device: str | None = None) -> dict[str, Any]:
+    """SentEval's ``SplitClassifier`` (SST-2, SICK-E): L2 chosen on dev, the chosen model scored on test."""
+    s = get_setting(setting)
+    X = np.concatenate([Xtr, Xdev])
+    y = np.concatenate([ytr, ydev])
+    Xt, yt = _tensors(X, y, device)
+    ntr = len(ytr)
+    fitted = train_streams(Xt, yt, [Stream(train=np.arange(ntr), dev=np.arange(ntr, len(y)), l2=s.l2_grid)], nclasses, s)[0]
+    scores = [round(100 * f.dev_acc, 2) for f in fitted]
+    r = int(np.argmax(scores))
+    # SentEval refits with the chosen L2 and the same seed: the identical model, so it is reused
+    Xtest = _tensors(Xte, yte, str(Xt.device))[0]
+    return {"devacc": float(np.max(scores)), "acc": round(100 * _score(Xtest, np.asarray(yte), fitted[r]), 2),
+            "l2": s.l2_grid[r], "dev_scores": scores}
+
+
+def with_overrides(setting: str | Setting, **kw: Any) -> Setting:
+    return replace(get_setting(setting), **kw)

@@ -123,6 +123,7 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
     if local.is_file():
         spec = importlib.util.spec_from_file_location("benchbench_local_plugin", local)
         module = importlib.util.module_from_spec(spec)
+        sys.modules["benchbench_local_plugin"] = module
         try:
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001

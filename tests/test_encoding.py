@@ -1,0 +1,88 @@
+"""The encoding pipeline: de-duplication, order, batching, the on-disk cache."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchbench.encoding import EmbeddingCache, embed
+
+from helpers import CosineFixtureEncoder
+
+
+def test_dedup_order_and_batches(tmp_path):
+    enc = CosineFixtureEncoder()
+    texts = ["a0", "b3", "a0", "b0", "b3", "a1"]
+    out = embed(enc, texts)
+    assert enc.n_encoded == 4  # each distinct text once
+    assert all(len(c) <= enc.batch_size for c in enc.calls)
+    np.testing.assert_allclose(out[0], out[2])
+    np.testing.assert_allclose(out[1], [0.9, (1 - 0.81) ** 0.5], rtol=1e-6)
+    np.testing.assert_allclose(out[3], [0.1, (1 - 0.01) ** 0.5], rtol=1e-6)
+
+
+def test_length_sorted_batches():
+    class Rec(CosineFixtureEncoder):
+        fingerprint = "rec"
+        batch_size = 3
+
+    enc = Rec()
+    embed(enc, ["x" * n for n in (5, 1, 9, 3, 7, 2)])
+    assert [len(t) for t in enc.calls[0]] == [9, 7, 5] and [len(t) for t in enc.calls[1]] == [3, 2, 1]
+
+
+def test_second_run_encodes_nothing(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    enc = CosineFixtureEncoder()
+    first = embed(enc, ["a0", "b1", "b2"], cache=cache)
+    n = enc.n_encoded
+    again = embed(enc, ["b2", "a0", "b1"], cache=EmbeddingCache(tmp_path))  # a fresh process reads the shards
+    assert enc.n_encoded == n
+    np.testing.assert_array_equal(again, first[[2, 0, 1]])
+    embed(enc, ["a0", "b4"], cache=cache)
+    assert enc.calls[-1] == ["b4"]  # only the new text
+
+
+def test_fingerprint_separates_encoders(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    a, b = CosineFixtureEncoder(), CosineFixtureEncoder()
+    b.fingerprint = "other"
+    embed(a, ["a0"], cache=cache)
+    embed(b, ["a0"], cache=cache)
+    assert b.n_encoded == 1
+
+
+def test_corrupt_shard_is_ignored_not_trusted(tmp_path):
+    enc = CosineFixtureEncoder()
+    embed(enc, ["a0", "b1"], cache=EmbeddingCache(tmp_path))
+    (vecs,) = list(tmp_path.rglob("*.vecs.npy"))
+    vecs.write_bytes(b"garbage")
+    out = embed(enc, ["a0", "b1"], cache=EmbeddingCache(tmp_path))
+    assert enc.n_encoded == 4  # re-encoded rather than read from the broken shard
+    np.testing.assert_allclose(out[1], [0.2, (1 - 0.04) ** 0.5], rtol=1e-6)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_bad_encoder_output_is_reported():
+    class Bad(CosineFixtureEncoder):
+        def encode(self, texts):
+            return np.zeros((len(texts) + 1, 2), dtype=np.float32)
+
+    with pytest.raises(ValueError, match=r"Bad.encode returned shape \(3, 2\) for 2 texts"):
+        embed(Bad(), ["a0", "a1"])
+
+
+def test_normalize_after_cache(tmp_path):
+    enc = CosineFixtureEncoder()
+    out = embed(enc, ["zzz"], normalize=True)
+    assert np.linalg.norm(out[0]) == pytest.approx(1.0)
+
+
+def test_transformer_fingerprint_tracks_weights(tiny_encoder):
+    enc = tiny_encoder.clone()
+    fp = enc.fingerprint
+    assert enc.fingerprint == fp
+    import torch
+
+    with torch.no_grad():
+        enc.model.embeddings.word_embeddings.weight[5, 0] += 1.0
+    assert enc.fingerprint != fp

@@ -1,0 +1,133 @@
+"""Runs end to end through the CLI on a fixture task: records, resume, --force with cache hits,
+atomic writes, partial suites, bad options."""
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from benchbench import plugins
+from benchbench.cli import main
+from benchbench.results import ResultKey, ResultStore
+
+from helpers import FIXTURES
+
+PLUGIN = f'''
+from pathlib import Path
+from dataclasses import dataclass
+import sys
+sys.path.insert(0, {str(FIXTURES.parent)!r})
+from helpers import CosineFixtureEncoder
+from benchbench import Method, hookimpl
+
+ENCODER = CosineFixtureEncoder()
+
+@dataclass
+class Cfg:
+    steps: int = 10
+
+class Fixed(Method):
+    name = "fixed"
+    Config = Cfg
+    trains = False
+    default_model = None
+    def train(self, corpus, ctx):
+        return ENCODER
+
+@hookimpl
+def benchbench_register_methods(register):
+    register("fixed", Fixed)
+
+@hookimpl
+def benchbench_register_tasks(register):
+    register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
+'''
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, tmp_cache):
+    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    yield tmp_path
+    plugins.reset_registry()
+
+
+def _encoder():
+    import sys
+
+    return sys.modules["benchbench_local_plugin"].ENCODER
+
+
+def test_run_resume_and_force(workdir, capsys):
+    assert main(["run", "--method", "fixed", "--tasks", "mini", "--seeds", "1,2"]) == 0
+    out = capsys.readouterr()
+    assert "| fixed" in out.out and "90.00" in out.out and "mini avg" in out.out
+    n = _encoder().n_encoded
+    assert n == 10  # a0..a4, b0..b4
+    recs = list(ResultStore("results").records())
+    assert len(recs) == 2 and {r["seed"] for r in recs} == {1, 2}
+    r = recs[0]
+    assert r["splits"]["test"]["scores"]["spearman_mean"] == pytest.approx(0.0)
+    assert r["config"] == {"steps": 10} and r["data"]["sts_mini/STS.gs.A.txt"]
+    for key in ("versions", "device", "created_at", "config_hash", "encoder_fingerprint", "eval_seconds"):
+        assert key in r
+    # identical second run: skipped
+    assert main(["run", "--method", "fixed", "--tasks", "mini", "--seeds", "1,2"]) == 0
+    assert "0 evaluated, 2 already stored" in capsys.readouterr().err
+    # --force re-evaluates but re-encodes nothing (embedding cache)
+    assert main(["run", "--method", "fixed", "--tasks", "mini", "--seeds", "1", "--force", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed[0]["splits"]["test"]["main_score"] == pytest.approx(90.0)
+    assert _encoder().n_encoded == n
+    # a different config is a different key
+    assert main(["run", "--method", "fixed", "--tasks", "mini", "--steps", "5"]) == 0
+    assert len(list(ResultStore("results").records())) == 3
+
+
+def test_atomic_write_keeps_previous_record(tmp_path, monkeypatch):
+    store = ResultStore(tmp_path)
+    rec = {"method": "m", "config_hash": "c", "model": "x/y", "setup": "unsupervised", "seed": 1, "task": "t",
+           "schema_version": 1, "splits": {}}
+    path = store.write(rec)
+    before = path.read_text()
+
+    def explode(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dump", explode)
+    with pytest.raises(OSError):
+        store.write({**rec, "splits": {"test": {}}})
+    assert path.read_text() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+    assert store.exists(ResultKey("m", "c", "x/y", "unsupervised", 1, "t"))
+
+
+def test_bad_option_and_names(workdir, capsys):
+    assert main(["run", "--method", "fixed", "--tasks", "mini", "--lr", "0.1"]) == 2
+    assert "Method 'fixed' has no option 'lr'. Its options: steps" in capsys.readouterr().err
+    assert main(["run", "--method", "fixd", "--tasks", "mini"]) == 2
+    assert "Did you mean 'fixed'" in capsys.readouterr().err
+    assert main(["run", "--method", "fixed", "--tasks", "sts-mini", "--split", "dev"]) == 2
+    assert "has no 'dev' split" in capsys.readouterr().err
+
+
+def test_missing_data_marks_suite_partial(workdir, capsys, tmp_path, monkeypatch):
+    # a suite whose second task has no data: the run says which file, and the average is marked partial
+    spec = tmp_path / "extra.toml"
+    spec.write_text((FIXTURES / "sts_mini.toml").read_text().replace('name = "sts-mini"', 'name = "sts-gone"')
+                    .replace('dir = "sts_mini"', 'dir = "gone"').replace('"sts_mini/', '"gone/')
+                    .replace('name = "mini"\ntasks = ["sts-mini"]', 'name = "mini2"\ntasks = ["sts-mini", "sts-gone"]'))
+    src = open("benchbench_plugin.py").read()
+    open("benchbench_plugin.py", "w").write(src + f"    register('extra', Path({str(spec)!r}))\n")
+    monkeypatch.setenv("BENCHBENCH_OFFLINE", "1")
+    assert main(["run", "--method", "fixed", "--tasks", "mini2"]) == 0
+    out = capsys.readouterr().out
+    assert "90.00*" in out and "PARTIAL: over 1 of 2 tasks" in out and "gone/STS.input.A.txt" in out
+    # naming the task itself is an error that lists the missing files
+    assert main(["run", "--method", "fixed", "--tasks", "sts-gone"]) == 2
+    assert "missing data files ['gone/STS.gs.A.txt'" in capsys.readouterr().err
+    assert os.path.isdir("results")

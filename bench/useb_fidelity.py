@@ -1,0 +1,355 @@
+"""Fidelity and speed of benchbench's USEB evaluators against the official ``useb`` package (PyPI).
+
+The SAME vectors go to both: benchbench embeds every text once (through its embedding cache: for
+all-MiniLM-L6-v2 the CQADupStack vectors are already cached), the table of (text -> vector) is saved,
+and each evaluator then runs in its own fresh subprocess reading vectors only from that table:
+benchbench's adapters through an ``Embedder`` over a lookup encoder, useb's evaluators through a
+``semb_fn`` over the same lookup. Our data are converted to useb's ``data-eval`` layout in a
+temporary folder. Printed: every metric from both with its difference (must be <= 0.01 points),
+and per dataset the evaluation wall time and peak resident memory of each (a fresh process each, so
+the peaks are comparable; "+MB" is the growth during evaluation, the vectors excluded).
+
+useb's SciDocs evaluator imports ``pytrec_eval``; the real one is used when importable
+(``pip install pytrec-eval-terrier`` provides it with prebuilt wheels). Without it a stub that
+raises is registered so the other evaluators import, and the SciDocs comparison is skipped.
+
+    BENCHBENCH_DATA=/work/shared/data python bench/useb_fidelity.py [--tasks twitterpara,cqadupstack,askubuntu,scidocs]
+
+TwitterPara and CQADupStack use the real data (CQADupStack: the forums whose vectors are all in the
+cache, unless --encode-missing); AskUbuntu and SciDocs use the fixtures in tests/fixtures/useb
+(their real text is not available offline).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "useb" / "native"
+SPLITS = {"twitterpara": ["test"], "cqadupstack": ["test"], "askubuntu": ["dev", "test"], "scidocs": ["dev", "test"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared pieces
+# ---------------------------------------------------------------------------------------------
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _peak_mb() -> float:
+    """VmHWM: this process's peak resident memory (ru_maxrss would carry the forking parent's peak over exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _make_adapter(task: str, root: Path, fixture: bool):
+    from benchbench.data import DataStore
+    from benchbench.plugins import get_registry
+
+    reg = get_registry()
+    spec = reg.task(task)
+    if fixture:  # fixtures are not the published bytes: no sha256
+        spec = dataclasses.replace(spec, files={})
+    return reg.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+
+
+class LookupEncoder:
+    """Vectors from the saved table only: a text outside it is an error, never an encoding."""
+
+    def __init__(self, table: dict[str, int], vecs: np.ndarray):
+        self.table, self.vecs = table, vecs
+        self.fingerprint = "lookup"
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        try:
+            return self.vecs[[self.table[t] for t in texts]]
+        except KeyError as e:
+            raise KeyError(f"text not in the vector table: {e}") from None
+
+    encode = __call__
+
+
+def _load_table(d: Path) -> tuple[dict[str, int], np.ndarray]:
+    texts = json.loads((d / "texts.json").read_text())
+    return {t: i for i, t in enumerate(texts)}, np.load(d / "vecs.npy")
+
+
+# ---------------------------------------------------------------------------------------------
+# worker side: one evaluator, one dataset, in a fresh process
+# ---------------------------------------------------------------------------------------------
+def worker(args) -> None:
+    work = Path(args.work)
+    table, vecs = _load_table(work / args.task)
+    out: dict = {"splits": {}}
+    if args.worker == "ours":
+        from benchbench.encoding import Embedder
+        from benchbench.plugins import get_registry
+
+        get_registry()  # imports and plugin discovery happen before the clock starts, as useb's imports do
+        before = _rss_mb()
+        t0 = time.perf_counter()
+        ad = _make_adapter(args.task, Path(args.root), args.fixture)
+        for split in SPLITS[args.task]:
+            out["splits"][split] = _ours_scores(args.task, ad.evaluate(Embedder(LookupEncoder(table, vecs)), split))
+        out["seconds"] = time.perf_counter() - t0
+    else:
+        import torch
+
+        _ensure_pytrec_eval()
+        from useb.evaluators import AskubuntuEvaluator, CQADupStackEvaluator, SciDocsEvaluator, TwitterParaEvaluator
+
+        look = LookupEncoder(table, vecs)
+        semb_fn = lambda batch: torch.from_numpy(look(batch))  # noqa: E731
+        cls = {"twitterpara": TwitterParaEvaluator, "cqadupstack": CQADupStackEvaluator, "askubuntu": AskubuntuEvaluator,
+               "scidocs": SciDocsEvaluator}[args.task]
+        before = _rss_mb()
+        t0 = time.perf_counter()
+        ev = cls(semb_fn, str(work / "useb" / args.task), show=False)
+        for split in SPLITS[args.task]:
+            out["splits"][split] = {k: 100 * float(v) for k, v in ev._run({"dev": "valid"}.get(split, split)).items()}
+        out["seconds"] = time.perf_counter() - t0
+    out["rss_before_mb"], out["peak_mb"] = before, _peak_mb()
+    print("RESULT " + json.dumps(out))
+
+
+def _ours_scores(task: str, r) -> dict[str, float]:
+    """benchbench's result under useb's metric names."""
+    s = {}
+    if task == "twitterpara":
+        for ours, theirs in (("turl", "twitterurl"), ("pit", "pit")):
+            s[f"ap_twitter_{theirs}"] = r.scores[f"ap_{ours}"]
+            s[f"spearman_twitter_{theirs}"] = r.scores[f"spearman_{ours}"]
+        s["ap_twitter_avg"], s["spearman_twitter_avg"] = r.scores["ap"], r.scores["spearman"]
+    elif task == "cqadupstack":
+        for forum, v in r.subsets.items():
+            s[f"map@100_cqadupstack_{forum}"] = v["map@100"]
+            s[f"ndcg@10_cqadupstack_{forum}"] = v["ndcg@10"]
+        if len(r.subsets) > 1:
+            s["map@100_cqadupstack_avg"], s["ndcg@10_cqadupstack_avg"] = r.scores["map@100"], r.scores["ndcg@10"]
+    elif task == "askubuntu":
+        for m in ("map", "p@1", "p@5", "mrr"):
+            s[f"{m}_askubuntu_title"] = r.scores[m]
+    elif task == "scidocs":
+        for t, v in r.subsets.items():
+            s[f"map_scidocs_{t}_cosine"], s[f"ndcg_scidocs_{t}_cosine"] = v["map"], v["ndcg"]
+        s["map_scidocs_cosine_avg"], s["ndcg_scidocs_cosine_avg"] = r.scores["map"], r.scores["ndcg"]
+    return s
+
+
+def _ensure_pytrec_eval() -> bool:
+    try:
+        import pytrec_eval  # noqa: F401
+
+        return True
+    except ImportError:
+        stub = types.ModuleType("pytrec_eval")
+
+        def _missing(*a, **k):
+            raise RuntimeError("pytrec_eval is not installed (pip install pytrec-eval-terrier)")
+
+        stub.RelevanceEvaluator = _missing
+        sys.modules["pytrec_eval"] = stub
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# driver side: vectors, conversion to useb's layout, side-by-side runs, the report
+# ---------------------------------------------------------------------------------------------
+class RecordingEmbedder:
+    """An Embedder that remembers every (text -> vector) it hands out."""
+
+    def __init__(self, inner):
+        self.inner, self.seen = inner, {}
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed(self, texts, desc="encoding"):
+        v = self.inner.embed(texts, desc=desc)
+        for t, row in zip(texts, v):
+            self.seen.setdefault(t, row)
+        return v
+
+
+def build_vectors(task: str, ad, embedder, work: Path, forums: list[str] | None) -> None:
+    rec = RecordingEmbedder(embedder)
+    if task == "cqadupstack" and forums is not None:
+        ad.spec = dataclasses.replace(ad.spec, params={**ad.spec.params, "forums": forums})
+    for split in SPLITS[task]:
+        ad.evaluate(rec, split)
+    texts = list(rec.seen)
+    for t in list(texts):  # useb strips every text before encoding: give the stripped form the same vector
+        if t.strip() not in rec.seen:
+            rec.seen[t.strip()] = rec.seen[t]
+            texts.append(t.strip())
+    d = work / task
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "texts.json").write_text(json.dumps(texts))
+    np.save(d / "vecs.npy", np.stack([rec.seen[t] for t in texts]).astype(np.float32))
+
+
+def convert(task: str, ad, work: Path, forums: list[str] | None) -> None:
+    out = work / "useb" / task
+    out.mkdir(parents=True, exist_ok=True)
+    if task == "twitterpara":
+        d = ad.param("dir")
+        for f in ("Twitter_URL_Corpus_test.txt", "test.data", "test.label"):
+            shutil.copy(ad.file(f"{d}/{f}"), out / f)
+    elif task == "askubuntu":
+        text, dev, test = ad._layouts()["taolei87"]
+        with gzip.open(ad.file(text), "rt", encoding="utf-8") as f:
+            (out / "text_tokenized.txt").write_text(f.read(), encoding="utf-8")
+        shutil.copy(ad.file(dev), out / "dev.txt")
+        shutil.copy(ad.file(test), out / "test.txt")
+    elif task == "cqadupstack":
+        corpus, split = {}, {"test": {}, "valid": {}}
+        for forum in forums or ad.available_forums("test"):
+            fo = ad.load_forum(forum, "test")
+            corpus[forum] = {**fo.pool, **fo.queries}
+            split["test"][forum] = {q: sorted(r) for q, r in fo.qrels.items()}
+            split["valid"][forum] = {}
+        (out / "corpus.json").write_text(json.dumps(corpus))
+        (out / "retrieval_split.json").write_text(json.dumps(split))
+    elif task == "scidocs":
+        data = {"corpus": {p: {"title": t or None} for p, t in ad.corpus().items()}}
+        for split, key in (("dev", "valid"), ("test", "test")):
+            data[key] = ad.load(split)
+        (out / "data.json").write_text(json.dumps(data))
+
+
+def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
+    """Forums whose every corpus title and query is already in the embedding cache."""
+    from benchbench.encoding import text_key
+
+    ok, coverage = [], {}
+    for forum in ad.available_forums("test"):
+        fo = ad.load_forum(forum, "test")
+        texts = list(dict.fromkeys(list(fo.pool.values()) + list(fo.queries.values())))
+        found, _ = embedder.cache.get(embedder.fingerprint, [text_key(t) for t in texts])
+        coverage[forum] = float(found.mean())
+        if found.all():
+            ok.append(forum)
+    return ok, coverage
+
+
+def run_worker(side: str, task: str, work: Path, root: Path, fixture: bool) -> dict:
+    cmd = [sys.executable, __file__, "--worker", side, "--task", task, "--work", str(work), "--root", str(root)]
+    if fixture:
+        cmd.append("--fixture")
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if p.returncode != 0 or line is None:
+        raise RuntimeError(f"{side} worker for {task} failed:\n{p.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", default="twitterpara,cqadupstack,askubuntu,scidocs")
+    ap.add_argument("--model", default="all-MiniLM-L6-v2")
+    ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
+    ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those fully in the embedding cache)")
+    ap.add_argument("--encode-missing", action="store_true", help="encode CQADupStack forums not in the cache (slow)")
+    ap.add_argument("--keep", default=None, help="keep the work folder here")
+    ap.add_argument("--worker", choices=["ours", "useb"], help=argparse.SUPPRESS)
+    ap.add_argument("--task", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--root", help=argparse.SUPPRESS)
+    ap.add_argument("--fixture", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return 0
+
+    from tabulate import tabulate
+
+    from benchbench.encoding import EmbeddingCache, Embedder, default_cache_dir
+    from benchbench.models import load_encoder
+
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    real = Path(args.data_dir) if args.data_dir else None
+    if real is None and any(t in ("twitterpara", "cqadupstack") for t in tasks):
+        print("set BENCHBENCH_DATA (or --data-dir) for TwitterPara and CQADupStack", file=sys.stderr)
+        return 2
+    work = Path(args.keep or tempfile.mkdtemp(prefix="useb-fidelity-"))
+    embedder = Embedder(load_encoder(args.model), cache=EmbeddingCache(default_cache_dir()), progress=False)
+    have_trec = _ensure_pytrec_eval()
+    rows, timing, notes = [], [], []
+    worst = 0.0
+    for task in tasks:
+        fixture = task in ("askubuntu", "scidocs")
+        root = FIXTURES if fixture else real
+        ad = _make_adapter(task, root, fixture)
+        forums = None
+        if task == "cqadupstack":
+            if args.forums:
+                forums = args.forums.split(",")
+            elif not args.encode_missing:
+                forums, cov = cached_forums(ad, embedder)
+                skipped = {f: c for f, c in cov.items() if f not in forums}
+                if skipped:
+                    notes.append("cqadupstack forums skipped (not fully cached; --encode-missing to encode): "
+                                 + ", ".join(f"{f} ({100 * c:.0f}% cached)" for f, c in skipped.items()))
+                if not forums:
+                    notes.append("cqadupstack: no forum fully cached; skipped")
+                    continue
+        if task == "scidocs" and not have_trec:
+            notes.append("scidocs: pytrec_eval not installed (pip install pytrec-eval-terrier): useb side skipped")
+            continue
+        t0 = time.perf_counter()
+        build_vectors(task, ad, embedder, work, forums)
+        convert(task, _make_adapter(task, root, fixture), work, forums)
+        prep = time.perf_counter() - t0
+        ours = run_worker("ours", task, work, root, fixture)
+        theirs = run_worker("useb", task, work, root, fixture)
+        for split in SPLITS[task]:
+            o, u = ours["splits"][split], theirs["splits"][split]
+            extra = sorted(set(u) - set(o))
+            if extra:  # SciDocs' euclidean variants: useb extras the paper does not report
+                notes.append(f"{task} {split}: useb-only metrics not computed by benchbench: {', '.join(extra)}")
+            for m in sorted(o):
+                d = abs(o[m] - u[m]) if m in u else np.inf
+                worst = max(worst, d)
+                rows.append([task + ("" if not fixture else " (fixture)"), split, m, f"{o[m]:.4f}",
+                             f"{u.get(m, np.nan):.4f}", f"{d:.4f}", "ok" if d <= 0.01 else "FAIL"])
+        timing.append([task, f"{ours['seconds']:.2f}", f"{theirs['seconds']:.2f}", f"{theirs['seconds'] / ours['seconds']:.1f}x",
+                       f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
+                       f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})", f"{prep:.0f}"])
+        if task == "cqadupstack":
+            notes.append(f"cqadupstack forums compared: {', '.join(forums or ad.available_forums('test'))} "
+                         "(BEIR title-only layout, test split; the offline data has 11 of 12 forums, no tex)")
+    print(f"model: {args.model}; same vectors to both evaluators (x100 scores); pytrec_eval: "
+          f"{'real (pytrec-eval-terrier)' if have_trec else 'missing'}")
+    print(tabulate(rows, headers=["dataset", "split", "useb metric", "benchbench", "useb", "|diff|", "<=0.01"], tablefmt="github"))
+    print()
+    print(tabulate(timing, headers=["dataset", "benchbench s", "useb s", "speed-up", "benchbench peak MB (+eval)",
+                                    "useb peak MB (+eval)", "vector prep s"], tablefmt="github"))
+    for n in notes:
+        print("note:", n)
+    print(f"largest difference: {worst:.4f} points -> {'PASS' if worst <= 0.01 else 'FAIL'}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if worst <= 0.01 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -237,7 +237,7 @@ def convert(task: str, ad, work: Path, forums: list[str] | None) -> None:
 
 
 def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
-    """Forums whose every corpus title and query is already in the embedding cache."""
+    """Forums whose corpus titles and queries are (>= 99%) already in the embedding cache."""
     from benchbench.encoding import text_key
 
     ok, coverage = [], {}
@@ -246,7 +246,7 @@ def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
         texts = list(dict.fromkeys(list(fo.pool.values()) + list(fo.queries.values())))
         found, _ = embedder.cache.get(embedder.fingerprint, [text_key(t) for t in texts])
         coverage[forum] = float(found.mean())
-        if found.all():
+        if found.mean() >= 0.99:  # the few stragglers are encoded (seconds); a whole forum never is
             ok.append(forum)
     return ok, coverage
 
@@ -267,7 +267,7 @@ def main() -> int:
     ap.add_argument("--tasks", default="twitterpara,cqadupstack,askubuntu,scidocs")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
-    ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those fully in the embedding cache)")
+    ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those >= 99%% in the embedding cache)")
     ap.add_argument("--encode-missing", action="store_true", help="encode CQADupStack forums not in the cache (slow)")
     ap.add_argument("--keep", default=None, help="keep the work folder here")
     ap.add_argument("--worker", choices=["ours", "useb"], help=argparse.SUPPRESS)

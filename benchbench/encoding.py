@@ -26,7 +26,8 @@ class Encoder(Protocol):
     and returns float32 (n, d), one row per input, in order. ``fingerprint`` identifies the weights
     and everything else that changes the vectors; two encoders with equal fingerprints must give
     equal vectors. Optional attributes: ``batch_size`` (int), ``normalize`` (bool: L2-normalise
-    after the cache), ``score_pairs(a, b)`` (a cross-encoder's pair scores)."""
+    after the cache), ``score_pairs(a, b)`` (a cross-encoder's pair scores), ``lengths(texts)``
+    (token counts, for padding-free length sorting)."""
 
     fingerprint: str
 
@@ -166,8 +167,12 @@ def embed(
         todo = np.flatnonzero(~found)
     if len(todo):
         bs = batch_size or getattr(encoder, "batch_size", None) or 64
-        # longest first: similar lengths share a batch (little padding), and an OOM shows at once
-        order = todo[np.argsort([-len(uniq[i]) for i in todo], kind="stable")]
+        # longest first: similar lengths share a batch (little padding), and an OOM shows at once.
+        # Token counts when the encoder can give them (exact padding), else characters.
+        todo_texts = [uniq[i] for i in todo]
+        lengths_fn = getattr(encoder, "lengths", None)
+        lengths = lengths_fn(todo_texts) if callable(lengths_fn) else [len(t) for t in todo_texts]
+        order = todo[np.argsort(-np.asarray(lengths), kind="stable")]
         show = progress if progress is not None else len(order) > 2000
         new_rows: list[np.ndarray] = []
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:

@@ -140,6 +140,12 @@ class TransformerEncoder(torch.nn.Module):
         return self.tokenizer([t.strip() for t in texts], padding=True, truncation="longest_first",
                               max_length=self.max_seq_length, return_tensors="pt")
 
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Token counts after truncation (one fast-tokenizer call), so batches are sorted by the padding they need."""
+        ids = self.tokenizer([t.strip() for t in texts], truncation="longest_first", max_length=self.max_seq_length,
+                             add_special_tokens=True)["input_ids"]
+        return [len(x) for x in ids]
+
     def pool(self, token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.pooling == "cls":
             return token_embeddings[:, 0]

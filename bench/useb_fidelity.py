@@ -108,6 +108,9 @@ def worker(args) -> None:
         before = _rss_mb()
         t0 = time.perf_counter()
         ad = _make_adapter(args.task, Path(args.root), args.fixture)
+        forums_file = work / args.task / "forums.json"
+        if forums_file.exists():  # CQADupStack restricted to the forums whose vectors were prepared
+            ad.spec = dataclasses.replace(ad.spec, params={**ad.spec.params, "forums": json.loads(forums_file.read_text())})
         for split in SPLITS[args.task]:
             out["splits"][split] = _ours_scores(args.task, ad.evaluate(Embedder(LookupEncoder(table, vecs)), split))
         out["seconds"] = time.perf_counter() - t0
@@ -203,6 +206,8 @@ def build_vectors(task: str, ad, embedder, work: Path, forums: list[str] | None)
             texts.append(t.strip())
     d = work / task
     d.mkdir(parents=True, exist_ok=True)
+    if forums is not None:
+        (d / "forums.json").write_text(json.dumps(forums))
     (d / "texts.json").write_text(json.dumps(texts))
     np.save(d / "vecs.npy", np.stack([rec.seen[t] for t in texts]).astype(np.float32))
 

@@ -1,0 +1,166 @@
+"""Speed of the SentEval transfer suite from cached sentence vectors.
+
+Runs the eight tasks of suite ``senteval`` (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC, SICK-E) with a
+SentEval classifier setting ("default" unless --setting), vectors from the embedding cache (the
+first run encodes them once), and prints per task: wall seconds, CPU seconds of this process,
+dev and test accuracy. The vectors are read before the clock starts, so the time is the protocol.
+
+Side by side, in the same run (--compare N): N of MR's first-outer-fold models trained one after
+another the way SentEval does (a torch ``nn.Linear`` + torch optimiser + a Python loop over
+minibatches), then the same N models batched; prints both times and the ratio.
+
+    BENCHBENCH_DATA=../shared/data python bench/senteval_speed.py [--setting default] [--tasks mr,cr] \
+        [--model all-MiniLM-L6-v2] [--compare 8] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+TASKS = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
+    """task -> (TransferData, features, setting name), through the harness's cache."""
+    from benchbench.adapters import senteval as se
+    from benchbench.data import DataStore
+    from benchbench.encoding import EmbeddingCache, Embedder, default_cache_dir
+    from benchbench.models import load_encoder
+    from benchbench.plugins import get_registry
+    from benchbench.runner import make_adapter
+
+    reg = get_registry()
+    store = DataStore(data_dir)
+    emb = Embedder(load_encoder(model), EmbeddingCache(default_cache_dir()), progress=True)
+    out = {}
+    for t in tasks:
+        ad = make_adapter(reg, t, store)
+        data = ad.load()
+        vecs = emb.embed(data.texts(), desc=t)
+        out[t] = (data, se.featurize(data, vecs, ad.param("pair_features", "abs_prod")), ad.param("setting", "default"))
+    return out
+
+
+def run_suite(feats: dict, setting: str | None) -> dict:
+    from benchbench.adapters import senteval as se
+
+    results = {}
+    for t, (data, f, spec_setting) in feats.items():
+        s = setting or spec_setting
+        w0, c0 = time.perf_counter(), cpu_seconds()
+        out = se.run_protocol(data, f, s)
+        results[t] = {"senteval_task": data.task, "setting": s, "seconds": time.perf_counter() - w0,
+                      "cpu_seconds": cpu_seconds() - c0, **{k: out[k] for k in ("devacc", "acc", "f1") if k in out},
+                      "l2": out.get("l2")}
+        r = results[t]
+        print(f"{t:6s} {data.task:15s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s cpu   dev {r['devacc']:6.2f}  "
+              f"test {r['acc']:6.2f}" + (f"  F1 {r['f1']:.2f}" if "f1" in r else ""), flush=True)
+    return results
+
+
+def compare_sequential(feats: dict, n: int, setting: str) -> dict:
+    """N MR inner models: SentEval's sequential loop vs the batched trainer, same models."""
+    import copy
+
+    import torch
+    from sklearn.model_selection import StratifiedKFold
+
+    from benchbench.adapters import _classifier as C
+
+    s = C.get_setting(setting)
+    data, f, _ = feats["mr"]
+    X, y = f["all"], data.labels["all"]
+    tr, _ = next(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(X, y))
+    inner = list(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(tr, y[tr]))
+    jobs = [(tr[itr], tr[ite], l2) for itr, ite in inner for l2 in s.l2_grid][:n]
+    torch.set_num_threads(1)
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    seq = []
+    for rows, dev, l2 in jobs:  # SentEval's MLP(nhid=0).fit, one model at a time
+        np.random.seed(s.seed)
+        torch.manual_seed(s.seed)
+        model = torch.nn.Linear(X.shape[1], 2)
+        opt = (torch.optim.Adam if s.optim == "adam" else torch.optim.RMSprop)(model.parameters(), weight_decay=l2)
+        lf = torch.nn.CrossEntropyLoss()
+        Xt, yt, Xd, yd = (torch.as_tensor(a) for a in (X[rows], y[rows], X[dev], y[dev]))
+        nep, best, cnt = 0, -1.0, 0
+        while nep <= s.max_epoch:
+            for _ in range(s.epoch_size):
+                perm = np.random.permutation(len(Xt))
+                for i in range(0, len(Xt), s.batch_size):
+                    idx = torch.as_tensor(perm[i:i + s.batch_size])
+                    loss = lf(model(Xt[idx]), yt[idx])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            nep += s.epoch_size
+            with torch.no_grad():
+                acc = int((model(Xd).argmax(1) == yd).sum()) / len(yd)
+            if acc > best:
+                best, _keep = acc, copy.deepcopy(model)
+            else:
+                if cnt >= s.tenacity:
+                    break
+                cnt += 1
+        seq.append(best)
+    t_seq, c_seq = time.perf_counter() - t0, cpu_seconds() - c0
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    streams = {}
+    for rows, dev, l2 in jobs:
+        streams.setdefault((tuple(rows[:3]), len(rows)), (rows, dev, []))[2].append(l2)
+    fits = []
+    for rows, dev, l2s in streams.values():
+        fits += [f.dev_acc for f in C.train_streams(torch.as_tensor(X), torch.as_tensor(y), [C.Stream(rows, dev, tuple(l2s))], 2, s)[0]]
+    t_bat, c_bat = time.perf_counter() - t0, cpu_seconds() - c0
+    agree = sum(a == b for a, b in zip(seq, fits))
+    print(f"\n{n} MR inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
+          f"batched {t_bat:.1f} s wall / {c_bat:.1f} s cpu; speed-up {t_seq / t_bat:.1f}x wall, {c_seq / c_bat:.1f}x cpu; "
+          f"identical dev accuracies: {agree}/{n}")
+    return {"n": n, "sequential_s": t_seq, "sequential_cpu_s": c_seq, "batched_s": t_bat, "batched_cpu_s": c_bat,
+            "identical_dev_acc": agree}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="all-MiniLM-L6-v2")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--setting", default=None, help="default | prototyping (default: each task spec's own)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--compare", type=int, default=0, help="also time N models sequentially vs batched")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    if not (args.data_dir or os.environ.get("BENCHBENCH_DATA")):
+        print("set BENCHBENCH_DATA or --data-dir", file=sys.stderr)
+        return 2
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    feats = load_features(args.model, tasks, args.data_dir)
+    import torch
+
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start\n")
+    w0, c0 = time.perf_counter(), cpu_seconds()
+    results = run_suite(feats, args.setting)
+    total, total_cpu = time.perf_counter() - w0, cpu_seconds() - c0
+    print(f"\ntotal {total:.1f} s wall ({total / 60:.2f} min), {total_cpu:.1f} s cpu; load average now {os.getloadavg()[0]:.1f}")
+    report = {"model": args.model, "tasks": results, "total_seconds": total, "total_cpu_seconds": total_cpu,
+              "load_average_end": os.getloadavg()[0]}
+    if args.compare:
+        report["compare"] = compare_sequential(feats, args.compare, args.setting or "default")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

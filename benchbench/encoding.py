@@ -76,8 +76,9 @@ class EmbeddingCache:
                     continue
                 sid = len(shards)
                 shards.append(vecs)
+                # numpy's S16 strips trailing NUL bytes on the way out: pad them back
                 for row, k in enumerate(keys.tolist()):
-                    index[k] = (sid, row)
+                    index[k.ljust(16, b"\0")] = (sid, row)
         self._index[fingerprint] = index
         self._shards[fingerprint] = shards
         return index
@@ -120,7 +121,7 @@ class EmbeddingCache:
             os.replace(tmp, d / f"{shard}{suffix}")
         sid = len(self._shards[fingerprint])
         self._shards[fingerprint].append(varr)
-        for row, k in enumerate(karr.tolist()):
+        for row, k in enumerate(keys):
             index[k] = (sid, row)
 
     def count(self, fingerprint: str) -> int:

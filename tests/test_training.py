@@ -116,8 +116,9 @@ def _run(script: Path, out: Path, kill_at: int) -> subprocess.CompletedProcess:
 def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(_SCRIPT)
-    full = _run(script, tmp_path / "full", kill_at=-1)
+    full = _run(script, tmp_path / "full", kill_at=-1)  # uninterrupted, same process setup as the others
     assert full.returncode == 0, full.stderr[-2000:]
+    assert "RESUMED []" in full.stdout
     killed = _run(script, tmp_path / "killed", kill_at=5)  # dies after step 5; last checkpoint is step 4
     assert killed.returncode == -9
     assert not (tmp_path / "killed" / "final.pt").exists()

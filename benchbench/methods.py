@@ -30,6 +30,8 @@ class Method:
     trains: ClassVar[bool] = True
     transductive: ClassVar[bool] = False  # trains on the evaluation task's own unlabelled pairs
     default_model: ClassVar[str | None] = "all-MiniLM-L6-v2"
+    # methods that use no base model (GloVe, BM25) name what they use instead; --model is then ignored
+    fixed_model: ClassVar[str | None] = None
     description: ClassVar[str] = ""
 
     def __init__(self, config: Any | None = None):

@@ -69,6 +69,10 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     chash = config_hash(config)
     model = opts.model or method_cls.default_model or ""
     model_label = canonical_model_name(model) if model else "-"
+    if getattr(method_cls, "fixed_model", None):
+        if opts.model:
+            log.warning("method %s uses no base model; --model %s ignored", opts.method, opts.model)
+        model, model_label = "", method_cls.fixed_model
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
     task_names = reg.expand(requested)
     explicit = {n for n in requested if n in reg.tasks}

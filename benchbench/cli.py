@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tasks", default=None)
     t.add_argument("--split", default="test")
     t.add_argument("--format", default="github")
+    t.add_argument("--method", default=None, help="comma list of methods to include")
+    t.add_argument("--no-provenance", action="store_true")
     return p
 
 
@@ -131,7 +133,7 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from .leaderboard import render, summarise
+    from .leaderboard import provenance, render, summarise
     from .plugins import get_registry
     from .results import ResultStore
 
@@ -144,8 +146,13 @@ def cmd_table(args) -> int:
         tasks = list(dict.fromkeys(r["task"] for r in records))
         requested = [s for s, suite in reg.suites.items() if all(t in tasks for t in suite.tasks)]
     suites = {s: reg.suites[s].tasks for s in requested if s in reg.suites}
+    if args.method:
+        records = [r for r in records if r["method"] in args.method.split(",")]
+    records = [r for r in records if r["task"] in tasks]
     headers, rows, notes = summarise(records, tasks, suites, split=args.split)
     print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
+    if not args.no_provenance:
+        print("\nHow these numbers were produced:\n" + "\n".join(provenance(records)))
     return 0
 
 

@@ -72,3 +72,26 @@ def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str
     if notes:
         out += "\n" + "\n".join(dict.fromkeys(notes))
     return out
+
+
+def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per table row saying how its numbers were produced: config, seeds, base model, device,
+    training budget and time, package versions, code revision. Leaderboards print it under the table."""
+    rows: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        rows[(r["method"], r["model"], r["config_hash"])].append(r)
+    lines = []
+    for (method, model, chash), recs in sorted(rows.items()):
+        seeds = sorted({r["seed"] for r in recs})
+        devices = sorted({r.get("device", "?") for r in recs})
+        trains = [r["train"] for r in recs if r.get("train")]
+        budget = ""
+        if trains:
+            steps = sorted({t.get("steps") for t in trains if t.get("steps") is not None})
+            secs = [t.get("seconds", 0) for t in trains if not t.get("reused_from_task")]
+            budget = f"; training: steps {steps or '?'}, {sum(secs) / max(len(secs), 1):.0f}s per trained encoder"
+        v = recs[0].get("versions", {})
+        lines.append(f"- {method} / {model} [config {chash}: {recs[0].get('config')}]: seeds {seeds}; device {', '.join(devices)}"
+                     f"{budget}; torch {v.get('torch', '?')}, transformers {v.get('transformers', '?')}; "
+                     f"git {str(recs[0].get('git_sha'))[:10]}; {recs[0].get('created_at', '')[:10]}")
+    return lines

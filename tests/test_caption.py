@@ -70,12 +70,14 @@ def test_margin_loss_hand_computed():
 def test_training_from_scratch_learns_the_map():
     rng = np.random.RandomState(2)
     A = rng.randn(6, 5).astype(np.float32)
-    train, dev, test = (_synthetic(n, rng, A) for n in (40, 8, 8))
-    net, dev_score, epochs = train_projection(train, dev, projdim=16, batch_size=20, ncontrast=5, max_epoch=30,
+    train, dev, test = (_synthetic(n, rng, A) for n in (200, 8, 8))
+    net, dev_score, epochs = train_projection(train, dev, projdim=32, batch_size=64, ncontrast=10, max_epoch=30,
                                               fold_images=4, folds=2, device="cpu")
     with torch.no_grad():
         m = fold_metrics(net.image(torch.as_tensor(test[0])).numpy(), net.sentence(torch.as_tensor(test[1])).numpy(), 4, 2)
-    assert m["t2i_r1"] >= 90 and m["i2t_r1"] >= 90 and 1 <= epochs <= 31
+    # chance: R@1 = 25 with 4 images a fold; the learnt maps must be close to the true one
+    assert m["t2i_r1"] >= 75 and m["i2t_r1"] >= 75 and m["recall_mean"] >= 90
+    assert dev_score == 600.0 and 5 <= epochs <= 31  # perfect dev (6 recalls x 100), then 4 epochs without gain
 
 
 def test_loaders_both_layouts(tmp_path):
@@ -116,8 +118,8 @@ class ImageEchoEncoder:
 
 def test_adapter_end_to_end_npy_layout():
     spec = TaskSpec(name="coco-mini", kind="caption-retrieval", main_metric="recall_mean",
-                    params={"layout": "npy", "dir": "coco", "projdim": 12, "ncontrast": 5, "batch_size": 20,
+                    params={"layout": "npy", "dir": "coco", "projdim": 32, "ncontrast": 10, "batch_size": 64,
                             "max_epoch": 30, "fold_images": 4, "folds": 2, "device": "cpu"})
     res = CaptionRetrievalAdapter(spec, DataStore(FIXTURES, allow_download=False)).evaluate(Embedder(ImageEchoEncoder()), "test")
-    assert res.scores["i2t_r1"] >= 75 and res.scores["t2i_r10"] == 100.0
-    assert res.details["n_captions"] == {"train": 120, "dev": 40, "test": 40}
+    assert res.scores["i2t_r1"] >= 75 and res.scores["t2i_r1"] >= 75 and res.main_score >= 85  # chance R@1: 25
+    assert res.details["n_captions"] == {"train": 500, "dev": 40, "test": 40}

@@ -54,6 +54,7 @@ class Setting:
     seed: int = 1111
     validation_split: float = 0.05
     l2_grid: tuple[float, ...] = L2_GRID
+    stream_chunk: int = 8  # CPU only: streams per gather/product block (speed only, same numbers)
 
     def describe(self) -> dict[str, Any]:
         return {"kfold": self.kfold, "nhid": 0, "optim": self.optim, "batch_size": self.batch_size,
@@ -191,22 +192,33 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
     stop_epoch = np.zeros((S, K), dtype=np.int64)
     bestW, bestb = W.clone(), b.clone()
     alive = np.arange(S)  # streams still training (some model not stopped)
-    onehot = torch.eye(C, dtype=X.dtype, device=dev_)
+    chunk = S if dev_.type != "cpu" else max(1, int(s.stream_chunk))
     nepoch = 0
 
-    def step(sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor) -> None:
+    def step(sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor, tgt: torch.Tensor) -> None:
+        """One optimiser step for every stream in ``sel`` (None: all alive). ``wts``: 1/batch size per row
+        (0 = padding), so the loss is SentEval's mean cross-entropy; ``tgt``: one-hot labels times ``wts``."""
         nonlocal W, b, mW, vW, mb, vb, steps
         Ws, bs_ = (W, b) if sel is None else (W[sel], b[sel])
-        xb = F.embedding(rows, X)  # (s, B, d); torch's fastest row gather on CPU
-        logits = torch.baddbmm(bs_.unsqueeze(1), xb, Ws)  # (s, B, KC)
-        g = logits.view(len(xb), -1, K, C).softmax(-1)
-        g -= onehot[y[rows]].unsqueeze(2)
-        g *= wts.view(len(xb), -1, 1, 1)  # 1/batch size for real rows, 0 for padding: mean cross-entropy
-        g = g.view(len(xb), -1, KC)
-        gW = torch.bmm(xb.transpose(1, 2), g)
-        gb = g.sum(1)
+        A_, Bn = rows.shape
+        gW = torch.empty_like(Ws)
+        gb = torch.empty_like(bs_)
+        # streams in chunks: a chunk's gathered rows stay in cache between the forward and backward products
+        for c0 in range(0, A_, chunk):
+            c = slice(c0, c0 + chunk)
+            xb = F.embedding(rows[c], X)  # (c, B, d): torch's fastest row gather on CPU
+            z = torch.baddbmm(bs_[c].unsqueeze(1), xb, Ws[c]).view(-1, Bn, K, C)
+            if C == 2:  # softmax over two logits is a sigmoid of their difference (torch's softmax is slow on a dim of 2)
+                p1 = torch.sigmoid(z[..., 1] - z[..., 0])
+                g = torch.stack((1 - p1, p1), -1)
+            else:
+                g = z.softmax(-1)
+            g.mul_(wts[c].view(-1, Bn, 1, 1)).sub_(tgt[c].unsqueeze(2))  # d(mean CE)/d(logits)
+            g = g.view(-1, Bn, KC)
+            torch.bmm(xb.transpose(1, 2), g, out=gW[c])
+            torch.sum(g, 1, out=gb[c])
         l2s = l2 if sel is None else l2[sel]
-        gW.addcmul_(l2s.unsqueeze(1), Ws)
+        gW.addcmul_(l2s.unsqueeze(1), Ws)  # torch's coupled weight_decay: grad + l2 * param
         gb.addcmul_(l2s, bs_)
         if sel is None:
             steps += 1
@@ -214,28 +226,22 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
         else:
             steps[sel] += 1
             t = steps[sel]
-        if adam:
+        if adam:  # torch.optim.Adam's single-tensor update, with a step count per stream
             m1, v1, m2, v2 = (mW, vW, mb, vb) if sel is None else (mW[sel], vW[sel], mb[sel], vb[sel])
-            m1.mul_(b1).add_(gW, alpha=1 - b1)
-            v1.mul_(b2).addcmul_(gW, gW, value=1 - b2)
-            m2.mul_(b1).add_(gb, alpha=1 - b1)
-            v2.mul_(b2).addcmul_(gb, gb, value=1 - b2)
-            bc1 = 1 - b1 ** t
-            bc2 = (1 - b2 ** t).sqrt()
-            step_size = (lr / bc1).to(X.dtype)
-            bc2 = bc2.to(X.dtype)
-            Ws = Ws - step_size.view(-1, 1, 1) * m1 / (v1.sqrt() / bc2.view(-1, 1, 1) + eps)
-            bs_ = bs_ - step_size.view(-1, 1) * m2 / (v2.sqrt() / bc2.view(-1, 1) + eps)
+            step_size = (lr / (1 - b1 ** t)).to(X.dtype)
+            bc2 = (1 - b2 ** t).sqrt().to(X.dtype)
+            for p_, g_, m_, v_, shape in ((Ws, gW, m1, v1, (-1, 1, 1)), (bs_, gb, m2, v2, (-1, 1))):
+                m_.lerp_(g_, 1 - b1)
+                v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
+                denom = v_.sqrt().div_(bc2.view(shape)).add_(eps)
+                p_.sub_(torch.div(m_, denom).mul_(step_size.view(shape)))
         else:  # RMSprop (torch defaults: alpha 0.99, eps 1e-8, no momentum)
             v1, v2 = (vW, vb) if sel is None else (vW[sel], vb[sel])
-            v1.mul_(alpha).addcmul_(gW, gW, value=1 - alpha)
-            v2.mul_(alpha).addcmul_(gb, gb, value=1 - alpha)
-            Ws = Ws - lr * gW / (v1.sqrt() + eps)
-            bs_ = bs_ - lr * gb / (v2.sqrt() + eps)
+            for p_, g_, v_ in ((Ws, gW, v1), (bs_, gb, v2)):
+                v_.mul_(alpha).addcmul_(g_, g_, value=1 - alpha)
+                p_.addcdiv_(g_, v_.sqrt().add_(eps), value=-lr)
             m1 = m2 = None
-        if sel is None:
-            W, b = Ws, bs_
-        else:
+        if sel is not None:  # indexing made copies: write the subset back
             W[sel], b[sel] = Ws, bs_
             if adam:
                 mW[sel], mb[sel] = m1, m2
@@ -254,15 +260,16 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
                 wts[j, :n] = np.repeat(1.0 / sizes, sizes)
             rows_t = torch.from_numpy(rows).to(dev_)
             wts_t = torch.from_numpy(wts).to(device=dev_, dtype=X.dtype)
+            tgt_t = F.one_hot(torch.from_numpy(y_np[rows]).to(dev_), C).to(X.dtype).mul_(wts_t.unsqueeze(-1))
             nb_alive = nbatches[alive]
             for bi in range(int(nb_alive.max())):
                 sl = slice(bi * B, (bi + 1) * B)
                 have = nb_alive > bi
                 if have.all():
-                    step(None, rows_t[:, sl], wts_t[:, sl])
+                    step(None, rows_t[:, sl], wts_t[:, sl], tgt_t[:, sl])
                 else:  # a stream with one row fewer has no batch here: it takes no optimiser step
                     sel = torch.from_numpy(np.flatnonzero(have)).to(dev_)
-                    step(sel, rows_t[sel, sl], wts_t[sel, sl])
+                    step(sel, rows_t[sel, sl], wts_t[sel, sl], tgt_t[sel, sl])
         nepoch += s.epoch_size
         # evaluate every alive model on its dev rows
         acc = _accuracy(X, W, b, dev_idx_t[alive], dev_lab_t[alive], K, C) / ndev[alive][:, None]
@@ -340,7 +347,7 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setting: str | Sett
     finals = train_streams(Xt, yt, [validation_split_stream(tr, l2, s) for (tr, _), l2 in zip(outer, chosen)], nclasses, s)
     test_results = [round(100 * _score(Xt[torch.as_tensor(te)], y[te], f[0]), 2) for (_, te), f in zip(outer, finals)]
     return {"devacc": float(round(np.mean(dev_results), 2)), "acc": float(round(np.mean(test_results), 2)),
-            "l2": chosen, "fold_acc": test_results}
+            "l2": chosen, "fold_acc": test_results, "models": _count(fitted, finals)}
 
 
 def kfold(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray, nclasses: int,
@@ -356,7 +363,8 @@ def kfold(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray, nc
     Xtest = _tensors(Xte, yte, str(Xt.device))[0]
     yhat = predict(Xtest, final)
     acc = 1.0 * int((yhat == np.asarray(yte)).sum()) / len(yte)
-    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "l2": l2, "yhat": yhat, "cv_scores": scores}
+    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "l2": l2, "yhat": yhat, "cv_scores": scores,
+            "models": _count(fitted, [[final]])}
 
 
 def split(Xtr: np.ndarray, ytr: np.ndarray, Xdev: np.ndarray, ydev: np.ndarray, Xte: np.ndarray, yte: np.ndarray,
@@ -373,7 +381,13 @@ def split(Xtr: np.ndarray, ytr: np.ndarray, Xdev: np.ndarray, ydev: np.ndarray, 
     # SentEval refits with the chosen L2 and the same seed: the identical model, so it is reused
     Xtest = _tensors(Xte, yte, str(Xt.device))[0]
     return {"devacc": float(np.max(scores)), "acc": round(100 * _score(Xtest, np.asarray(yte), fitted[r]), 2),
-            "l2": s.l2_grid[r], "dev_scores": scores}
+            "l2": s.l2_grid[r], "dev_scores": scores, "models": _count([fitted])}
+
+
+def _count(*groups: list[list[Fitted]]) -> dict[str, float]:
+    """How many models were trained and for how many epochs (on average, at most)."""
+    ep = [f.epochs for g in groups for stream in g for f in stream]
+    return {"trained": len(ep), "epochs_mean": round(float(np.mean(ep)), 1), "epochs_max": int(max(ep))}
 
 
 def with_overrides(setting: str | Setting, **kw: Any) -> Setting:

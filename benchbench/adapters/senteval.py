@@ -236,7 +236,9 @@ def run_protocol(data: TransferData, feats: dict[str, np.ndarray], setting: str 
 
 class SentEvalAdapter(TaskAdapter):
     """params: ``task`` (SentEval name: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC, SICKEntailment), ``dir``
-    (the task folder under the data dir), ``setting`` ("default" | "prototyping"), ``pair_features``."""
+    (the task folder under the data dir), ``setting`` ("default" | "prototyping"), ``pair_features``,
+    ``classifier_overrides`` (fields of ``_classifier.Setting`` to change; the setting is then named
+    "<setting>+custom" in the record, since its numbers are no longer SentEval's)."""
 
     kind = "senteval"
 
@@ -257,6 +259,12 @@ class SentEvalAdapter(TaskAdapter):
         self.check_split(split)
         data = self.load()
         setting = clf.get_setting(self.param("setting", "default"))
+        overrides = self.param("classifier_overrides") or {}
+        if overrides:
+            try:
+                setting = clf.with_overrides(setting, name=f"{setting.name}+custom", **overrides)
+            except TypeError as e:
+                raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): bad params.classifier_overrides {overrides}: {e}") from e
         pair_kind = self.param("pair_features", "abs_prod")
         vecs = model.embed(data.texts(), desc=self.name)
         feats = featurize(data, vecs, pair_kind)
@@ -268,7 +276,8 @@ class SentEvalAdapter(TaskAdapter):
             scores["f1"] = out["f1"]
         details = {"setting": setting.name, "classifier": setting.describe(), "protocol": data.protocol,
                    "senteval_task": data.task, "nclasses": data.nclasses, "classifier_seconds": round(seconds, 2),
-                   "n": {p: int(len(y)) for p, y in data.labels.items()}, "selected_l2": out.get("l2")}
+                   "n": {p: int(len(y)) for p, y in data.labels.items()}, "selected_l2": out.get("l2"),
+                   "models": out.get("models")}
         if data.pairs:
             details["pair_features"] = "[|u-v|, u*v]" if pair_kind == "abs_prod" else "[u, v, |u-v|, u*v]"
         return TaskResult(main_metric=self.spec.main_metric, scores=scores, details=details)

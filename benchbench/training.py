@@ -106,6 +106,39 @@ def seed_everything(seed: int) -> None:
     set_seed(seed)
 
 
+def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """AdamW with torch's fused kernel where available (what the HF Trainer uses by default since
+    torch 2.8); on a CPU it is several times faster than the per-tensor loop, which otherwise costs
+    as much as a small model's forward pass."""
+    params = [p for p in params if p.requires_grad]
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tensor]:
+    """Split a batch into groups of similar length so that each group is padded only to its own
+    longest member. Exact for models where padding cannot reach real positions (masked or causal
+    attention). Chooses the split of the length-sorted batch minimising
+    ``sum(group size * group max length) + overhead * groups`` (dynamic programme; batches are small)."""
+    order = torch.argsort(lengths, stable=True)
+    ls = lengths[order].tolist()
+    n = len(ls)
+    best = [0.0] + [float("inf")] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):  # best[j]: cost of the first j sorted items
+        for i in range(j):
+            c = best[i] + (j - i) * ls[j - 1] + overhead
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
 def make_accelerator(device: str | None, mixed_precision: str | None = None, grad_accum: int = 1):
     """An Accelerator for ``device`` (None: CUDA when present, else CPU). bf16 autocast on CUDA when
     the GPU supports it; full precision on CPU, where bf16 autocast is usually slower."""

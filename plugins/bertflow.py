@@ -25,7 +25,7 @@ from torch import nn
 
 from benchbench import Method, TrainContext, hookimpl
 from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, seed_everything, train_loop
 
 
 @dataclass
@@ -225,7 +225,7 @@ class BertFlow(Method):
         obj.flow(torch.from_numpy(vectors[: min(len(vectors), 1024)]))  # ActNorm's data-dependent initialisation
         loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
         obj = train_loop(obj, list(vectors), ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
                          desc=f"bertflow {ctx.task or ''}".strip())
         return FlowEncoder(base, obj.flow, flow_cfg)
 

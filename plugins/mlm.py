@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from benchbench import Method, TrainContext, hookimpl
 from benchbench.errors import ConfigError
 from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, seed_everything, train_loop
 
 
 @dataclass
@@ -112,7 +112,7 @@ class MLM(Method):
         obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained_dir(ctx)), c.mask_ratio, c.whole_word)
         loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
                          desc=f"mlm {ctx.task or ''}".strip())
         return obj.encoder

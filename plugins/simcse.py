@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from benchbench import Method, TrainContext, hookimpl
 from benchbench.errors import ConfigError
 from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, Objective, method_fingerprint, resolve_steps, seed_everything, train_loop
+from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, resolve_steps, seed_everything, train_loop
 
 
 @dataclass
@@ -77,7 +77,7 @@ class SimCSE(Method):
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=0.0),
+                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
                          desc=f"simcse {ctx.task or ''}".strip())
         return obj.encoder

@@ -16,7 +16,10 @@ The decoder is the model family's causal-LM head model (``BertLMHeadModel`` for 
   position receives ``W_o(W_v s)`` (with attention dropout deciding per head and position whether it
   receives it at all); the query/key products and the per-position output projection are skipped;
 * the vocabulary projection and the cross-entropy are computed only on positions with a target,
-  not on padding.
+  not on padding;
+* each batch is split into length groups (``length_groups``), each padded only to its own longest
+  member, for the encoder and for the decoder: no sentence's result depends on the others' padding,
+  so this removes work (about half of the decoder's on Wikipedia-like batches), not precision.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from benchbench import Method, TrainContext, hookimpl
 from benchbench.errors import ConfigError
 from benchbench.models import TransformerEncoder
 from benchbench.noise import NOISE_KINDS, WordNoise, register_noise
-from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench.training import LoopConfig, Objective, adamw, length_groups, method_fingerprint, seed_everything, train_loop
 
 
 @dataclass
@@ -48,6 +51,7 @@ class TSDAEConfig:
     grad_accum: int = 1
     checkpoint_every: int = 1000
     fast_cross_attention: bool = True  # the exact one-vector shortcut (False: the library's attention)
+    group_by_length: bool = True  # pad each length group of a batch only to its own maximum (exact)
 
 
 class OneVectorCrossAttention(nn.Module):
@@ -139,12 +143,13 @@ def lm_head(decoder: nn.Module) -> nn.Module:
 
 
 class TSDAEObjective(Objective):
-    def __init__(self, encoder: TransformerEncoder, decoder: nn.Module, noise: WordNoise):
+    def __init__(self, encoder: TransformerEncoder, decoder: nn.Module, noise: WordNoise, group_by_length: bool = True):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
         self.noise = noise
         self.pad_id = encoder.tokenizer.pad_token_id
+        self.group_by_length = group_by_length
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         src = self.encoder.tokenize(self.noise(items, rng))
@@ -164,12 +169,36 @@ class TSDAEObjective(Objective):
                                    use_cache=False).last_hidden_state
 
     def forward(self, target_ids: torch.Tensor, **src) -> torch.Tensor:
-        sentence = self.sentence_vectors(**{k.removeprefix("src_"): v for k, v in src.items()})
-        hidden = self.decode_hidden(target_ids, sentence)
-        labels = target_ids[:, 1:]
-        where = labels != self.pad_id
-        logits = lm_head(self.decoder)(hidden[where])  # vocabulary projection only where a target exists
-        return F.cross_entropy(logits.float(), labels[where])
+        src = {k.removeprefix("src_"): v for k, v in src.items()}
+        if not self.group_by_length:
+            sentence = self.sentence_vectors(**src)
+            hidden = self.decode_hidden(target_ids, sentence)
+            labels = target_ids[:, 1:]
+            where = labels != self.pad_id
+            logits = lm_head(self.decoder)(hidden[where])  # vocabulary projection only where a target exists
+            return F.cross_entropy(logits.float(), labels[where])
+        # The same computation, with each length group padded only to its own longest member: every
+        # sentence's encoding and decoding is independent of the others in the batch (masked
+        # encoder attention; causal decoder attention whose memory is its own sentence vector), so
+        # trimming padding changes no result, only the work.
+        mask = src["attention_mask"]
+        order, parts = [], []
+        for g in length_groups(mask.sum(1)):
+            n = int(mask[g].sum(1).max())
+            order.append(g)
+            parts.append(self.sentence_vectors(**{k: v[g, :n] for k, v in src.items()}))
+        sentence = torch.cat(parts)[torch.argsort(torch.cat(order))]  # back to batch order
+        states, targets = [], []
+        for g in length_groups((target_ids != self.pad_id).sum(1)):
+            n = int((target_ids[g] != self.pad_id).sum(1).max())
+            ids = target_ids[g, :n]
+            hidden = self.decode_hidden(ids, sentence[g])
+            labels = ids[:, 1:]
+            where = labels != self.pad_id
+            states.append(hidden[where])
+            targets.append(labels[where])
+        logits = lm_head(self.decoder)(torch.cat(states))  # vocabulary projection only where a target exists
+        return F.cross_entropy(logits.float(), torch.cat(targets))
 
 
 class TSDAE(Method):
@@ -193,7 +222,7 @@ class TSDAE(Method):
         decoder = build_decoder(encoder, tie=c.tie_encoder_decoder, fast_cross_attention=c.fast_cross_attention,
                                 pretrained=pretrained)
         mask = getattr(encoder.tokenizer, "mask_token", None) or "[MASK]"
-        return TSDAEObjective(encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask))
+        return TSDAEObjective(encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask), c.group_by_length)
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
@@ -201,7 +230,7 @@ class TSDAE(Method):
         loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum,
                           checkpoint_every=c.checkpoint_every)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
                          desc=f"tsdae {ctx.task or ''}".strip())
         return obj.encoder
 

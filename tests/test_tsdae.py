@@ -36,24 +36,31 @@ def _perturb_non_pooled_states(obj):
     return obj.encoder.model.register_forward_hook(hook)
 
 
+def _decoder_states(obj, b, perturb=False):
+    """The decoder states that reach the vocabulary projection (and the loss)."""
+    rows = []
+    h1 = lm_head(obj.decoder).register_forward_hook(lambda m, a, o: rows.append(a[0]))
+    h2 = _perturb_non_pooled_states(obj) if perturb else None
+    with torch.no_grad():
+        loss = obj(**b)
+    h1.remove()
+    if h2:
+        h2.remove()
+    return rows[0], loss
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_decoder_sees_only_the_pooled_vector(fast):
     obj = _objective("cls", fast).eval()
     b = _batch(obj)
-    with torch.no_grad():
-        ref = obj(**b)
-        handle = _perturb_non_pooled_states(obj)
-        changed = obj(**b)
-        handle.remove()
-    assert torch.equal(ref, changed)
+    ref, ref_loss = _decoder_states(obj, b)
+    changed, changed_loss = _decoder_states(obj, b, perturb=True)
+    assert torch.equal(ref, changed) and torch.equal(ref_loss, changed_loss)
     # control: with mean pooling the same perturbation reaches the decoder through the vector
     mean = _objective("mean", fast).eval()
-    with torch.no_grad():
-        ref = mean(**b)
-        handle = _perturb_non_pooled_states(mean)
-        changed = mean(**b)
-        handle.remove()
-    assert not torch.allclose(ref, changed)
+    ref, _ = _decoder_states(mean, b)
+    changed, _ = _decoder_states(mean, b, perturb=True)
+    assert (ref - changed).abs().max() > 1e-2
 
 
 def test_decoder_output_depends_on_the_sentence_vector_and_is_causal():
@@ -167,3 +174,16 @@ def test_train_saves_a_sentence_transformers_folder_usable_as_model(tmp_path):
 
     st = SentenceTransformer(str(tmp_path / "enc"), device="cpu")
     assert np.allclose(st.encode(SENTS), enc.encode(SENTS), atol=1e-4)
+
+
+def test_length_grouping_is_exact_and_covers_the_batch():
+    from benchbench.training import length_groups
+
+    groups = length_groups(torch.tensor([30, 5, 6, 29, 7, 31, 5, 28]), overhead=4)
+    assert sorted(torch.cat(groups).tolist()) == list(range(8)) and len(groups) == 2
+    assert len(length_groups(torch.tensor([9, 9, 9, 9]))) == 1
+    obj = _objective().eval()
+    b = _batch(obj)
+    grouped, _ = obj(**b), None
+    obj.group_by_length = False
+    assert torch.allclose(grouped, obj(**b), atol=1e-5)

@@ -128,6 +128,9 @@ class EmbeddingCache:
         return len(self._load(fingerprint))
 
 
+FLUSH_EVERY = 20000  # texts: an interrupted encoding of a large corpus keeps what it finished
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
     return Path(base) / "embeddings"
@@ -176,6 +179,7 @@ def embed(
         order = todo[np.argsort(-np.asarray(lengths), kind="stable")]
         show = progress if progress is not None else len(order) > 2000
         new_rows: list[np.ndarray] = []
+        flushed = 0  # rows of new_rows already in the cache: long encodings are saved as they go
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
             for s in range(0, len(order), bs):
                 batch = [uniq[i] for i in order[s : s + bs]]
@@ -184,14 +188,18 @@ def embed(
                     raise ValueError(f"encoder {type(encoder).__name__}.encode returned shape {out.shape} for {len(batch)} texts; expected ({len(batch)}, d)")
                 new_rows.append(out)
                 bar.update(len(batch))
+                done = s + len(batch)
+                if cache is not None and fp and done - flushed >= FLUSH_EVERY:
+                    cache.put(fp, [keys[i] for i in order[flushed:done]], np.concatenate(new_rows)[flushed:done])
+                    flushed = done
         new = np.concatenate(new_rows)
         if vectors is None:
             vectors = np.empty((len(uniq), new.shape[1]), dtype=np.float32)
         elif vectors.shape[1] != new.shape[1]:
             raise ValueError(f"encoder dimension changed ({new.shape[1]} vs cached {vectors.shape[1]}); fingerprint {fp!r} is not unique to the weights")
         vectors[order] = new
-        if cache is not None and fp:
-            cache.put(fp, [keys[i] for i in order], new)
+        if cache is not None and fp and flushed < len(order):
+            cache.put(fp, [keys[i] for i in order[flushed:]], new[flushed:])
     assert vectors is not None
     out = vectors[inverse]
     if normalize if normalize is not None else getattr(encoder, "normalize", False):

@@ -102,3 +102,23 @@ def test_keys_ending_in_nul_bytes_hit_the_cache(tmp_path):
     embed(enc, texts, cache=EmbeddingCache(tmp_path))  # fresh index read from disk
     embed(enc, nul, cache=EmbeddingCache(tmp_path))
     assert enc.n_encoded == n
+
+
+def test_long_encodings_are_saved_as_they_go(tmp_path, monkeypatch):
+    """An encoding killed half-way keeps the vectors it finished (flushed in shards)."""
+    import benchbench.encoding as encoding
+
+    monkeypatch.setattr(encoding, "FLUSH_EVERY", 4)
+    enc = CosineFixtureEncoder()  # batch size 2
+    texts = [f"a{i}" for i in range(10)]
+    orig = enc.encode
+
+    def dies_late(batch):
+        if len(enc.calls) == 4:
+            raise KeyboardInterrupt
+        return orig(batch)
+
+    enc.encode = dies_late
+    with pytest.raises(KeyboardInterrupt):
+        embed(enc, texts, cache=EmbeddingCache(tmp_path))
+    assert EmbeddingCache(tmp_path).count(enc.fingerprint) == 8  # 4 batches of 2 finished: flushed at 4 and 8 texts

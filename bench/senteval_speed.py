@@ -5,7 +5,8 @@ SentEval classifier setting ("default" unless --setting), vectors from the embed
 first run encodes them once), and prints per task: wall seconds, CPU seconds of this process,
 dev and test accuracy. The vectors are read before the clock starts, so the time is the protocol.
 
-Side by side, in the same run (--compare N): N of MR's first-outer-fold models trained one after
+Side by side, in the same run (--compare N): N of the first outer fold's inner models of MR (or CR,
+SUBJ, MPQA: the first of them in --tasks) trained one after
 another the way SentEval does (a torch ``nn.Linear`` + torch optimiser + a Python loop over
 minibatches), then the same N models batched; prints both times and the ratio.
 
@@ -70,7 +71,8 @@ def run_suite(feats: dict, setting: str | None) -> dict:
 
 
 def compare_sequential(feats: dict, n: int, setting: str) -> dict:
-    """N MR inner models: SentEval's sequential loop vs the batched trainer, same models."""
+    """N inner models of the first cross-validated task run (MR, CR, SUBJ or MPQA): SentEval's
+    sequential loop vs the batched trainer, same models."""
     import copy
 
     import torch
@@ -79,7 +81,10 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     from benchbench.adapters import _classifier as C
 
     s = C.get_setting(setting)
-    data, f, _ = feats["mr"]
+    task = next((t for t in ("mr", "cr", "subj", "mpqa") if t in feats), None)
+    if task is None:
+        raise SystemExit("--compare needs one of mr, cr, subj, mpqa in --tasks")
+    data, f, _ = feats[task]
     X, y = f["all"], data.labels["all"]
     tr, _ = next(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(X, y))
     inner = list(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(tr, y[tr]))
@@ -124,10 +129,10 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
         fits += [f.dev_acc for f in C.train_streams(torch.as_tensor(X), torch.as_tensor(y), [C.Stream(rows, dev, tuple(l2s))], 2, s)[0]]
     t_bat, c_bat = time.perf_counter() - t0, cpu_seconds() - c0
     agree = sum(a == b for a, b in zip(seq, fits))
-    print(f"\n{n} MR inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
+    print(f"\n{n} {task.upper()} inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
           f"batched {t_bat:.1f} s wall / {c_bat:.1f} s cpu; speed-up {t_seq / t_bat:.1f}x wall, {c_seq / c_bat:.1f}x cpu; "
           f"identical dev accuracies: {agree}/{n}")
-    return {"n": n, "sequential_s": t_seq, "sequential_cpu_s": c_seq, "batched_s": t_bat, "batched_cpu_s": c_bat,
+    return {"task": task, "n": n, "sequential_s": t_seq, "sequential_cpu_s": c_seq, "batched_s": t_bat, "batched_cpu_s": c_bat,
             "identical_dev_acc": agree}
 
 

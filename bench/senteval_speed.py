@@ -88,11 +88,11 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     X, y = f["all"], data.labels["all"]
     tr, _ = next(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(X, y))
     inner = list(StratifiedKFold(s.kfold, shuffle=True, random_state=1111).split(tr, y[tr]))
-    jobs = [(tr[itr], tr[ite], l2) for itr, ite in inner for l2 in s.l2_grid][:n]
+    jobs = [(fold, tr[itr], tr[ite], l2) for fold, (itr, ite) in enumerate(inner) for l2 in s.l2_grid][:n]
     torch.set_num_threads(1)
     t0, c0 = time.perf_counter(), cpu_seconds()
     seq = []
-    for rows, dev, l2 in jobs:  # SentEval's MLP(nhid=0).fit, one model at a time
+    for _, rows, dev, l2 in jobs:  # SentEval's MLP(nhid=0).fit, one model at a time
         np.random.seed(s.seed)
         torch.manual_seed(s.seed)
         model = torch.nn.Linear(X.shape[1], 2)
@@ -122,8 +122,8 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     t_seq, c_seq = time.perf_counter() - t0, cpu_seconds() - c0
     t0, c0 = time.perf_counter(), cpu_seconds()
     streams = {}
-    for rows, dev, l2 in jobs:
-        streams.setdefault((tuple(rows[:3]), len(rows)), (rows, dev, []))[2].append(l2)
+    for fold, rows, dev, l2 in jobs:  # one stream per inner fold, one model per L2 value
+        streams.setdefault(fold, (rows, dev, []))[2].append(l2)
     fits = []
     for rows, dev, l2s in streams.values():
         fits += [f.dev_acc for f in C.train_streams(torch.as_tensor(X), torch.as_tensor(y), [C.Stream(rows, dev, tuple(l2s))], 2, s)[0]]
@@ -132,8 +132,10 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     print(f"\n{n} {task.upper()} inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
           f"batched {t_bat:.1f} s wall / {c_bat:.1f} s cpu; speed-up {t_seq / t_bat:.1f}x wall, {c_seq / c_bat:.1f}x cpu; "
           f"identical dev accuracies: {agree}/{n}")
+    if agree < n:
+        print("  sequential:", [round(a, 4) for a in seq], "\n  batched:   ", [round(a, 4) for a in fits])
     return {"task": task, "n": n, "sequential_s": t_seq, "sequential_cpu_s": c_seq, "batched_s": t_bat, "batched_cpu_s": c_bat,
-            "identical_dev_acc": agree}
+            "identical_dev_acc": agree, "sequential_dev_acc": seq, "batched_dev_acc": fits}
 
 
 def main() -> int:

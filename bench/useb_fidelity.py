@@ -78,6 +78,7 @@ class LookupEncoder:
     def __init__(self, table: dict[str, int], vecs: np.ndarray):
         self.table, self.vecs = table, vecs
         self.fingerprint = "lookup"
+        self.batch_size = 1 << 16  # a table lookup has no batch-size limit (a model would)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         try:

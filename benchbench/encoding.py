@@ -159,8 +159,8 @@ def embed(
             raise TypeError(f"embed() expects strings; item {i} is {type(t).__name__}")
         inverse[i] = unique.setdefault(t, len(unique))
     uniq = list(unique)
-    keys = [text_key(t) for t in uniq]
     fp = getattr(encoder, "fingerprint", None)
+    keys = [text_key(t) for t in uniq] if cache is not None and fp else []  # hashes only serve the cache
     vectors: np.ndarray | None = None
     todo = np.arange(len(uniq))
     if cache is not None and fp:

@@ -87,12 +87,15 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     for seed in opts.seeds:
         for task in task_names:
             key = ResultKey(opts.method, chash, model_label, opts.setup, seed, task)
+            adapter = make_adapter(reg, task, data)
+            splits = list(opts.splits or adapter.spec.default_splits)
             if store.exists(key) and not opts.force:
                 report.records.append(store.load(key))
                 report.skipped.append(key)
+                lacking = [s for s in splits if s not in adapter.spec.splits]
+                if lacking:
+                    report.unavailable[task] = lacking
                 continue
-            adapter = make_adapter(reg, task, data)
-            splits = list(opts.splits or adapter.spec.default_splits)
             if task in explicit:
                 for s in splits:
                     adapter.check_split(s)  # an explicit request for a split the task lacks is an error

@@ -8,7 +8,6 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pluggy

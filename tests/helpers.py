@@ -38,3 +38,32 @@ class CosineFixtureEncoder:
 from pathlib import Path  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def fixture_adapter(registry, task: str, root, **params):
+    """The registered task's adapter reading a fixture root. The spec's checksums are dropped (fixtures
+    are not the published bytes); ``params`` override the spec's."""
+    import dataclasses
+
+    from benchbench.data import DataStore
+
+    spec = registry.task(task)
+    spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
+    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+
+
+class TablePairScorer:
+    """A vectorless 'encoder' whose score_pairs reads a table: exact, hand-checkable rankings.
+    ``strict``: a pair missing from the table is an error instead of scoring 0."""
+
+    fingerprint = "table-scorer"
+
+    def __init__(self, table, strict: bool = False):
+        self.table = table
+        self.strict = strict
+
+    def encode(self, texts):
+        raise AssertionError("must not be called: the adapter should use score_pairs")
+
+    def score_pairs(self, a, b):
+        return np.array([self.table[(x, y)] if self.strict else self.table.get((x, y), 0.0) for x, y in zip(a, b)])

@@ -1,36 +1,22 @@
 """AskUbuntu: USEB's re-ranking conventions, both published layouts, hand-computed MAP."""
-import dataclasses
 import gzip
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import DataError
+
+from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
 
 def make(registry, root, task="askubuntu"):
-    spec = dataclasses.replace(registry.task(task), files={})  # fixtures are not the published bytes
-    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+    return fixture_adapter(registry, task, root)
 
 
-class PairScorer:
-    """A vectorless 'encoder' whose score_pairs reads a table: exact, hand-checkable rankings."""
-
-    fingerprint = "table-scorer"
-
-    def __init__(self, table):
-        self.table = table
-
-    def encode(self, texts):
-        raise AssertionError("must not be called: the adapter should use score_pairs")
-
-    def score_pairs(self, a, b):
-        return np.array([self.table.get((x, y), 0.0) for x, y in zip(a, b)])
+PairScorer = TablePairScorer
 
 
 T = {"101": "how to install python 3 on ubuntu", "102": "installing python3 in ubuntu 14.04",

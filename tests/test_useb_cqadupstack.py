@@ -1,6 +1,5 @@
 """CQADupStack: USEB's MAP@100 (scikit-learn AP of the top 100) against a brute-force reference,
 both layouts, streaming corpus blocks, missing forums marked partial, one training corpus."""
-import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -8,17 +7,16 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import ConfigError
+
+from helpers import fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
 
 def make(registry, root, **params):
-    spec = registry.task("cqadupstack")
-    spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
-    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+    return fixture_adapter(registry, "cqadupstack", root, **params)
 
 
 class HashEncoder:

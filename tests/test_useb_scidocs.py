@@ -1,34 +1,22 @@
 """SciDocs: trec_eval MAP per sub-task over each query's candidates (None titles dropped from the
 ranking but kept in the qrels), sub-tasks averaged; allenai and USEB layouts agree."""
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchbench.data import DataStore
 from benchbench.encoding import Embedder
+
+from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
 
 def make(registry, root, **params):
-    spec = registry.task("scidocs")
-    spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
-    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+    return fixture_adapter(registry, "scidocs", root, **params)
 
 
-class PairScorer:
-    fingerprint = "table-scorer"
-
-    def __init__(self, table):
-        self.table = table
-
-    def encode(self, texts):
-        raise AssertionError("unused")
-
-    def score_pairs(self, a, b):
-        return np.array([self.table.get((x, y), 0.0) for x, y in zip(a, b)])
+PairScorer = TablePairScorer
 
 
 P = {1: "attention is all you need", 2: "neural machine translation by jointly learning to align",

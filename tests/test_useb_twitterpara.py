@@ -3,34 +3,23 @@ all pairs), TURL/PIT averaged, and the no-dev-split rule."""
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import ConfigError, DataError
 from benchbench.runner import RunOptions, run
+
+from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
 
 def make(registry, root, **params):
-    spec = registry.task("twitterpara")
-    spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
-    return registry.adapter(spec.kind)(spec, DataStore(root, allow_download=False))
+    return fixture_adapter(registry, "twitterpara", root, **params)
 
 
-class PairScorer:
-    fingerprint = "table-scorer"
-
-    def __init__(self, table):
-        self.table = table
-
-    def encode(self, texts):
-        raise AssertionError("unused")
-
-    def score_pairs(self, a, b):
-        return np.array([self.table[(x, y)] for x, y in zip(a, b)])
+def PairScorer(table):  # noqa: N802 - a pair missing from the table is an error here
+    return TablePairScorer(table, strict=True)
 
 
 # texts are stripped (the TURL file has trailing spaces), as USEB strips before encoding

@@ -198,7 +198,7 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
     def step(sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor, tgt: torch.Tensor) -> None:
         """One optimiser step for every stream in ``sel`` (None: all alive). ``wts``: 1/batch size per row
         (0 = padding), so the loss is SentEval's mean cross-entropy; ``tgt``: one-hot labels times ``wts``."""
-        nonlocal W, b, mW, vW, mb, vb, steps
+        nonlocal steps  # W, b and the Adam moments are updated in place
         Ws, bs_ = (W, b) if sel is None else (W[sel], b[sel])
         A_, Bn = rows.shape
         gW = torch.empty_like(Ws)

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import metrics
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult

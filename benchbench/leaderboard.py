@@ -22,11 +22,18 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
     A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent."""
     suites = suites or {}
     missing = missing or {}
-    by_row: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    partial_cells: set[tuple[tuple[str, str, str], str]] = set()
+    records = list(records)
+    by_row: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    partial_cells: set[tuple[tuple[str, str, str, str], str]] = set()
     task_notes: list[str] = []
+    # only seeds of ONE configuration are averaged: a method run with two configs gives two rows,
+    # labelled with the config hash the provenance lines spell out
+    configs: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        row = (r["method"], r["model"], r.get("setup", "unsupervised"))
+        configs[r["method"]].add(r.get("config_hash", ""))
+    for r in records:
+        label = r["method"] if len(configs[r["method"]]) == 1 else f"{r['method']} [{r.get('config_hash', '')}]"
+        row = (label, r["model"], r.get("setup", "unsupervised"), r.get("config_hash", ""))
         score, partial = main_score(r, split)
         if score is None:
             continue

@@ -131,3 +131,15 @@ def test_missing_data_marks_suite_partial(workdir, capsys, tmp_path, monkeypatch
     assert main(["run", "--method", "fixed", "--tasks", "sts-gone"]) == 2
     assert "missing data files ['gone/STS.gs.A.txt'" in capsys.readouterr().err
     assert os.path.isdir("results")
+
+
+def test_table_keeps_configs_apart():
+    """Two configurations of one method are two rows, never averaged as if they were seeds."""
+    from benchbench.leaderboard import summarise
+
+    def rec(chash, seed, score):
+        return {"method": "m", "model": "x", "setup": "unsupervised", "config_hash": chash, "seed": seed, "task": "t",
+                "splits": {"test": {"main_score": score, "partial": False, "notes": []}}}
+
+    headers, rows, notes = summarise([rec("aaa", 1, 10.0), rec("bbb", 1, 20.0), rec("aaa", 2, 12.0)], ["t"])
+    assert [(r[0], r[2]) for r in rows] == [("m [aaa]", "11.00±1.00"), ("m [bbb]", "20.00")]

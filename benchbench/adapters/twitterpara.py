@@ -35,7 +35,8 @@ from .ranking import pair_scores
 Pairs = tuple[list[str], list[str], np.ndarray]  # s1, s2, integer labels
 
 
-def read_turl(path) -> Pairs:
+def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str) -> Pairs:
+    """Rows of TAB-separated ``path`` -> (s1, s2, labels); ``label(cols)`` parses one row's label."""
     a, b, y = [], [], []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -43,31 +44,23 @@ def read_turl(path) -> Pairs:
                 continue
             cols = line.strip().split("\t")
             try:
-                label = ast.literal_eval(cols[2])[0]  # "(n,6)": n of 6 annotators said paraphrase
+                y.append(int(label(cols)))
+                a.append(cols[columns[0]].strip())
+                b.append(cols[columns[1]].strip())
             except (IndexError, ValueError, SyntaxError, TypeError) as e:
-                raise DataError(f"{path}:{n}: expected 's1<TAB>s2<TAB>(n,6)<TAB>url', got {line[:100]!r}") from e
-            a.append(cols[0].strip())
-            b.append(cols[1].strip())
-            y.append(int(label))
+                raise DataError(f"{path}:{n}: expected {expected}, got {line[:100]!r}") from e
     return a, b, np.asarray(y, dtype=np.int64)
+
+
+def read_turl(path) -> Pairs:
+    # "(n,6)": n of 6 annotators said paraphrase
+    return _read_tsv_pairs(path, (0, 1), lambda c: ast.literal_eval(c[2])[0], "'s1<TAB>s2<TAB>(n,6)<TAB>url'")
 
 
 def read_pit(path) -> Pairs:
-    a, b, y = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cols = line.strip().split("\t")
-            try:
-                label = int(cols[4])  # expert label 0..5 (test.data of SemEval-PIT2015)
-            except (IndexError, ValueError) as e:
-                raise DataError(f"{path}:{n}: expected PIT test.data columns (topic id, topic, s1, s2, label 0-5, tags), "
-                                f"got {line[:100]!r}") from e
-            a.append(cols[2].strip())
-            b.append(cols[3].strip())
-            y.append(label)
-    return a, b, np.asarray(y, dtype=np.int64)
+    # expert label 0..5 (test.data of SemEval-PIT2015)
+    return _read_tsv_pairs(path, (2, 3), lambda c: int(c[4]),
+                           "PIT test.data columns (topic id, topic, s1, s2, label 0-5, tags)")
 
 
 def paraphrase_ap(labels: np.ndarray, scores: np.ndarray) -> float:

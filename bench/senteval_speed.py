@@ -22,7 +22,6 @@ import resource
 import sys
 import time
 
-import numpy as np
 
 TASKS = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]
 
@@ -73,7 +72,6 @@ def run_suite(feats: dict, setting: str | None) -> dict:
 def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     """N inner models of the first cross-validated task run (MR, CR, SUBJ or MPQA): SentEval's
     sequential loop vs the batched trainer, same models."""
-    import copy
 
     import torch
     from sklearn.model_selection import StratifiedKFold
@@ -93,31 +91,7 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     t0, c0 = time.perf_counter(), cpu_seconds()
     seq = []
     for _, rows, dev, l2 in jobs:  # SentEval's MLP(nhid=0).fit, one model at a time
-        np.random.seed(s.seed)
-        torch.manual_seed(s.seed)
-        model = torch.nn.Linear(X.shape[1], 2)
-        opt = (torch.optim.Adam if s.optim == "adam" else torch.optim.RMSprop)(model.parameters(), weight_decay=l2)
-        lf = torch.nn.CrossEntropyLoss()
-        Xt, yt, Xd, yd = (torch.as_tensor(a) for a in (X[rows], y[rows], X[dev], y[dev]))
-        nep, best, cnt = 0, -1.0, 0
-        while nep <= s.max_epoch:
-            for _ in range(s.epoch_size):
-                perm = np.random.permutation(len(Xt))
-                for i in range(0, len(Xt), s.batch_size):
-                    idx = torch.as_tensor(perm[i:i + s.batch_size])
-                    loss = lf(model(Xt[idx]), yt[idx])
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-            nep += s.epoch_size
-            with torch.no_grad():
-                acc = int((model(Xd).argmax(1) == yd).sum()) / len(yd)
-            if acc > best:
-                best, _keep = acc, copy.deepcopy(model)
-            else:
-                if cnt >= s.tenacity:
-                    break
-                cnt += 1
+        best, _, _ = C.senteval_sequential_fit(X, y, rows, dev, l2, s)
         seq.append(best)
     t_seq, c_seq = time.perf_counter() - t0, cpu_seconds() - c0
     t0, c0 = time.perf_counter(), cpu_seconds()

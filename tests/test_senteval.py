@@ -67,48 +67,6 @@ def test_pair_features_and_featurize_order():
 
 # ---- the classifier: batched training equals SentEval's one-model-at-a-time recipe -----------------
 
-def _senteval_recipe(X, y, tr, dev, l2, s: C.Setting, split=False):
-    """An independent, sequential rendering of SentEval's MLP(nhid=0).fit: seed both RNGs, build the
-    Linear, torch's Adam/RMSprop with weight_decay, one permutation per epoch, early stopping."""
-    import copy
-
-    import torch
-
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
-    model = torch.nn.Linear(X.shape[1], int(y.max()) + 1)
-    opt = (torch.optim.Adam if s.optim == "adam" else torch.optim.RMSprop)(model.parameters(), weight_decay=l2)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    Xtr, ytr = X[tr], y[tr]
-    if split:
-        perm = np.random.permutation(len(Xtr))
-        k = int(s.validation_split * len(Xtr))
-        Xdv, ydv, Xtr, ytr = Xtr[perm[:k]], ytr[perm[:k]], Xtr[perm[k:]], ytr[perm[k:]]
-    else:
-        Xdv, ydv = X[dev], y[dev]
-    Xtr, ytr, Xdv, ydv = map(torch.as_tensor, (Xtr, ytr, Xdv, ydv))
-    nepoch, best, count, stop = 0, -1.0, 0, False
-    while not stop and nepoch <= s.max_epoch:
-        for _ in range(s.epoch_size):
-            perm = np.random.permutation(len(Xtr))
-            for i in range(0, len(Xtr), s.batch_size):
-                idx = torch.as_tensor(perm[i:i + s.batch_size])
-                loss = loss_fn(model(Xtr[idx]), ytr[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        nepoch += s.epoch_size
-        with torch.no_grad():
-            acc = 1.0 * int((model(Xdv).argmax(1) == ydv).sum()) / len(ydv)
-        if acc > best:
-            best, best_model = acc, copy.deepcopy(model)
-        else:
-            if count >= s.tenacity:
-                stop = True
-            count += 1
-    return best, best_model.weight.detach().T.numpy(), nepoch
-
-
 @pytest.fixture(scope="module")
 def noisy():
     rng = np.random.RandomState(0)
@@ -135,7 +93,7 @@ def test_batched_models_equal_senteval_sequential_recipe(noisy, setting):
     assert len(got) == len(cases)
     try:
         for fit, (rows, l2, split) in zip(got, cases):
-            acc, w, nepoch = _senteval_recipe(X, y, rows, dev, l2, s, split=split)
+            acc, w, nepoch = C.senteval_sequential_fit(X, y, rows, dev, l2, s, split=split)
             assert fit.dev_acc == acc
             assert fit.epochs == nepoch
             np.testing.assert_allclose(fit.weight.numpy(), w, atol=2e-5)

@@ -392,3 +392,45 @@ def _count(*groups: list[list[Fitted]]) -> dict[str, float]:
 
 def with_overrides(setting: str | Setting, **kw: Any) -> Setting:
     return replace(get_setting(setting), **kw)
+
+
+def senteval_sequential_fit(X, y, tr, dev, l2: float, s: Setting, split: bool = False):
+    """SentEval's MLP(nhid=0).fit written out sequentially, one model at a time: seed both RNGs, build
+    the Linear, torch's Adam/RMSprop with weight_decay, one permutation per epoch, early stopping.
+    Not used for scoring: it is the reference the batched trainer is tested against and timed
+    against (tests/test_senteval.py, bench/senteval_speed.py). Returns (best dev acc, W, epochs)."""
+    import copy
+
+    np.random.seed(s.seed)
+    torch.manual_seed(s.seed)
+    model = torch.nn.Linear(X.shape[1], int(y.max()) + 1)
+    opt = (torch.optim.Adam if s.optim == "adam" else torch.optim.RMSprop)(model.parameters(), weight_decay=l2)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    Xtr, ytr = X[tr], y[tr]
+    if split:
+        perm = np.random.permutation(len(Xtr))
+        k = int(s.validation_split * len(Xtr))
+        Xdv, ydv, Xtr, ytr = Xtr[perm[:k]], ytr[perm[:k]], Xtr[perm[k:]], ytr[perm[k:]]
+    else:
+        Xdv, ydv = X[dev], y[dev]
+    Xtr, ytr, Xdv, ydv = map(torch.as_tensor, (Xtr, ytr, Xdv, ydv))
+    nepoch, best, count, stop = 0, -1.0, 0, False
+    while not stop and nepoch <= s.max_epoch:
+        for _ in range(s.epoch_size):
+            perm = np.random.permutation(len(Xtr))
+            for i in range(0, len(Xtr), s.batch_size):
+                idx = torch.as_tensor(perm[i:i + s.batch_size])
+                loss = loss_fn(model(Xtr[idx]), ytr[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        nepoch += s.epoch_size
+        with torch.no_grad():
+            acc = 1.0 * int((model(Xdv).argmax(1) == ydv).sum()) / len(ydv)
+        if acc > best:
+            best, best_model = acc, copy.deepcopy(model)
+        else:
+            if count >= s.tenacity:
+                stop = True
+            count += 1
+    return best, best_model.weight.detach().T.numpy(), nepoch

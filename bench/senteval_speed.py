@@ -11,7 +11,10 @@ another the way SentEval does (a torch ``nn.Linear`` + torch optimiser + a Pytho
 minibatches), then the same N models batched; prints both times and the ratio.
 
     BENCHBENCH_DATA=../shared/data python bench/senteval_speed.py [--setting default] [--tasks mr,cr] \
-        [--model all-MiniLM-L6-v2] [--compare 8] [--json out.json]
+        [--model all-MiniLM-L6-v2] [--workers 0] [--compare 8] [--json out.json]
+
+--workers: processes the classifier splits its models over (0, the default: one per core, as the
+harness runs it; 1: a single core). Numbers are identical either way.
 """
 from __future__ import annotations
 
@@ -27,8 +30,9 @@ TASKS = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]
 
 
 def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    """CPU seconds of this process and of its finished worker processes (the classifier forks one per core)."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
@@ -52,15 +56,16 @@ def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     return out
 
 
-def run_suite(feats: dict, setting: str | None) -> dict:
+def run_suite(feats: dict, setting: str | None, workers: int = 0) -> dict:
+    from benchbench.adapters import _classifier as C
     from benchbench.adapters import senteval as se
 
     results = {}
     for t, (data, f, spec_setting) in feats.items():
         s = setting or spec_setting
         w0, c0 = time.perf_counter(), cpu_seconds()
-        out = se.run_protocol(data, f, s)
-        results[t] = {"senteval_task": data.task, "setting": s, "seconds": time.perf_counter() - w0,
+        out = se.run_protocol(data, f, C.with_overrides(s, workers=workers))
+        results[t] = {"senteval_task": data.task, "setting": s, "workers": workers, "seconds": time.perf_counter() - w0,
                       "cpu_seconds": cpu_seconds() - c0, **{k: out[k] for k in ("devacc", "acc", "f1") if k in out},
                       "l2": out.get("l2")}
         r = results[t]
@@ -118,6 +123,7 @@ def main() -> int:
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--setting", default=None, help="default | prototyping (default: each task spec's own)")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--workers", type=int, default=0, help="classifier worker processes (0: one per core); 1 = one core")
     ap.add_argument("--compare", type=int, default=0, help="also time N models sequentially vs batched")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -130,7 +136,7 @@ def main() -> int:
 
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start\n")
     w0, c0 = time.perf_counter(), cpu_seconds()
-    results = run_suite(feats, args.setting)
+    results = run_suite(feats, args.setting, args.workers)
     total, total_cpu = time.perf_counter() - w0, cpu_seconds() - c0
     print(f"\ntotal {total:.1f} s wall ({total / 60:.2f} min), {total_cpu:.1f} s cpu; load average now {os.getloadavg()[0]:.1f}")
     report = {"model": args.model, "tasks": results, "total_seconds": total, "total_cpu_seconds": total_cpu,

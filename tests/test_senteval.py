@@ -75,12 +75,13 @@ def noisy():
     return X, y
 
 
-@pytest.mark.parametrize("setting", ["default", "prototyping"])
-def test_batched_models_equal_senteval_sequential_recipe(noisy, setting):
+@pytest.mark.parametrize("setting,workers", [("default", 1), ("prototyping", 1), ("default", 2)])
+def test_batched_models_equal_senteval_sequential_recipe(noisy, setting, workers):
+    """workers=2: the two streams are trained in two forked processes; the numbers must not change."""
     import torch
 
     X, y = noisy
-    s = C.with_overrides(setting, max_epoch=12, batch_size=32)
+    s = C.with_overrides(setting, max_epoch=12, batch_size=32, workers=workers)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the sequential loop is thousands of tiny ops
     tr, dev = np.arange(0, 100), np.arange(100, 150)

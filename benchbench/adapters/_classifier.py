@@ -26,6 +26,7 @@ written out (a few lines of Adam/RMSprop) because each model needs its own step 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,6 +56,7 @@ class Setting:
     validation_split: float = 0.05
     l2_grid: tuple[float, ...] = L2_GRID
     stream_chunk: int = 8  # CPU only: streams per gather/product block (speed only, same numbers)
+    workers: int = 0  # CPU only: processes the streams are split over (0: one per core, at most 4; speed only, same numbers)
 
     def describe(self) -> dict[str, Any]:
         return {"kfold": self.kfold, "nhid": 0, "optim": self.optim, "batch_size": self.batch_size,
@@ -131,19 +133,71 @@ def _init(d: int, nclasses: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting) -> list[list[Fitted]]:
-    """Train every model of every stream at once; returns, per stream, one ``Fitted`` per L2 value."""
-    threads = torch.get_num_threads()
-    if X.device.type == "cpu":
-        # thousands of small ops: a second intra-op thread only adds synchronisation (10x slower on a busy 2-core box)
-        torch.set_num_threads(1)
-    try:
+    """Train every model of every stream at once; returns, per stream, one ``Fitted`` per L2 value.
+
+    On CPU the streams are split over ``s.workers`` forked processes, each running single-threaded
+    torch ops: the streams are independent, so the numbers do not change. (Threads do not help: the
+    loop is thousands of sub-millisecond ops, and handing the GIL back and forth between them cost
+    as much as the second core gave.)"""
+    w0, b0 = _init(X.shape[1], nclasses, s.seed)  # once, here, for every worker
+    if X.device.type != "cpu":
         with torch.no_grad():
-            return _train_streams(X, y, streams, nclasses, s)
+            return _train_streams(X, y, streams, nclasses, s, w0, b0)
+    threads = torch.get_num_threads()
+    # thousands of small ops: a second intra-op thread only adds synchronisation (10x slower on a busy 2-core box)
+    torch.set_num_threads(1)
+    try:
+        nw = min(s.workers or min(4, os.cpu_count() or 1), len(streams))
+        if nw <= 1:
+            with torch.no_grad():
+                return _train_streams(X, y, streams, nclasses, s, w0, b0)
+        # balance the work (rows per epoch) greedily; keep each group's streams in their original order
+        order = sorted(range(len(streams)), key=lambda i: -len(streams[i].train))
+        load, groups = [0] * nw, [[] for _ in range(nw)]
+        for i in order:
+            g = load.index(min(load))
+            groups[g].append(i)
+            load[g] += len(streams[i].train)
+        groups = [sorted(g) for g in groups if g]
+
+        out: list[list[Fitted] | None] = [None] * len(streams)
+        for idx, res in zip(groups, _map_groups(X, y, streams, nclasses, s, w0, b0, groups)):
+            for i, r in zip(idx, res):
+                out[i] = r
+        return out  # type: ignore[return-value]
     finally:
         torch.set_num_threads(threads)
 
 
-def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting) -> list[list[Fitted]]:
+_FORKED: dict[str, Any] = {}  # what a forked worker inherits instead of unpickling the feature matrix
+
+
+def _forked_group(idx: list[int]) -> list[list[Fitted]]:
+    a = _FORKED
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        return _train_streams(a["X"], a["y"], [a["streams"][i] for i in idx], a["nclasses"], a["s"], a["w0"], a["b0"])
+
+
+def _map_groups(X, y, streams, nclasses, s, w0, b0, groups: list[list[int]]) -> list[list[list[Fitted]]]:
+    """Each group of streams in its own forked process where the platform forks (Linux), else in turn."""
+    import multiprocessing as mp
+
+    if len(groups) > 1 and "fork" in mp.get_all_start_methods() and not mp.current_process().daemon:
+        _FORKED.update(X=X, y=y, streams=streams, nclasses=nclasses, s=s, w0=w0, b0=b0)
+        try:
+            with mp.get_context("fork").Pool(len(groups)) as pool:
+                return pool.map(_forked_group, groups, chunksize=1)
+        except OSError:  # no process pool here (e.g. no /dev/shm for its semaphores): same work, one core
+            pass
+        finally:
+            _FORKED.clear()
+    with torch.no_grad():
+        return [_train_streams(X, y, [streams[i] for i in g], nclasses, s, w0, b0) for g in groups]
+
+
+def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting,
+                   w0: torch.Tensor, b0: torch.Tensor) -> list[list[Fitted]]:
     dev_ = X.device
     S = len(streams)
     K = len(streams[0].l2)
@@ -153,7 +207,6 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
     C = nclasses
     B = s.batch_size
     KC = K * C
-    w0, b0 = _init(d, C, s.seed)
     W = w0.to(dev_).repeat(1, K).unsqueeze(0).repeat(S, 1, 1).contiguous()  # (S, d, K*C): model k's class c at k*C+c
     b = b0.to(dev_).repeat(K).unsqueeze(0).repeat(S, 1).contiguous()  # (S, K*C)
     l2 = torch.tensor([[v for v in st.l2 for _ in range(C)] for st in streams], dtype=X.dtype, device=dev_)  # (S, KC)

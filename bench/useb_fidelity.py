@@ -6,7 +6,7 @@ and each evaluator then runs in its own fresh subprocess reading vectors only fr
 benchbench's adapters through an ``Embedder`` over a lookup encoder, useb's evaluators through a
 ``semb_fn`` over the same lookup. Our data are converted to useb's ``data-eval`` layout in a
 temporary folder. Printed: every metric from both with its difference (must be <= 0.01 points),
-and per dataset the evaluation wall time and peak resident memory of each (a fresh process each, so
+and per dataset the evaluation wall time (median of --repeats alternated runs) and peak resident memory of each (a fresh process each, so
 the peaks are comparable; "+MB" is the growth during evaluation, the vectors excluded).
 
 useb's SciDocs evaluator imports ``pytrec_eval``; the real one is used when importable
@@ -78,11 +78,12 @@ class LookupEncoder:
     def __init__(self, table: dict[str, int], vecs: np.ndarray):
         self.table, self.vecs = table, vecs
         self.fingerprint = "lookup"
-        self.batch_size = 1 << 16  # a table lookup has no batch-size limit (a model would)
+        self.batch_size = 1 << 20  # a table lookup has no batch-size limit (a model would)
+        self.length_sorted = False  # nor any padding to save by sorting
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        try:
-            return self.vecs[[self.table[t] for t in texts]]
+        try:  # the same lookup serves both evaluators
+            return self.vecs[np.fromiter(map(self.table.__getitem__, texts), dtype=np.int64, count=len(texts))]
         except KeyError as e:
             raise KeyError(f"text not in the vector table: {e}") from None
 
@@ -106,6 +107,8 @@ def worker(args) -> None:
         from benchbench.plugins import get_registry
 
         get_registry()  # imports and plugin discovery happen before the clock starts, as useb's imports do
+        import faiss  # noqa: F401  (imported lazily by the adapters; useb's torch/sklearn are imported above too)
+        import pyarrow.json  # noqa: F401
         before = _rss_mb()
         t0 = time.perf_counter()
         ad = _make_adapter(args.task, Path(args.root), args.fixture)
@@ -268,6 +271,15 @@ def run_worker(side: str, task: str, work: Path, root: Path, fixture: bool) -> d
     return json.loads(line[len("RESULT "):])
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """The first run's scores and peak memory, the median of the runs' times (scores must not vary)."""
+    first = runs[0]
+    for r in runs[1:]:
+        if r["splits"] != first["splits"]:
+            raise RuntimeError("an evaluator gave different scores on a repeated run")
+    return {**first, "seconds": float(np.median([r["seconds"] for r in runs])), "all_seconds": [r["seconds"] for r in runs]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="twitterpara,cqadupstack,askubuntu,scidocs")
@@ -275,6 +287,7 @@ def main() -> int:
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
     ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those >= 99%% in the embedding cache)")
     ap.add_argument("--encode-missing", action="store_true", help="encode CQADupStack forums not in the cache (slow)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each evaluator (alternated); the median time is reported")
     ap.add_argument("--keep", default=None, help="keep the work folder here")
     ap.add_argument("--worker", choices=["ours", "useb"], help=argparse.SUPPRESS)
     ap.add_argument("--task", help=argparse.SUPPRESS)
@@ -325,8 +338,11 @@ def main() -> int:
         build_vectors(task, ad, embedder, work, forums)
         convert(task, _make_adapter(task, root, fixture), work, forums)
         prep = time.perf_counter() - t0
-        ours = run_worker("ours", task, work, root, fixture)
-        theirs = run_worker("useb", task, work, root, fixture)
+        runs = {"ours": [], "useb": []}
+        for _ in range(max(1, args.repeats)):  # alternated, each in a fresh process; the median time is reported
+            for side in ("ours", "useb"):
+                runs[side].append(run_worker(side, task, work, root, fixture))
+        ours, theirs = (_median_run(runs[side]) for side in ("ours", "useb"))
         for split in SPLITS[task]:
             o, u = ours["splits"][split], theirs["splits"][split]
             extra = sorted(set(u) - set(o))
@@ -337,7 +353,8 @@ def main() -> int:
                 worst = max(worst, d)
                 rows.append([task + ("" if not fixture else " (fixture)"), split, m, f"{o[m]:.4f}",
                              f"{u.get(m, np.nan):.4f}", f"{d:.4f}", "ok" if d <= 0.01 else "FAIL"])
-        timing.append([task, f"{ours['seconds']:.2f}", f"{theirs['seconds']:.2f}", f"{theirs['seconds'] / ours['seconds']:.1f}x",
+        timing.append([task, f"{ours['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in ours['all_seconds'])})",
+                       f"{theirs['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in theirs['all_seconds'])})", f"{theirs['seconds'] / ours['seconds']:.1f}x",
                        f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
                        f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})", f"{prep:.0f}"])
         if task == "cqadupstack":
@@ -347,7 +364,7 @@ def main() -> int:
           f"{'real (pytrec-eval-terrier)' if have_trec else 'missing'}")
     print(tabulate(rows, headers=["dataset", "split", "useb metric", "benchbench", "useb", "|diff|", "<=0.01"], tablefmt="github"))
     print()
-    print(tabulate(timing, headers=["dataset", "benchbench s", "useb s", "speed-up", "benchbench peak MB (+eval)",
+    print(tabulate(timing, headers=["dataset", "benchbench s, median (runs)", "useb s, median (runs)", "speed-up", "benchbench peak MB (+eval)",
                                     "useb peak MB (+eval)", "vector prep s"], tablefmt="github"))
     for n in notes:
         print("note:", n)

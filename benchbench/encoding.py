@@ -27,7 +27,9 @@ class Encoder(Protocol):
     and everything else that changes the vectors; two encoders with equal fingerprints must give
     equal vectors. Optional attributes: ``batch_size`` (int), ``normalize`` (bool: L2-normalise
     after the cache), ``score_pairs(a, b)`` (a cross-encoder's pair scores), ``lengths(texts)``
-    (token counts, for padding-free length sorting)."""
+    (token counts, for padding-free length sorting), ``length_sorted`` (bool, default true: set it
+    false for an encoder whose cost does not depend on how texts are batched, such as a table
+    lookup or word-vector average; batches then keep the input order and need no reordering)."""
 
     fingerprint: str
 
@@ -152,13 +154,18 @@ def embed(
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    unique: dict[str, int] = {}
-    inverse = np.empty(len(texts), dtype=np.int64)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"embed() expects strings; item {i} is {type(t).__name__}")
-        inverse[i] = unique.setdefault(t, len(unique))
-    uniq = list(unique)
+    # de-duplicate with C-level iteration only (dict.fromkeys, map): a Python loop over a 400K-title
+    # corpus costs more than looking its vectors up in the cache
+    if not set(map(type, texts)) <= {str}:
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise TypeError(f"embed() expects strings; item {bad} is {type(texts[bad]).__name__}")
+        texts = list(map(str, texts))  # str subclasses (numpy.str_): plain strings, as the cache keys them
+    uniq = list(dict.fromkeys(texts))
+    inverse: np.ndarray | None = None  # None: every text is distinct, output row i is uniq[i]
+    if len(uniq) < len(texts):
+        index = {t: i for i, t in enumerate(uniq)}
+        inverse = np.fromiter(map(index.__getitem__, texts), dtype=np.int64, count=len(texts))
     fp = getattr(encoder, "fingerprint", None)
     keys = [text_key(t) for t in uniq] if cache is not None and fp else []  # hashes only serve the cache
     vectors: np.ndarray | None = None
@@ -173,35 +180,40 @@ def embed(
         bs = batch_size or getattr(encoder, "batch_size", None) or 64
         # longest first: similar lengths share a batch (little padding), and an OOM shows at once.
         # Token counts when the encoder can give them (exact padding), else characters.
-        todo_texts = [uniq[i] for i in todo]
-        lengths_fn = getattr(encoder, "lengths", None)
-        lengths = lengths_fn(todo_texts) if callable(lengths_fn) else [len(t) for t in todo_texts]
-        order = todo[np.argsort(-np.asarray(lengths), kind="stable")]
+        todo_texts = uniq if len(todo) == len(uniq) else [uniq[i] for i in todo.tolist()]
+        if getattr(encoder, "length_sorted", True):
+            lengths_fn = getattr(encoder, "lengths", None)
+            lengths = lengths_fn(todo_texts) if callable(lengths_fn) else [len(t) for t in todo_texts]
+            order = todo[np.argsort(-np.asarray(lengths), kind="stable")]
+        else:
+            order = todo
+        order_list = order.tolist()  # list indexing with Python ints: numpy scalars are slow list indices
+        in_order = bool((np.diff(order) > 0).all())
         show = progress if progress is not None else len(order) > 2000
-        new_rows: list[np.ndarray] = []
-        flushed = 0  # rows of new_rows already in the cache: long encodings are saved as they go
+        flushed = 0  # rows of `order` already in the cache: long encodings are saved as they go
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
             for s in range(0, len(order), bs):
-                batch = [uniq[i] for i in order[s : s + bs]]
+                batch = [uniq[i] for i in order_list[s : s + bs]]
                 out = np.asarray(encoder.encode(batch), dtype=np.float32)
                 if out.ndim != 2 or out.shape[0] != len(batch):
                     raise ValueError(f"encoder {type(encoder).__name__}.encode returned shape {out.shape} for {len(batch)} texts; expected ({len(batch)}, d)")
-                new_rows.append(out)
+                if vectors is None and len(batch) == len(uniq) and in_order and out.flags.owndata and out.flags.writeable:
+                    vectors = out  # one batch in input order (a lookup): the encoder's fresh array is the result
+                elif vectors is None:
+                    vectors = np.empty((len(uniq), out.shape[1]), dtype=np.float32)
+                elif vectors.shape[1] != out.shape[1]:
+                    raise ValueError(f"encoder dimension changed ({out.shape[1]} vs {vectors.shape[1]}); "
+                                     f"fingerprint {fp!r} is not unique to the weights")
+                if vectors is not out:
+                    vectors[order[s : s + bs]] = out  # straight into place: no concatenated copy of the whole corpus
                 bar.update(len(batch))
                 done = s + len(batch)
-                if cache is not None and fp and done - flushed >= FLUSH_EVERY:
-                    cache.put(fp, [keys[i] for i in order[flushed:done]], np.concatenate(new_rows)[flushed:done])
+                if cache is not None and fp and (done - flushed >= FLUSH_EVERY or done == len(order)):
+                    rows = order[flushed:done]
+                    cache.put(fp, [keys[i] for i in rows.tolist()], vectors[rows])
                     flushed = done
-        new = np.concatenate(new_rows)
-        if vectors is None:
-            vectors = np.empty((len(uniq), new.shape[1]), dtype=np.float32)
-        elif vectors.shape[1] != new.shape[1]:
-            raise ValueError(f"encoder dimension changed ({new.shape[1]} vs cached {vectors.shape[1]}); fingerprint {fp!r} is not unique to the weights")
-        vectors[order] = new
-        if cache is not None and fp and flushed < len(order):
-            cache.put(fp, [keys[i] for i in order[flushed:]], new[flushed:])
     assert vectors is not None
-    out = vectors[inverse]
+    out = vectors if inverse is None else vectors[inverse]
     if normalize if normalize is not None else getattr(encoder, "normalize", False):
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out

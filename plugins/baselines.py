@@ -52,6 +52,7 @@ class GloveAverageEncoder:
     """Mean of the GloVe vectors of a sentence's in-vocabulary tokens (zeros if none)."""
 
     batch_size = 4096
+    length_sorted = False  # a word-vector average costs the same however texts are batched
 
     def __init__(self, vectors: np.ndarray, vocab: dict[str, int], label: str):
         self.vectors = vectors

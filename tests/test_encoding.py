@@ -30,6 +30,42 @@ def test_length_sorted_batches():
     assert [len(t) for t in enc.calls[0]] == [9, 7, 5] and [len(t) for t in enc.calls[1]] == [3, 2, 1]
 
 
+def test_unsorted_encoder_keeps_input_order_and_owns_nothing_shared():
+    """length_sorted=False (a lookup table): batches in input order; one fresh batch is returned as
+    is, and a view into the encoder's own storage is copied, never normalised in place."""
+
+    class Table:
+        fingerprint = "table"
+        length_sorted = False
+        normalize = True
+
+        def __init__(self, batch_size):
+            self.batch_size, self.calls = batch_size, []
+            self.store = np.array([[3.0, 4.0], [0.0, 2.0], [1.0, 0.0]], dtype=np.float32)
+
+        def encode(self, texts):
+            self.calls.append(list(texts))
+            rows = [int(t[1:]) for t in texts]
+            return self.store[rows[0]:rows[-1] + 1] if rows == list(range(rows[0], rows[-1] + 1)) else self.store[rows]
+
+    texts = ["t2", "t0", "t1", "t0", "t2"]
+    enc = Table(batch_size=2)
+    out = embed(enc, texts)
+    assert enc.calls == [["t2", "t0"], ["t1"]]  # distinct texts, first-seen order
+    np.testing.assert_allclose(out, [[1, 0], [0.6, 0.8], [0, 1], [0.6, 0.8], [1, 0]], rtol=1e-6)
+    enc = Table(batch_size=10)
+    out = embed(enc, ["t0", "t1", "t2"])  # one batch, and the encoder hands back a view of its storage
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0, 1], [1, 0]], rtol=1e-6)
+    np.testing.assert_array_equal(enc.store, [[3, 4], [0, 2], [1, 0]])  # untouched by the normalisation
+
+
+def test_embed_rejects_non_strings_and_accepts_str_subclasses():
+    enc = CosineFixtureEncoder()
+    with pytest.raises(TypeError, match="item 1 is int"):
+        embed(enc, ["a0", 3])
+    np.testing.assert_allclose(embed(enc, [np.str_("a0")]), embed(enc, ["a0"]))
+
+
 def test_second_run_encodes_nothing(tmp_path):
     cache = EmbeddingCache(tmp_path)
     enc = CosineFixtureEncoder()

@@ -12,7 +12,8 @@ Protocol (USEB, useb/evaluators/cqadupstack.py), kept exactly:
 * ``ndcg@10``: binary gains of the top 10 over the ideal DCG of min(10, |relevant in qrels|) ones.
 * Forum scores are macro-averaged (``map@100`` = the main score, USEB's ``map@100_cqadupstack_avg``).
 
-Search is exact (faiss ``IndexFlatIP``) over corpus blocks of ``params.block`` titles, each embedded
+Search is exact (faiss's flat inner-product search) over corpus blocks of ``params.block`` titles
+(default: as many as fit in ~96 MB of vectors), each embedded
 and searched in turn with a running top-k heap: memory is one block of vectors plus queries x 100,
 whatever the corpus size. An encoder with ``search(queries, corpus, k)`` (BM25) is used instead.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import threading
 import time
 from typing import Any
 
@@ -42,7 +44,7 @@ import numpy as np
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
-from .ranking import dcg, normalized, pick_layout, search_topk, topk_average_precision
+from .ranking import normalized, pick_layout, search_topk, topk_average_precision
 
 FORUMS = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
           "webmasters", "wordpress"]
@@ -126,8 +128,8 @@ class CQADupStackAdapter(TaskAdapter):
             return Forum(queries, pool, qrels)
         corpus_f, queries_f, qrels_f = self._beir_files(forum, split)
         field = self.param("text_field", "title")
-        pool = {str(r["_id"]): r.get(field) or "" for r in _jsonl(self.file(corpus_f))}
-        all_queries = {str(r["_id"]): r.get("text") or "" for r in _jsonl(self.file(queries_f))}
+        pool = _jsonl_fields(self.file(corpus_f), field)
+        all_queries = _jsonl_fields(self.file(queries_f), "text")
         qrels: dict[str, set[str]] = {}
         with open(self.file(qrels_f), encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -147,33 +149,56 @@ class CQADupStackAdapter(TaskAdapter):
         return Forum(queries, pool, qrels)
 
     # ---- scoring ------------------------------------------------------------------------------
-    def _retrieve(self, model: Embedder, forum: str, data: Forum) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _prepare(self, model: Embedder, forum: str, split: str, lock: threading.Lock) -> dict[str, Any]:
+        """Everything before the search: the forum's data, its query vectors and its first corpus
+        block (run in a helper thread for the next forum while the current one is searched)."""
+        data = self.load_forum(forum, split)
         qids, dids = list(data.queries), list(data.pool)
+        prep: dict[str, Any] = {"data": data, "qids": qids, "dids": dids}
+        if callable(getattr(model.encoder, "search", None)):
+            return prep
+        with lock:
+            qv = normalized(model.embed([data.queries[q] for q in qids], desc=f"{self.name}/{forum} queries"), inplace=True)
+        # corpus rows per block: params.block, else ~96 MB of float32 vectors (65536 rows at d=384)
+        block = int(self.param("block", 0)) or max(4096, (96 << 20) // (4 * max(1, qv.shape[1])))
+        prep.update(qv=qv, block=block, first=self._block(model, forum, data, dids, 0, block, lock))
+        return prep
+
+    def _block(self, model: Embedder, forum: str, data: Forum, dids: list[str], start: int, block: int,
+               lock: threading.Lock) -> np.ndarray:
+        texts = [data.pool[d] for d in dids[start : start + block]]
+        with lock:  # one embedding at a time: the encoder and its cache are not shared between threads
+            return normalized(model.embed(texts, desc=f"{self.name}/{forum} corpus"), inplace=True)
+
+    def _retrieve(self, model: Embedder, forum: str, prep: dict[str, Any], lock: threading.Lock) -> tuple[np.ndarray, np.ndarray]:
+        data, qids, dids = prep["data"], prep["qids"], prep["dids"]
         search = getattr(model.encoder, "search", None)
         if callable(search):
             scores, idx = search([data.queries[q] for q in qids], [data.pool[d] for d in dids], MAP_K)
-            return np.asarray(scores), np.asarray(idx), dids
-        qv = normalized(model.embed([data.queries[q] for q in qids], desc=f"{self.name}/{forum} queries"))
-        block = int(self.param("block", 16384))
-        texts = [data.pool[d] for d in dids]
+            return np.asarray(scores), np.asarray(idx)
+        block = prep["block"]
 
         def blocks():
-            for s in range(0, len(texts), block):
-                yield normalized(model.embed(texts[s : s + block], desc=f"{self.name}/{forum} corpus"))
+            yield prep.pop("first")
+            for start in range(block, len(dids), block):
+                yield self._block(model, forum, data, dids, start, block, lock)
 
-        scores, idx = search_topk(qv, blocks(), MAP_K)
-        return scores, idx, dids
+        return search_topk(prep["qv"], blocks(), MAP_K)
 
     def score_forum(self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str],
                     qrels: dict[str, set[str]]) -> dict[str, float]:
-        did_arr = np.asarray(dids, dtype=object)
-        hits = np.zeros(idx.shape, dtype=bool)
-        for r, q in enumerate(qids):
-            valid = idx[r] >= 0
-            rel = qrels[q]
-            hits[r, valid] = [d in rel for d in did_arr[idx[r, valid]]]
+        # hits as one membership test of (query row, corpus column) codes: no Python loop over the top 100s
+        col = {d: j for j, d in enumerate(dids)}
+        n = len(dids)
+        rel_codes = np.fromiter((r * n + col[d] for r, q in enumerate(qids) for d in qrels[q] if d in col), dtype=np.int64)
+        codes = np.arange(len(qids), dtype=np.int64)[:, None] * n + idx
+        hits = (idx >= 0) & np.isin(codes, rel_codes)
         ap = topk_average_precision(hits[:, :MAP_K], scores[:, :MAP_K])
-        ndcg = [dcg(hits[r, :NDCG_K]) / dcg(np.ones(min(len(qrels[q]), NDCG_K))) for r, q in enumerate(qids)]
+        disc = 1.0 / np.log2(np.arange(2, NDCG_K + 2))  # binary gains: DCG is a sum of discounts
+        ideal = np.cumsum(disc)[np.minimum([len(qrels[q]) for q in qids], NDCG_K) - 1]
+        h10 = np.zeros((len(qids), NDCG_K))
+        h10[:, : min(NDCG_K, hits.shape[1])] = hits[:, :NDCG_K]
+        ndcg = (h10 @ disc) / ideal
         return {"map@100": 100 * float(ap.mean()), "ndcg@10": 100 * float(np.mean(ndcg)), "n_queries": len(qids),
                 "corpus": len(dids)}
 
@@ -183,11 +208,12 @@ class CQADupStackAdapter(TaskAdapter):
         if not forums:
             raise DataError(f"Task {self.name!r}: no forum's files are present ({self.missing_files(split)[:3]} ...).")
         subsets, timing = {}, {}
+        lock = threading.Lock()
         for forum in forums:
             t0 = time.perf_counter()
-            data = self.load_forum(forum, split)
-            scores, idx, dids = self._retrieve(model, forum, data)
-            subsets[forum] = self.score_forum(scores, idx, dids, list(data.queries), data.qrels)
+            prep = self._prepare(model, forum, split, lock)
+            scores, idx = self._retrieve(model, forum, prep, lock)
+            subsets[forum] = self.score_forum(scores, idx, prep["dids"], prep["qids"], prep["data"].qrels)
             timing[forum] = round(time.perf_counter() - t0, 2)
         result = {m: float(np.mean([s[m] for s in subsets.values()])) for m in ("map@100", "ndcg@10")}
         absent = [f for f in self.forums() if f not in forums]
@@ -201,7 +227,7 @@ class CQADupStackAdapter(TaskAdapter):
                           partial=bool(absent),
                           details={"layout": self.layout, "forums": forums, "missing_forums": absent,
                                    "retrieval": "search()" if callable(getattr(model.encoder, "search", None)) else
-                                   "cosine, exact faiss IndexFlatIP", "aggregation": "macro mean over forums",
+                                   "cosine, exact faiss flat inner-product search (faiss.knn)", "aggregation": "macro mean over forums",
                                    "map@100": "sklearn AP over the top 100 (USEB)", "seconds_per_forum": timing})
 
     # ---- unsupervised training sentences ------------------------------------------------------
@@ -225,6 +251,24 @@ class CQADupStackAdapter(TaskAdapter):
                 if t.strip():
                     out.setdefault(t.strip())
         return list(out)
+
+
+def _jsonl_fields(path, field: str) -> dict[str, str]:
+    """{str(_id): row[field] or ""} of a BEIR jsonl(.gz) file. pyarrow's multi-threaded reader
+    parses only the two columns; a file it cannot read that way (ids written as numbers, a bad line)
+    goes through the line-by-line reader, which also names the bad line."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([("_id", pa.string()), (field, pa.string())])
+    try:
+        table = pj.read_json(str(path), parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
+        return {str(r["_id"]): r.get(field) or "" for r in _jsonl(path)}
+    ids, texts = table.column("_id").to_pylist(), table.column(field).to_pylist()
+    if None in ids:
+        return {str(r["_id"]): r.get(field) or "" for r in _jsonl(path)}  # the line reader names the row without "_id"
+    return {i: t or "" for i, t in zip(ids, texts)}
 
 
 def _jsonl(path) -> list[dict[str, Any]]:

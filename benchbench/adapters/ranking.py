@@ -16,7 +16,7 @@ same number here as in the reference toolkit (bench/useb_fidelity.py checks it):
   document id in *descending* string order; AP divided by all relevant documents of the qrels
   (judged relevance >= 1), retrieved or not; nDCG with graded gains and log2 discount over the whole
   ranking, the ideal ranking built from the qrels.
-* ``search_topk``: exact inner-product top-k with faiss over corpus blocks, merged in a running heap
+* ``search_topk``: exact inner-product top-k with faiss (``faiss.knn``, what ``IndexFlatIP`` runs) over corpus blocks, merged in a running heap
   (``faiss.ResultHeap``), so memory is bounded by one corpus block plus the (queries x k) result.
 
 Vectorless scorers (the optional protocol the USEB adapters recognise): a method whose encoder has
@@ -123,7 +123,7 @@ def trec_ndcg(ranked_rels: Sequence[int], judged_rels: Iterable[int]) -> float:
 def search_topk(queries: np.ndarray, corpus_blocks: Iterable[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k inner products of ``queries`` against a corpus given as successive blocks of rows.
 
-    One faiss ``IndexFlatIP`` per block (faiss tiles queries x block internally), results merged
+    One exact faiss inner-product search per block (faiss tiles queries x block internally), results merged
     into a running top-k heap: the full queries x corpus score matrix never exists. Returns
     (scores, corpus row indices), rows sorted best first, k' = min(k, corpus size) columns."""
     import faiss
@@ -136,20 +136,26 @@ def search_topk(queries: np.ndarray, corpus_blocks: Iterable[np.ndarray], k: int
         block = np.ascontiguousarray(block, dtype=np.float32)
         if len(block) == 0:
             continue
-        index = faiss.IndexFlatIP(block.shape[1])
-        index.add(block)
-        d, i = index.search(q, min(k, len(block)))
+        # faiss.knn is IndexFlatIP's search without copying the block into an index first
+        d, i = faiss.knn(q, block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
         heap.add_result(d, i + offset)
         offset += len(block)
-        del index
     heap.finalize()
     kk = min(k, offset)
     return heap.D[:, :kk].copy(), heap.I[:, :kk].copy()
 
 
-def normalized(x: np.ndarray) -> np.ndarray:
+def normalized(x: np.ndarray, inplace: bool = False) -> np.ndarray:
+    """Rows scaled to unit length (float32). ``inplace``: reuse ``x``'s memory when it is already a
+    float32 array the caller owns (a fresh corpus block: on a VM, touching new pages costs more
+    than the division)."""
     x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    # einsum: the squared norms without np.linalg.norm's (n, d) temporary
+    norms = np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x))[:, None], 1e-12)
+    if inplace and x.flags.writeable and x.flags.c_contiguous:
+        x /= norms
+        return x
+    return x / norms
 
 
 def pair_scores(model: Embedder, a: Sequence[str], b: Sequence[str], desc: str) -> tuple[np.ndarray, str]:

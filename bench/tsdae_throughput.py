@@ -64,7 +64,9 @@ def main() -> int:
     ap.add_argument("--noise-ratio", type=float, default=0.6)
     ap.add_argument("--device", default=None)
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100 SXM: 989)")
-    ap.add_argument("--no-group", action="store_true", help="benchbench without per-length-group padding")
+    ap.add_argument("--group", action="store_true", help="benchbench with per-length-group padding (group_by_length; off by default, as in the method)")
+    ap.add_argument("--dense-embedding-grad", action="store_true",
+                    help="benchbench with dense lookup gradients (sparse_embedding_grad=False; the method's default on CPU is sparse)")
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     args = ap.parse_args()
 
@@ -93,7 +95,8 @@ def main() -> int:
     missing, _ = enc.model.load_state_dict(st_model[0].auto_model.state_dict(), strict=False)  # ST keeps an unused pooler
     assert not missing, missing
     ours = TSDAEObjective(enc, build_decoder(enc, tie=True), WordNoise("delete", args.noise_ratio),
-                          group_by_length=not args.no_group).to(device)
+                          group_by_length=args.group,
+                          sparse_embedding_grad=False if args.dense_embedding_grad else None).to(device)
     missing, unexpected = ours.decoder.load_state_dict(ref.decoder.state_dict(), strict=False)
     assert not missing and not unexpected, (missing, unexpected)
 

@@ -127,5 +127,11 @@ def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
 
 
 def config_hash(config: Any) -> str:
-    payload = json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)
+    """Hash of the method's options, except fields declared ``field(metadata={"hash": False})``:
+    options that change only speed, never a number (so adding one keeps stored results' keys)."""
+    d = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):
+        if f.metadata.get("hash") is False:
+            d.pop(f.name, None)
+    payload = json.dumps(d, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]

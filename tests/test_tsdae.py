@@ -187,3 +187,32 @@ def test_length_grouping_is_exact_and_covers_the_batch():
     plain = obj(**b)
     obj.group_by_length = True
     assert torch.allclose(plain, obj(**b), atol=1e-5)
+
+
+def test_sparse_lookup_gradients_give_the_same_gradient_and_are_handed_back_dense():
+    """On CPU the tied lookups' gradients are sparse rows added to the projection's dense gradient:
+    the summed gradient must equal the all-dense one, and must itself be dense (AdamW needs it)."""
+    grads = {}
+    for sparse in (False, True):
+        torch.manual_seed(0)  # the decoder's own (untied) weights are drawn at build time
+        obj = _objective()
+        obj.sparse_embedding_grad = sparse
+        obj.train()
+        torch.manual_seed(3)  # the same dropout masks in both runs
+        obj(**_batch(obj)).backward()
+        w = obj.encoder.model.embeddings.word_embeddings.weight
+        assert w.grad is not None and w.grad.layout == torch.strided
+        assert obj.encoder.model.embeddings.word_embeddings.sparse is sparse
+        grads[sparse] = {n: p.grad.clone() for n, p in obj.named_parameters() if p.grad is not None}
+    assert grads[True].keys() == grads[False].keys()
+    for n in grads[False]:
+        torch.testing.assert_close(grads[True][n], grads[False][n], atol=1e-6, rtol=1e-5, msg=n)
+    obj.sparse_lookups(False)
+    assert not any(m.sparse for m in obj._tied_lookups) and len(obj._tied_lookups) == 2  # encoder's and decoder's
+
+
+def test_speed_only_options_do_not_change_the_config_hash():
+    from benchbench.methods import config_hash
+
+    assert config_hash(TSDAEConfig()) == config_hash(TSDAEConfig(sparse_embedding_grad=True))
+    assert config_hash(TSDAEConfig()) != config_hash(TSDAEConfig(steps=10))

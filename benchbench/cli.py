@@ -82,6 +82,8 @@ def cmd_run(args) -> int:
                             splits=args.split.split(",") if args.split else None, device=args.device,
                             no_cache=args.no_cache, encode_batch_size=args.encode_batch_size), reg)
     elapsed = time.perf_counter() - t0
+    if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
+        return 0
     if args.json:
         print(json.dumps(report.records, indent=1, default=str))
         return 0

@@ -42,6 +42,13 @@ class RunOptions:
     progress: bool | None = None
 
 
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of this process under ``accelerate launch``/``torchrun`` (their RANK and
+    WORLD_SIZE variables), (0, 1) for a plain run. Every rank trains (the loop spreads each batch
+    over them); only rank 0 saves the encoder, evaluates and writes results."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 @dataclass
 class RunReport:
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -50,6 +57,7 @@ class RunReport:
     unavailable: dict[str, list[str]] = field(default_factory=dict)  # task -> requested splits it does not have
     tasks: list[str] = field(default_factory=list)
     requested: list[str] = field(default_factory=list)
+    rank: int = 0  # a non-zero rank of a multi-process run trains only; rank 0 reports
 
 
 def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
@@ -80,6 +88,8 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir())
     store = ResultStore(opts.output)
     report = RunReport(tasks=task_names, requested=requested)
+    rank, _ = process_rank()
+    report.rank = rank
     method = method_cls(config)
     shared_encoder = None
     trained: dict[str, tuple[Any, dict]] = {}  # training-data hash -> (encoder, accounting), within this run
@@ -122,8 +132,12 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
             t0 = time.perf_counter()
             if method_cls.trains:
                 encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / key.relpath().parent,
-                                                      opts.force, trained)
+                                                      opts.force, trained, main=rank == 0)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
+                if rank != 0:
+                    continue  # rank 0 evaluates and stores; this rank goes on to the next training
+            elif rank != 0:
+                continue
             else:
                 if shared_encoder is None:
                     shared_encoder = _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx)
@@ -192,7 +206,7 @@ def _call_plugin(plugin: str, method: str, what: str, fn, *args):
 
 
 def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, seed_dir: Path, force: bool,
-                    trained: dict[str, tuple[Any, dict]]) -> tuple[Any, dict]:
+                    trained: dict[str, tuple[Any, dict]], main: bool = True) -> tuple[Any, dict]:
     """Train on the task's unlabelled data, or reuse an encoder already trained on the SAME data with
     the same method, config, base model and seed (STS tasks share one corpus; an interrupted run
     resumes at evaluation). The folder is keyed by a hash of the training data, not the task."""
@@ -221,7 +235,7 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
         enc = load_encoder(str(run_dir / "encoder"))
         trained[data_id] = (enc, info)
         return enc, {**info, "reused_from_disk": True}
-    if (run_dir / "encoder").exists():
+    if main and (run_dir / "encoder").exists():
         shutil.rmtree(run_dir / "encoder")
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -230,7 +244,7 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
             "train_data_sha256": h.hexdigest(), "task": adapter.name}
     if pairs is not None:
         info["train_pairs"] = len(pairs)
-    if hasattr(encoder, "save"):
+    if main and hasattr(encoder, "save"):
         encoder.save(run_dir / "encoder")
         (run_dir / "encoder" / ".complete").write_text(json.dumps(info, default=str))
     trained[data_id] = (encoder, info)

@@ -142,8 +142,10 @@ def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tenso
 def make_accelerator(device: str | None, mixed_precision: str | None = None, grad_accum: int = 1):
     """An Accelerator for ``device`` (None: CUDA when present, else CPU). bf16 autocast on CUDA when
     the GPU supports it; full precision on CPU, where bf16 autocast is usually slower."""
+    from datetime import timedelta
+
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     cpu = device is not None and device.startswith("cpu")
     if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
@@ -152,8 +154,11 @@ def make_accelerator(device: str | None, mixed_precision: str | None = None, gra
         mixed_precision = "bf16" if (not cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()) else "no"
     # find_unused_parameters: some objectives hold weights that get no gradient by design
     # (TSDAE's cross-attention query/key with a one-vector memory), which plain DDP rejects.
+    # a long collective timeout: in a multi-process run the other ranks wait at the next task's first
+    # collective while rank 0 evaluates (CQADupStack: minutes), which the default 10 minutes can cut
     return Accelerator(cpu=cpu, mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accum,
-                       kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+                       kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True),
+                                        InitProcessGroupKwargs(timeout=timedelta(hours=12))])
 
 
 def run_fingerprint(**parts: Any) -> str:

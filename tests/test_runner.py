@@ -36,9 +36,18 @@ class Fixed(Method):
     def train(self, corpus, ctx):
         return ENCODER
 
+class Trained(Fixed):
+    name = "trained"
+    trains = True
+    calls = 0
+    def train(self, corpus, ctx):
+        Trained.calls += 1
+        return ENCODER
+
 @hookimpl
 def benchbench_register_methods(register):
     register("fixed", Fixed)
+    register("trained", Trained)
 
 @hookimpl
 def benchbench_register_tasks(register):
@@ -86,6 +95,24 @@ def test_run_resume_and_force(workdir, capsys):
     # a different config is a different key
     assert main(["run", "--method", "fixed", "--tasks", "mini", "--steps", "5"]) == 0
     assert len(list(ResultStore("results").records())) == 3
+
+
+def test_only_rank_zero_of_a_multi_process_run_evaluates_and_stores(workdir, capsys, monkeypatch):
+    """Under accelerate launch / torchrun every rank trains; a rank other than 0 neither evaluates,
+    nor writes records or encoders, nor prints the table."""
+    import sys
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["run", "--method", "trained", "--tasks", "mini"]) == 0
+    assert main(["run", "--method", "fixed", "--tasks", "mini"]) == 0
+    assert sys.modules["benchbench_local_plugin"].Trained.calls == 1  # it took part in the training
+    assert _encoder().n_encoded == 0 and capsys.readouterr().out == ""
+    assert not list(ResultStore("results").records())
+    monkeypatch.setenv("RANK", "0")
+    assert main(["run", "--method", "trained", "--tasks", "mini"]) == 0
+    assert sys.modules["benchbench_local_plugin"].Trained.calls == 2
+    assert len(list(ResultStore("results").records())) == 1 and "| trained" in capsys.readouterr().out
 
 
 def test_atomic_write_keeps_previous_record(tmp_path, monkeypatch):

@@ -193,7 +193,7 @@ class RecordingEmbedder:
     def embed(self, texts, desc="encoding"):
         v = self.inner.embed(texts, desc=desc)
         for t, row in zip(texts, v):
-            self.seen.setdefault(t, row)
+            self.seen.setdefault(t, row.copy())  # the adapter may normalise the returned array in place
         return v
 
 

@@ -239,6 +239,8 @@ class Embedder:
         return callable(getattr(self.encoder, "score_pairs", None))
 
     def embed(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
+        """(n, d) float32 vectors in input order, in a new array the caller owns (it may be modified
+        in place: the adapters normalise corpus blocks that way)."""
         return embed(self.encoder, texts, cache=self.cache, batch_size=self.batch_size, progress=self.progress, desc=desc)
 
     def cosine_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import threading
 import time
 from typing import Any
 
@@ -149,41 +148,24 @@ class CQADupStackAdapter(TaskAdapter):
         return Forum(queries, pool, qrels)
 
     # ---- scoring ------------------------------------------------------------------------------
-    def _prepare(self, model: Embedder, forum: str, split: str, lock: threading.Lock) -> dict[str, Any]:
-        """Everything before the search: the forum's data, its query vectors and its first corpus
-        block (run in a helper thread for the next forum while the current one is searched)."""
-        data = self.load_forum(forum, split)
+    def _retrieve(self, model: Embedder, forum: str, data: Forum) -> tuple[np.ndarray, np.ndarray, list[str]]:
         qids, dids = list(data.queries), list(data.pool)
-        prep: dict[str, Any] = {"data": data, "qids": qids, "dids": dids}
-        if callable(getattr(model.encoder, "search", None)):
-            return prep
-        with lock:
-            qv = normalized(model.embed([data.queries[q] for q in qids], desc=f"{self.name}/{forum} queries"), inplace=True)
-        # corpus rows per block: params.block, else ~96 MB of float32 vectors (65536 rows at d=384)
-        block = int(self.param("block", 0)) or max(4096, (96 << 20) // (4 * max(1, qv.shape[1])))
-        prep.update(qv=qv, block=block, first=self._block(model, forum, data, dids, 0, block, lock))
-        return prep
-
-    def _block(self, model: Embedder, forum: str, data: Forum, dids: list[str], start: int, block: int,
-               lock: threading.Lock) -> np.ndarray:
-        texts = [data.pool[d] for d in dids[start : start + block]]
-        with lock:  # one embedding at a time: the encoder and its cache are not shared between threads
-            return normalized(model.embed(texts, desc=f"{self.name}/{forum} corpus"), inplace=True)
-
-    def _retrieve(self, model: Embedder, forum: str, prep: dict[str, Any], lock: threading.Lock) -> tuple[np.ndarray, np.ndarray]:
-        data, qids, dids = prep["data"], prep["qids"], prep["dids"]
         search = getattr(model.encoder, "search", None)
         if callable(search):
             scores, idx = search([data.queries[q] for q in qids], [data.pool[d] for d in dids], MAP_K)
-            return np.asarray(scores), np.asarray(idx)
-        block = prep["block"]
+            return np.asarray(scores), np.asarray(idx), dids
+        qv = normalized(model.embed([data.queries[q] for q in qids], desc=f"{self.name}/{forum} queries"), inplace=True)
+        # corpus rows per block: params.block, else ~96 MB of float32 vectors (65536 rows at d=384)
+        block = int(self.param("block", 0)) or max(4096, (96 << 20) // (4 * max(1, qv.shape[1])))
 
         def blocks():
-            yield prep.pop("first")
-            for start in range(block, len(dids), block):
-                yield self._block(model, forum, data, dids, start, block, lock)
+            for start in range(0, len(dids), block):
+                texts = [data.pool[d] for d in dids[start : start + block]]
+                # embed() returns a fresh array: normalised in place, no second corpus-sized copy
+                yield normalized(model.embed(texts, desc=f"{self.name}/{forum} corpus"), inplace=True)
 
-        return search_topk(prep["qv"], blocks(), MAP_K)
+        scores, idx = search_topk(qv, blocks(), MAP_K)
+        return scores, idx, dids
 
     def score_forum(self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str],
                     qrels: dict[str, set[str]]) -> dict[str, float]:
@@ -208,12 +190,11 @@ class CQADupStackAdapter(TaskAdapter):
         if not forums:
             raise DataError(f"Task {self.name!r}: no forum's files are present ({self.missing_files(split)[:3]} ...).")
         subsets, timing = {}, {}
-        lock = threading.Lock()
         for forum in forums:
             t0 = time.perf_counter()
-            prep = self._prepare(model, forum, split, lock)
-            scores, idx = self._retrieve(model, forum, prep, lock)
-            subsets[forum] = self.score_forum(scores, idx, prep["dids"], prep["qids"], prep["data"].qrels)
+            data = self.load_forum(forum, split)
+            scores, idx, dids = self._retrieve(model, forum, data)
+            subsets[forum] = self.score_forum(scores, idx, dids, list(data.queries), data.qrels)
             timing[forum] = round(time.perf_counter() - t0, 2)
         result = {m: float(np.mean([s[m] for s in subsets.values()])) for m in ("map@100", "ndcg@10")}
         absent = [f for f in self.forums() if f not in forums]

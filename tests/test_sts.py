@@ -9,7 +9,7 @@ from benchbench.data import DataStore
 from benchbench.encoding import EmbeddingCache, Embedder
 from benchbench.tasks import load_spec_file
 
-from helpers import FIXTURES, CosineFixtureEncoder
+from helpers import FIXTURES, CosineFixtureEncoder, TablePairScorer
 
 
 @pytest.fixture
@@ -33,6 +33,15 @@ def test_aggregation_conventions_hand_computed(mini_adapter, tmp_path):
     assert res.main_metric == "spearman_all" and res.main_score == pytest.approx(90.0)
     assert "SimCSE" in res.details["aggregation"]
     assert not any("skipped" in c or "pair" in c for call in enc.calls for c in call)
+
+
+def test_a_pair_scorer_without_vectors_is_scored_by_its_own_scores(mini_adapter):
+    """A cross-encoder / vectorless scorer (score_pairs only) must never be asked for vectors."""
+    data = mini_adapter.load("test")
+    table = {(x, y): float(i) for a, b, _ in data.values() for i, (x, y) in enumerate(zip(a, b))}
+    res = mini_adapter.evaluate(Embedder(TablePairScorer(table, strict=True)), "test")  # encode() raises if called
+    assert res.subsets["A"]["spearman"] == pytest.approx(100.0)  # scores 0,1,2 vs gold 1,2,3
+    assert res.subsets["B"]["spearman"] == pytest.approx(100.0)  # scores 0,1 vs gold 4,5
 
 
 def test_corrupt_fixture_is_rejected_with_the_file_named(tmp_path):

@@ -86,18 +86,17 @@ class STSAdapter(TaskAdapter):
     # ---- scoring ------------------------------------------------------------------------------
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         data = self.load(split)
-        everything = [s for a, b, _ in data.values() for s in a + b]
-        vecs = model.embed(everything, desc=self.name)
+        cross = model.has_cross_encoder  # a pair scorer needs no vectors (and may have none)
+        vecs = None if cross else model.embed([s for a, b, _ in data.values() for s in a + b], desc=self.name)
         subsets, sys_all, gold_all = {}, [], []
         pos = 0
         for subset, (a, b, y) in data.items():
             n = len(a)
-            va, vb = vecs[pos : pos + n], vecs[pos + n : pos + 2 * n]
-            pos += 2 * n
-            if model.has_cross_encoder:
+            if cross:
                 pred = model.score_pairs(a, b)
             else:
-                pred = cosine_rows(va, vb)
+                pred = cosine_rows(vecs[pos : pos + n], vecs[pos + n : pos + 2 * n])
+            pos += 2 * n
             subsets[subset] = {"spearman": 100 * metrics.spearman(pred, y), "pearson": 100 * metrics.pearson(pred, y), "n": n}
             sys_all.append(pred)
             gold_all.append(y)

@@ -20,6 +20,33 @@ class FileEntry:
     url: str | None = None
 
 
+def open_text(path, encoding: str = "utf-8"):
+    """A text file, read through gzip when its name ends in .gz (ISA-L's igzip when the ``isal``
+    package is installed: ~3x faster decompression than zlib, the same bytes out)."""
+    if not str(path).endswith(".gz"):
+        return open(path, encoding=encoding)
+    try:
+        from isal import igzip as gz
+    except ImportError:  # pragma: no cover - isal is a dependency; stay readable without it
+        import gzip as gz
+    return gz.open(path, "rt", encoding=encoding)
+
+
+def read_bytes(path) -> bytes:
+    """A file's bytes, decompressed when its name ends in .gz (see ``open_text``)."""
+    data = Path(path).read_bytes()
+    if not str(path).endswith(".gz"):
+        return data
+    try:
+        from isal import igzip as gz
+    except ImportError:  # pragma: no cover
+        import gzip as gz
+    try:
+        return gz.decompress(data)
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: not a readable gzip file ({e})") from e
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -164,7 +164,7 @@ def embed(
     uniq = list(dict.fromkeys(texts))
     inverse: np.ndarray | None = None  # None: every text is distinct, output row i is uniq[i]
     if len(uniq) < len(texts):
-        index = {t: i for i, t in enumerate(uniq)}
+        index = dict(zip(uniq, range(len(uniq))))
         inverse = np.fromiter(map(index.__getitem__, texts), dtype=np.int64, count=len(texts))
     fp = getattr(encoder, "fingerprint", None)
     keys = [text_key(t) for t in uniq] if cache is not None and fp else []  # hashes only serve the cache
@@ -187,13 +187,13 @@ def embed(
             order = todo[np.argsort(-np.asarray(lengths), kind="stable")]
         else:
             order = todo
-        order_list = order.tolist()  # list indexing with Python ints: numpy scalars are slow list indices
-        in_order = bool((np.diff(order) > 0).all())
+        in_order = len(order) == len(uniq) and bool((np.diff(order) > 0).all())  # order is 0..n-1
+        order_list = None if in_order else order.tolist()  # list indexing with Python ints: numpy scalars are slow list indices
         show = progress if progress is not None else len(order) > 2000
         flushed = 0  # rows of `order` already in the cache: long encodings are saved as they go
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
             for s in range(0, len(order), bs):
-                batch = [uniq[i] for i in order_list[s : s + bs]]
+                batch = uniq[s : s + bs] if order_list is None else [uniq[i] for i in order_list[s : s + bs]]
                 out = np.asarray(encoder.encode(batch), dtype=np.float32)
                 if out.ndim != 2 or out.shape[0] != len(batch):
                     raise ValueError(f"encoder {type(encoder).__name__}.encode returned shape {out.shape} for {len(batch)} texts; expected ({len(batch)}, d)")
@@ -204,8 +204,11 @@ def embed(
                 elif vectors.shape[1] != out.shape[1]:
                     raise ValueError(f"encoder dimension changed ({out.shape[1]} vs {vectors.shape[1]}); "
                                      f"fingerprint {fp!r} is not unique to the weights")
-                if vectors is not out:
-                    vectors[order[s : s + bs]] = out  # straight into place: no concatenated copy of the whole corpus
+                if vectors is not out:  # straight into place: no concatenated copy of the whole corpus
+                    if order_list is None:
+                        vectors[s : s + len(batch)] = out
+                    else:
+                        vectors[order[s : s + bs]] = out
                 bar.update(len(batch))
                 done = s + len(batch)
                 if cache is not None and fp and (done - flushed >= FLUSH_EVERY or done == len(order)):

@@ -131,3 +131,60 @@ def test_real_beir_cqadupstack_reads(registry, real_data):
     assert ad.layout == "beir" and len(ad.available_forums("test")) == 11
     f = ad.load_forum("webmasters", "test")
     assert (len(f.queries), len(f.pool)) == (506, 17405) and sum(map(len, f.qrels.values())) == 1395
+
+
+@pytest.mark.parametrize("n_distinct,k", [(300, 10), (300, 100), (40, 100), (5, 100)])
+def test_repeated_texts_searched_once_give_the_search_over_every_document(n_distinct, k):
+    """Repeats: searching the distinct texts and expanding gives the top-k of searching every
+    document: the same scores and texts in the same order, the same documents (equal scores: the
+    later document first, as faiss ranks them) wherever a repeated text is not split by the cut at
+    k (there faiss's pick among equal scores depends on its heap's history). Also with fewer
+    distinct texts than k."""
+    from benchbench.adapters.cqadupstack import Repeats
+    from benchbench.adapters.ranking import normalized, search_topk
+
+    rng = np.random.default_rng(n_distinct + k)
+    base = [f"text {i}" for i in range(n_distinct)]
+    texts = base + [base[i] for i in rng.integers(0, n_distinct, size=max(3, n_distinct // 3))]
+    rng.shuffle(texts)
+    vec = {t: normalized(rng.normal(size=(1, 8)).astype(np.float32))[0] for t in base}
+    queries = normalized(rng.normal(size=(25, 8)).astype(np.float32))
+    queries[:5] = [vec[texts[i]] for i in range(5)]  # a repeated text at the top of some rows
+    docs = np.stack([vec[t] for t in texts])
+    want_s, want_i = search_topk(queries, [docs], k)
+
+    rep = Repeats(texts)
+    assert rep.distinct == list(dict.fromkeys(texts)) and len(rep.groups) > 0
+    got_s, got_i = rep.expand(*search_topk(queries, [np.stack([vec[t] for t in rep.distinct])], k), k)
+    np.testing.assert_array_equal(got_s, want_s)
+    as_text = np.vectorize(lambda i: texts[i] if i >= 0 else "")
+    np.testing.assert_array_equal(as_text(got_i), as_text(want_i))
+    size = {t: texts.count(t) for t in set(texts)}
+    for g, w in zip(got_i, want_i):
+        row = [texts[i] for i in w if i >= 0]
+        whole = [i for i, t in enumerate(row) if row.count(t) == size[t]]  # texts with all their documents in the row
+        assert [g[i] for i in whole] == [w[i] for i in whole]
+    assert got_i.shape == (25, min(k, len(texts)))
+
+
+def test_repeated_titles_in_a_forum_are_encoded_once_and_still_all_ranked(registry, tmp_path):
+    """Two documents with one title: encoded once (no repeat reaches the encoder), both retrieved."""
+    import gzip
+    import json
+
+    forum = tmp_path / "beir" / "cqadupstack" / "android"
+    (forum / "qrels").mkdir(parents=True)
+    corpus = {"d1": "battery drains fast", "d2": "battery drains fast", "d3": "root my phone", "q1": "battery drain"}
+    with gzip.open(forum / "corpus.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps({"_id": i, "title": t, "text": ""}) + "\n" for i, t in corpus.items())
+    with gzip.open(forum / "queries.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"_id": "q1", "text": "battery drain"}) + "\n")
+    (forum / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    ad = make(registry, tmp_path)
+    enc = HashEncoder()
+    r = ad.evaluate(Embedder(enc), "test")
+    seen = [t for c in enc.calls for t in c]
+    assert seen.count("battery drains fast") == 1
+    assert r.subsets["android"]["corpus"] == 3
+    scores, idx, dids = ad._retrieve(Embedder(HashEncoder()), "android", ad.load_forum("android", "test"))
+    assert sorted(dids[i] for i in idx[0]) == ["d1", "d2", "d3"]

@@ -22,11 +22,11 @@ similar (gold) questions, so no gold pair of the evaluation is ever trained on.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 
 import numpy as np
 
 from .. import metrics
+from ..data import open_text
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -59,9 +59,8 @@ def read_eval(path) -> list[Query]:
 
 def read_titles(path) -> dict[str, str]:
     """id -> title, from text_tokenized(.txt|.txt.gz)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     titles = {}
-    with opener(path, "rt", encoding="utf-8") as f:
+    with open_text(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue

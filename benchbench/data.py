@@ -20,29 +20,31 @@ class FileEntry:
     url: str | None = None
 
 
+def _gzip():
+    """ISA-L's igzip when the ``isal`` package is installed (~3x faster decompression than zlib,
+    the same bytes out), else the standard gzip module; both have ``open`` and ``decompress``."""
+    try:
+        from isal import igzip
+        return igzip
+    except ImportError:  # pragma: no cover - isal is a dependency; stay readable without it
+        import gzip
+        return gzip
+
+
 def open_text(path, encoding: str = "utf-8"):
-    """A text file, read through gzip when its name ends in .gz (ISA-L's igzip when the ``isal``
-    package is installed: ~3x faster decompression than zlib, the same bytes out)."""
+    """A text file, read through gzip when its name ends in .gz."""
     if not str(path).endswith(".gz"):
         return open(path, encoding=encoding)
-    try:
-        from isal import igzip as gz
-    except ImportError:  # pragma: no cover - isal is a dependency; stay readable without it
-        import gzip as gz
-    return gz.open(path, "rt", encoding=encoding)
+    return _gzip().open(path, "rt", encoding=encoding)
 
 
 def read_bytes(path) -> bytes:
-    """A file's bytes, decompressed when its name ends in .gz (see ``open_text``)."""
+    """A file's bytes, decompressed when its name ends in .gz."""
     data = Path(path).read_bytes()
     if not str(path).endswith(".gz"):
         return data
     try:
-        from isal import igzip as gz
-    except ImportError:  # pragma: no cover
-        import gzip as gz
-    try:
-        return gz.decompress(data)
+        return _gzip().decompress(data)
     except (OSError, EOFError) as e:
         raise DataError(f"{path}: not a readable gzip file ({e})") from e
 

@@ -79,3 +79,24 @@ def test_download_with_wrong_checksum_is_not_kept(http_server, tmp_path):
 def test_failed_download_says_where_to_put_the_file(http_server, tmp_path):
     with pytest.raises(DataError, match=r"download from .*/nothing-here.txt failed.*Put it at"):
         DataStore(None, cache_dir=tmp_path / "cache").fetch(FileEntry("x/nothing-here.txt", "1" * 64, f"{http_server}/nothing-here.txt"))
+
+
+def test_gz_reading_roundtrips_and_a_broken_file_is_named(tmp_path):
+    import gzip
+
+    from benchbench.data import open_text, read_bytes
+
+    text = "id\tt\u00edtulo\n" * 1000
+    f = tmp_path / "x.txt.gz"
+    with gzip.open(f, "wt", encoding="utf-8") as g:
+        g.write(text)
+    assert read_bytes(f).decode("utf-8") == text
+    with open_text(f) as h:
+        assert h.read() == text
+    plain = tmp_path / "x.txt"
+    plain.write_text(text, encoding="utf-8")
+    assert read_bytes(plain) == text.encode("utf-8")
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(gzip.compress(b"{}\n" * 100)[:40])  # truncated
+    with pytest.raises(DataError, match="bad.jsonl.gz"):
+        read_bytes(bad)

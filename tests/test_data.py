@@ -97,6 +97,10 @@ def test_gz_reading_roundtrips_and_a_broken_file_is_named(tmp_path):
     plain.write_text(text, encoding="utf-8")
     assert read_bytes(plain) == text.encode("utf-8")
     bad = tmp_path / "bad.jsonl.gz"
-    bad.write_bytes(gzip.compress(b"{}\n" * 100)[:40])  # truncated
+    whole = gzip.compress(bytes(range(256)) * 64)
+    bad.write_bytes(whole[: len(whole) // 2])  # truncated
+    with pytest.raises(DataError, match="bad.jsonl.gz"):
+        read_bytes(bad)
+    bad.write_bytes(b"not gzip at all")
     with pytest.raises(DataError, match="bad.jsonl.gz"):
         read_bytes(bad)

@@ -300,15 +300,18 @@ def _jsonl_fields(path, field: str) -> dict[str, str]:
     import pyarrow as pa
     import pyarrow.json as pj
 
+    def line_by_line() -> dict[str, str]:
+        return {str(r["_id"]): r.get(field) or "" for r in _jsonl(path)}
+
     schema = pa.schema([("_id", pa.string()), (field, pa.string())])
     try:  # decompressed by read_bytes (ISA-L: faster than pyarrow's zlib stream), parsed by pyarrow
         table = pj.read_json(pa.BufferReader(read_bytes(path)),
                              parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, DataError):
-        return {str(r["_id"]): r.get(field) or "" for r in _jsonl(path)}
+        return line_by_line()
     ids = table.column("_id")
     if ids.null_count:
-        return {str(r["_id"]): r.get(field) or "" for r in _jsonl(path)}  # the line reader names the row without "_id"
+        return line_by_line()  # the line reader names the row without "_id"
     texts = table.column(field)
     if texts.null_count:  # a row without the field (or null) reads as ""
         return {i: t or "" for i, t in zip(ids.to_pylist(), texts.to_pylist())}

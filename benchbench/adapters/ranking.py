@@ -146,9 +146,9 @@ def search_topk(queries: np.ndarray, corpus_blocks: Iterable[np.ndarray], k: int
 
 
 def normalized(x: np.ndarray, inplace: bool = False) -> np.ndarray:
-    """Rows scaled to unit length (float32). ``inplace``: reuse ``x``'s memory when it is already a
-    float32 array the caller owns (a fresh corpus block: on a VM, touching new pages costs more
-    than the division)."""
+    """Rows scaled to unit length (float32). ``inplace``: scale ``x`` itself (faiss's multi-threaded
+    ``normalize_L2``) when it is already a writeable C-contiguous float32 array the caller owns (a
+    fresh corpus block: on a VM, touching new pages costs more than the arithmetic)."""
     x = np.asarray(x, dtype=np.float32)
     if inplace and x.ndim == 2 and x.flags.writeable and x.flags.c_contiguous:
         import faiss

@@ -52,6 +52,11 @@ def main() -> int:
     ap.add_argument("--corpus-size", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="learning curve: every N steps evaluate the encoder as it stands on STSb dev (and, as a "
+                         "diagnostic, both test sets); also report the test scores at the best STSb-dev step")
+    ap.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE",
+                    help="override one method option for this probe, e.g. simcse.pooling=mean (repeatable)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if not args.data_dir:
@@ -83,19 +88,36 @@ def main() -> int:
         emb = Embedder(encoder, cache=None, progress=False)
         return {t: round(a.evaluate(emb, "test").main_score, 2) for t, a in tasks.items()}
 
+    def curve_point(step, encoder) -> dict[str, float]:
+        emb = Embedder(encoder, cache=None, progress=False)
+        return {"stsb_dev": round(tasks["stsb"].evaluate(emb, "dev").main_score, 2), **evaluate(encoder)}
+
     untrained = {p: evaluate(load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length)) for p in ("cls", "mean")}
     print(f"untrained {args.model}: cls {untrained['cls']}  mean {untrained['mean']}", flush=True)
+    if args.eval_every:
+        for p in ("cls", "mean"):
+            untrained[p]["stsb_dev"] = curve_point(0, load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length))["stsb_dev"]
+        print(f"untrained STSb dev: cls {untrained['cls']['stsb_dev']}  mean {untrained['mean']['stsb_dev']}", flush=True)
     lexical = evaluate(WordOverlap())
     print(f"reference, no model: word-overlap (Jaccard of lower-cased word sets) {lexical}", flush=True)
-    rows, records = [], []
+    rows, records, curves = [], [], []
     tmp = Path(tempfile.mkdtemp(prefix="bb-repro-"))
     for name in args.methods.split(","):
         cls = reg.method(name)
         overrides = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "max_seq_length": args.max_seq_length}
         if name == "simcse":
             overrides["checkpoint_every"] = 0
+        for opt in args.option:
+            target, _, kv = opt.partition(".")
+            key, eq, value = kv.partition("=")
+            if not (target and key and eq):
+                sys.exit(f"--option {opt!r}: expected METHOD.KEY=VALUE")
+            if target == name:
+                overrides[key] = value  # build_config coerces the string to the option's type
         config = build_config(cls, overrides)
         ctx = TrainContext(model=args.model, seed=args.seed, output_dir=tmp / name, progress=False, device="cpu")
+        if args.eval_every and name != "bertflow":  # BERT-flow trains a flow on cached vectors: no encoder to watch
+            ctx.monitor, ctx.monitor_every = curve_point, args.eval_every
         t0 = time.perf_counter()
         encoder = cls(config).train(corpus, ctx)
         secs = time.perf_counter() - t0
@@ -109,12 +131,25 @@ def main() -> int:
         records.append({"method": name, "config": config.__dict__, "seconds": secs, "untrained": base, "trained": scores,
                         "accounting": {k: v for k, v in ctx.accounting.items() if k != "loss_curve"}, "loss_curve": curve})
         print(tabulate(rows[-1:], tablefmt="plain"), flush=True)
+        if ctx.accounting.get("monitor"):
+            points = ctx.accounting["monitor"]
+            print(tabulate([[s, d["stsb_dev"], d["stsb"], d["twitterpara"]] for s, d in points],
+                           headers=["step", "STSb dev", "STSb test", "TwitterPara test"], tablefmt="github"))
+            best_step, best = max(points, key=lambda p: p[1]["stsb_dev"])  # the first step reaching the best dev score
+            records[-1]["dev_selected"] = {"step": best_step, **best}
+            curves.append([name, pooling, base["stsb_dev"], best_step, best["stsb_dev"], best["stsb"],
+                           round(best["stsb"] - base["stsb"], 2), best["twitterpara"], round(best["twitterpara"] - base["twitterpara"], 2)])
     print()
     print(f"tiny BERT from scratch ({args.model}), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
           f"{len(corpus)} wiki sentences, seed {args.seed}")
     print(tabulate(rows, headers=["method", "pooling", "steps", "train s", "loss first -> last", "STSb untrained",
                                   "STSb trained", "delta", "TwitterPara untrained", "TwitterPara trained", "delta"],
                    tablefmt="github"))
+    if curves:
+        print(f"\nselected on STSb dev (the best of steps {args.eval_every}, {2 * args.eval_every}, ... and the last; "
+              f"not step 0), scored on test:")
+        print(tabulate(curves, headers=["method", "pooling", "STSb dev untrained", "best step", "STSb dev", "STSb test",
+                                        "delta", "TwitterPara test", "delta"], tablefmt="github"))
     print(f"reference, no model: word overlap {lexical}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "untrained": untrained, "word_overlap": lexical,

@@ -8,6 +8,7 @@ import json
 import logging
 import typing
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,6 +57,11 @@ class TrainContext:
     progress: bool = True
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("benchbench.train"))
     accounting: dict[str, Any] = field(default_factory=dict)  # filled by training: steps, seconds, examples, tokens
+    # optional learning curve: every ``monitor_every`` optimizer steps (and at the last one) the loop
+    # calls ``monitor(step, encoder) -> {name: score}`` on the encoder as it stands; the scores go
+    # to ``accounting["monitor"]``
+    monitor: Callable[[int, Any], dict[str, float]] | None = None
+    monitor_every: int = 0
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -51,6 +51,12 @@ class Objective(torch.nn.Module):
     def collate(self, items: list[Any], rng: np.random.Generator) -> dict[str, Any]:
         raise NotImplementedError
 
+    def result(self):
+        """The encoder this objective would hand back if training stopped now (what a training
+        monitor evaluates); None when it has no such encoder on its own (e.g. a flow on cached
+        vectors)."""
+        return getattr(self, "encoder", None)
+
 
 @dataclasses.dataclass
 class LoopConfig:
@@ -213,6 +219,7 @@ class LoopState:
     tokens: int = 0  # non-padding input tokens seen, all processes
     seconds: float = 0.0  # training wall-clock, summed over resumed segments
     losses: list = dataclasses.field(default_factory=list)  # [step, mean loss since last point]
+    monitor: list = dataclasses.field(default_factory=list)  # [step, {score: value}] from ctx.monitor
     resumed_from: list = dataclasses.field(default_factory=list)
 
 
@@ -258,9 +265,12 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     bar = tqdm(total=loop.steps, initial=state.step, desc=desc, unit="step", dynamic_ncols=True,
                disable=not (getattr(ctx, "progress", True) and acc.is_local_main_process))
     window: list[float] = []
+    monitor, monitor_every = getattr(ctx, "monitor", None), int(getattr(ctx, "monitor_every", 0) or 0)
+    if monitor is not None and monitor_every < 1:
+        raise ConfigError(f"{desc}: a training monitor needs monitor_every >= 1 (got {monitor_every}).")
     model.train()
     t_start = time.perf_counter()
-    seconds_before = state.seconds
+    seconds_before, paused = state.seconds, 0.0
     while state.step < loop.steps:
         step_loss = 0.0
         for _ in range(loop.grad_accum):
@@ -291,7 +301,11 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
             state.losses.append([state.step, round(sum(window) / len(window), 5)])
             bar.set_postfix(loss=f"{state.losses[-1][1]:.4f}")
             window = []
-        state.seconds = seconds_before + time.perf_counter() - t_start
+        if monitor is not None and (state.step % monitor_every == 0 or state.step == loop.steps):
+            t_mon = time.perf_counter()
+            _run_monitor(monitor, acc, model, state, desc)
+            paused += time.perf_counter() - t_mon
+        state.seconds = seconds_before + time.perf_counter() - t_start - paused
         if loop.checkpoint_every and state.step % loop.checkpoint_every == 0 and state.step < loop.steps:
             _save_checkpoint(acc, ckpt_root, state, fingerprint)
         if on_step is not None:
@@ -305,6 +319,27 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     unwrapped = acc.unwrap_model(model)
     acc.free_memory()
     return unwrapped.to("cpu").eval()
+
+
+def _run_monitor(monitor, acc, model, state: LoopState, desc: str) -> None:
+    """Evaluate the encoder as it stands (``monitor(step, encoder) -> {name: score}``, on the main
+    process) and keep the scores in the loop state, so they survive a resume. Its time is not
+    counted as training time, and it cannot move the run: it sees the model in eval mode, and the
+    torch RNG streams (dropout) are restored and training mode is set again afterwards."""
+    if acc.is_main_process:
+        encoder = acc.unwrap_model(model).result()
+        if encoder is None:
+            raise ConfigError(f"{desc}: this method has no encoder to monitor during training "
+                              f"({type(acc.unwrap_model(model)).__name__}.result() is None).")
+        devices = [acc.device] if acc.device.type == "cuda" else []
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=devices):
+                scores = monitor(state.step, encoder)
+        finally:
+            model.train()
+        state.monitor.append([state.step, dict(scores or {})])
+    acc.wait_for_everyone()
 
 
 def _save_checkpoint(acc, root: Path, state: LoopState, fingerprint: str) -> None:
@@ -340,3 +375,5 @@ def _account(ctx, acc, state: LoopState, loop: LoopConfig) -> None:
               "processes": acc.num_processes, "device": label, "mixed_precision": str(acc.mixed_precision),
               "steps_per_second": round(state.step / state.seconds, 4) if state.seconds else None,
               "loss_curve": state.losses, "resumed_from_steps": state.resumed_from})
+    if state.monitor:
+        a["monitor"] = state.monitor

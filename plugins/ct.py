@@ -69,6 +69,9 @@ class CTObjective(Objective):
         logits = (a.float() * b.float()).sum(-1)
         return F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="sum")
 
+    def result(self) -> TransformerEncoder:
+        return self.second
+
 
 class CT(Method):
     name = "ct"
@@ -86,7 +89,7 @@ class CT(Method):
                          make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),
                          desc=f"ct {ctx.task or ''}".strip())
-        return obj.second
+        return obj.result()
 
 
 @hookimpl

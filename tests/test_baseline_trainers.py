@@ -159,3 +159,34 @@ def test_each_method_trains_and_round_trips(method, tmp_path):
     assert not np.allclose(out, start)
     enc.save(tmp_path / "enc")
     assert np.allclose(load_encoder(str(tmp_path / "enc")).encode(CORPUS[:3]), out, atol=1e-5)
+
+
+def test_training_monitor_sees_the_result_encoder_and_does_not_move_the_run(tmp_path):
+    """A learning curve (ctx.monitor) evaluates the encoder the method would return (CT: the second)
+    at the chosen steps; evaluating must not change the trained weights (dropout RNG restored, model
+    back in training mode) and its time is not training time."""
+    probe = CORPUS[:6]
+    cfg = CTConfig(steps=5, batch_size=8, lr=1e-3)
+    plain = CT(cfg).train(CORPUS, _ctx(tmp_path / "plain"))
+    seen = []
+
+    def monitor(step, encoder):
+        seen.append((step, encoder))
+        assert not encoder.training  # encode() switches to eval and back; the loop resumes training after
+        encoder.encode(probe)
+        torch.rand(3)  # draws from the global RNG; the run's dropout stream must not see it
+        return {"norm": float(np.linalg.norm(encoder.encode(probe)))}
+
+    ctx = _ctx(tmp_path / "monitored")
+    ctx.monitor, ctx.monitor_every = monitor, 2
+    watched = CT(cfg).train(CORPUS, ctx)
+    assert [s for s, _ in seen] == [2, 4, 5]  # every 2 steps and the last one
+    assert all(e is watched for _, e in seen)  # the second encoder, not the first
+    assert [s for s, _ in ctx.accounting["monitor"]] == [2, 4, 5]
+    assert all(set(d) == {"norm"} for _, d in ctx.accounting["monitor"])
+    a, b = _params(plain.model), _params(watched.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(Exception, match="monitor_every"):
+        bad = _ctx(tmp_path / "bad")
+        bad.monitor = monitor
+        CT(cfg).train(CORPUS, bad)

@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", default=None)
     r.add_argument("--max-seq-length", default=None)
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any method option")
+    r.add_argument("--eval-every", type=int, default=0, metavar="N",
+                   help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
+                        "record's train.monitor; the result is still the encoder at the end of the budget)")
+    r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
 
     ls = sub.add_parser("list", help="list methods, tasks or suites")
@@ -80,7 +84,8 @@ def cmd_run(args) -> int:
     report = run(RunOptions(method=args.method, tasks=args.tasks, model=args.model, seeds=args.seeds, setup=args.setup,
                             overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force,
                             splits=args.split.split(",") if args.split else None, device=args.device,
-                            no_cache=args.no_cache, encode_batch_size=args.encode_batch_size), reg)
+                            no_cache=args.no_cache, encode_batch_size=args.encode_batch_size,
+                            eval_every=args.eval_every, eval_split=args.eval_split), reg)
     elapsed = time.perf_counter() - t0
     if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
         return 0

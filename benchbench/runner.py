@@ -40,6 +40,8 @@ class RunOptions:
     no_cache: bool = False
     encode_batch_size: int | None = None
     progress: bool | None = None
+    eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
+    eval_split: str = "dev"
 
 
 def process_rank() -> tuple[int, int]:
@@ -73,6 +75,8 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     plugin = reg.owner.get(("methods", opts.method), "?")
     if opts.setup not in SETUPS:
         raise ConfigError(f"--setup {opts.setup!r} is not supported; choose one of {SETUPS}.")
+    if opts.eval_every < 0:
+        raise ConfigError(f"--eval-every must be >= 0 (0: no learning curve; got {opts.eval_every}).")
     config = build_config(method_cls, opts.overrides)
     chash = config_hash(config)
     model = opts.model or method_cls.default_model or ""
@@ -129,6 +133,8 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                 continue
             ctx = TrainContext(model=model, seed=seed, output_dir=store.root, task=task, device=opts.device, data=data,
                                registry=reg, progress=opts.progress if opts.progress is not None else True)
+            if opts.eval_every and method_cls.trains:
+                _attach_curve(ctx, adapter, opts, data)
             t0 = time.perf_counter()
             if method_cls.trains:
                 encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / key.relpath().parent,
@@ -168,6 +174,27 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
             call_observers(record)
             report.records.append(record)
     return report
+
+
+def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, data: DataStore) -> None:
+    """``--eval-every N``: every N optimizer steps the encoder as it stands is scored on the task's
+    ``--eval-split`` (default dev; never silently another split) with no embedding cache (the
+    weights change between points). The curve is stored in the record's ``train.monitor``; it
+    selects nothing: the stored result is always the encoder at the end of the budget."""
+    split = opts.eval_split
+    if split not in adapter.spec.splits:
+        raise ConfigError(f"--eval-every: task {adapter.name!r} has no {split!r} split to score the learning curve on "
+                          f"(its splits: {', '.join(adapter.spec.splits)}); pass --eval-split.")
+    missing = adapter.missing_files(split)
+    if missing:
+        raise DataError(f"--eval-every: task {adapter.name!r} lacks the files of its {split!r} split: {missing} under "
+                        f"{data.data_dir or '(no data dir set)'}.")
+
+    def score(step: int, encoder) -> dict[str, float]:
+        result = adapter.evaluate(Embedder(encoder, cache=None, batch_size=opts.encode_batch_size, progress=False), split)
+        return {f"{split}/{result.main_metric}": result.main_score}
+
+    ctx.monitor, ctx.monitor_every = score, opts.eval_every
 
 
 def _prefix(adapter: TaskAdapter) -> str:

@@ -170,3 +170,20 @@ def test_table_keeps_configs_apart():
 
     headers, rows, notes = summarise([rec("aaa", 1, 10.0), rec("bbb", 1, 20.0), rec("aaa", 2, 12.0)], ["t"])
     assert [(r[0], r[2]) for r in rows] == [("m [aaa]", "11.00±1.00"), ("m [bbb]", "20.00")]
+
+
+def test_learning_curve_is_stored_and_ends_at_the_stored_score(workdir, capsys):
+    """--eval-every scores the encoder as it trains on the chosen split; the last point is the very
+    encoder that is then evaluated and stored, so the two scores agree."""
+    args = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--steps", "3",
+            "--batch-size", "4", "--lr", "1e-3", "--device", "cpu", "--json"]
+    assert main(args + ["--eval-every", "2"]) == 2  # the fixture has no dev split: named, before any training
+    err = capsys.readouterr().err
+    assert "--eval-every: task 'sts-mini' has no 'dev' split" in err and "--eval-split" in err
+    assert main(args + ["--eval-every", "-1"]) == 2
+    assert main(args + ["--eval-every", "2", "--eval-split", "test"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    curve = rec["train"]["monitor"]
+    assert [step for step, _ in curve] == [2, 3]
+    assert list(curve[-1][1]) == ["test/spearman_all"]
+    assert curve[-1][1]["test/spearman_all"] == pytest.approx(rec["splits"]["test"]["main_score"], abs=1e-9)

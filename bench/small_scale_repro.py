@@ -63,6 +63,7 @@ def main() -> int:
         sys.exit("set BENCHBENCH_DATA or pass --data-dir")
     os.environ["BENCHBENCH_DATA"] = args.data_dir
 
+    import numpy as np
     from tabulate import tabulate
 
     from benchbench.data import DataStore
@@ -88,12 +89,30 @@ def main() -> int:
         emb = Embedder(encoder, cache=None, progress=False)
         return {t: round(a.evaluate(emb, "test").main_score, 2) for t, a in tasks.items()}
 
+    (sts_a, sts_b, sts_gold), = tasks["stsb"].load("test").values()  # STSb is one subset
+
+    def length_rho(encoder, scores=None) -> float:
+        """Diagnostic: Spearman x100 between the encoder's cosines on STSb test pairs (or ``scores``)
+        and minus the pair's difference in token count (as the encoder sees it, after truncation).
+        The gold scores hardly depend on it (printed as a reference), so an encoder with a high value
+        ranks pairs by how alike their LENGTHS are, not their meaning."""
+        from scipy.stats import spearmanr
+
+        la, lb = np.array(encoder.lengths(sts_a)), np.array(encoder.lengths(sts_b))
+        if scores is None:
+            scores = Embedder(encoder, cache=None, progress=False).cosine_pairs(sts_a, sts_b)
+        return round(100 * spearmanr(scores, -np.abs(la - lb))[0], 2)
+
     def curve_point(step, encoder) -> dict[str, float]:
         emb = Embedder(encoder, cache=None, progress=False)
-        return {"stsb_dev": round(tasks["stsb"].evaluate(emb, "dev").main_score, 2), **evaluate(encoder)}
+        return {"stsb_dev": round(tasks["stsb"].evaluate(emb, "dev").main_score, 2), **evaluate(encoder),
+                "length_rho": length_rho(encoder)}
 
     untrained = {p: evaluate(load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length)) for p in ("cls", "mean")}
+    for p in ("cls", "mean"):
+        untrained[p]["length_rho"] = length_rho(load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length))
     print(f"untrained {args.model}: cls {untrained['cls']}  mean {untrained['mean']}", flush=True)
+    gold_length_rho = length_rho(load_encoder(args.model, max_seq_length=args.max_seq_length), sts_gold)
     if args.eval_every:
         for p in ("cls", "mean"):
             untrained[p]["stsb_dev"] = curve_point(0, load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length))["stsb_dev"]
@@ -122,19 +141,21 @@ def main() -> int:
         encoder = cls(config).train(corpus, ctx)
         secs = time.perf_counter() - t0
         scores = evaluate(encoder)
+        scores["length_rho"] = length_rho(encoder)
         pooling = getattr(config, "pooling", "mean")
         base = untrained[pooling]
         curve = ctx.accounting.get("loss_curve", [])
         rows.append([name, pooling, ctx.accounting["steps"], round(secs), f"{curve[0][1]:.3f} -> {curve[-1][1]:.3f}" if curve else "",
                      base["stsb"], scores["stsb"], round(scores["stsb"] - base["stsb"], 2),
-                     base["twitterpara"], scores["twitterpara"], round(scores["twitterpara"] - base["twitterpara"], 2)])
+                     base["twitterpara"], scores["twitterpara"], round(scores["twitterpara"] - base["twitterpara"], 2),
+                     f"{base['length_rho']} -> {scores['length_rho']}"])
         records.append({"method": name, "config": config.__dict__, "seconds": secs, "untrained": base, "trained": scores,
                         "accounting": {k: v for k, v in ctx.accounting.items() if k != "loss_curve"}, "loss_curve": curve})
         print(tabulate(rows[-1:], tablefmt="plain"), flush=True)
         if ctx.accounting.get("monitor"):
             points = ctx.accounting["monitor"]
-            print(tabulate([[s, d["stsb_dev"], d["stsb"], d["twitterpara"]] for s, d in points],
-                           headers=["step", "STSb dev", "STSb test", "TwitterPara test"], tablefmt="github"))
+            print(tabulate([[s, d["stsb_dev"], d["stsb"], d["twitterpara"], d["length_rho"]] for s, d in points],
+                           headers=["step", "STSb dev", "STSb test", "TwitterPara test", "length rho"], tablefmt="github"))
             best_step, best = max(points, key=lambda p: p[1]["stsb_dev"])  # the first step reaching the best dev score
             records[-1]["dev_selected"] = {"step": best_step, **best}
             curves.append([name, pooling, base["stsb_dev"], best_step, best["stsb_dev"], best["stsb"],
@@ -143,7 +164,8 @@ def main() -> int:
     print(f"tiny BERT from scratch ({args.model}), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
           f"{len(corpus)} wiki sentences, seed {args.seed}")
     print(tabulate(rows, headers=["method", "pooling", "steps", "train s", "loss first -> last", "STSb untrained",
-                                  "STSb trained", "delta", "TwitterPara untrained", "TwitterPara trained", "delta"],
+                                  "STSb trained", "delta", "TwitterPara untrained", "TwitterPara trained", "delta",
+                                  "length rho (diagnostic)"],
                    tablefmt="github"))
     if curves:
         print(f"\nselected on STSb dev (the best of steps {args.eval_every}, {2 * args.eval_every}, ... and the last; "
@@ -151,8 +173,11 @@ def main() -> int:
         print(tabulate(curves, headers=["method", "pooling", "STSb dev untrained", "best step", "STSb dev", "STSb test",
                                         "delta", "TwitterPara test", "delta"], tablefmt="github"))
     print(f"reference, no model: word overlap {lexical}")
+    print(f"length rho: Spearman x100 of the encoder's STSb-test cosines with minus the pairs' token-count difference "
+          f"(the gold scores: {gold_length_rho}); high = the encoder ranks pairs by length")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "untrained": untrained, "word_overlap": lexical,
+                                               "gold_length_rho": gold_length_rho,
                                                "methods": records}, indent=2, default=str))
     return 0
 

@@ -57,6 +57,9 @@ def main() -> int:
                          "diagnostic, both test sets); also report the test scores at the best STSb-dev step")
     ap.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE",
                     help="override one method option for this probe, e.g. simcse.pooling=mean (repeatable)")
+    ap.add_argument("--position-init", choices=["random", "zero"], default="random",
+                    help="experiment: 'zero' starts the tiny BERT's position embeddings at zero (the untrained start "
+                         "and every method alike), which takes the random init's length code out of the start")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if not args.data_dir:
@@ -72,6 +75,21 @@ def main() -> int:
     from benchbench.models import load_encoder
     from benchbench.plugins import get_registry
     from benchbench.runner import make_adapter
+
+    if args.position_init == "zero":
+        import torch
+
+        import benchbench.models as models
+
+        random_init = models.tiny_bert
+
+        def zero_position_tiny_bert(*a, **k):
+            enc = random_init(*a, **k)
+            with torch.no_grad():
+                enc.model.embeddings.position_embeddings.weight.zero_()
+            return enc
+
+        models.tiny_bert = zero_position_tiny_bert  # every load_encoder("tiny-bert:...") in this process
 
     reg = get_registry()
     data = DataStore(args.data_dir)
@@ -161,7 +179,7 @@ def main() -> int:
             curves.append([name, pooling, base["stsb_dev"], best_step, best["stsb_dev"], best["stsb"],
                            round(best["stsb"] - base["stsb"], 2), best["twitterpara"], round(best["twitterpara"] - base["twitterpara"], 2)])
     print()
-    print(f"tiny BERT from scratch ({args.model}), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
+    print(f"tiny BERT from scratch ({args.model}, {args.position_init} position init), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
           f"{len(corpus)} wiki sentences, seed {args.seed}")
     print(tabulate(rows, headers=["method", "pooling", "steps", "train s", "loss first -> last", "STSb untrained",
                                   "STSb trained", "delta", "TwitterPara untrained", "TwitterPara trained", "delta",

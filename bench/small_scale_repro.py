@@ -119,7 +119,7 @@ def main() -> int:
         la, lb = np.array(encoder.lengths(sts_a)), np.array(encoder.lengths(sts_b))
         if scores is None:
             scores = Embedder(encoder, cache=None, progress=False).cosine_pairs(sts_a, sts_b)
-        return round(100 * spearmanr(scores, -np.abs(la - lb))[0], 2)
+        return round(float(100 * spearmanr(scores, -np.abs(la - lb))[0]), 2)
 
     def curve_point(step, encoder) -> dict[str, float]:
         emb = Embedder(encoder, cache=None, progress=False)

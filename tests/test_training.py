@@ -132,3 +132,28 @@ def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
     start = __import__("benchbench.models", fromlist=["tiny_bert"]).tiny_bert(16, 1, 2, 32)
     moved = [k for k, v in start.model.state_dict().items() if not torch.equal(v, a[k])]
     assert moved  # training changed the weights (the comparison is not between two untouched models)
+
+
+class WatchedLinear(LinearObjective):
+    def result(self):
+        return self
+
+
+def test_learning_curve_survives_a_resume_and_needs_an_encoder(tmp_path):
+    items = [i / 10 for i in range(20)]
+    watch = lambda step, m: {"w0": float(m.w[0])}  # noqa: E731
+    ctx = _ctx(tmp_path)
+    ctx.monitor, ctx.monitor_every = watch, 2
+    loop = LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True)
+    train_loop(WatchedLinear(), items, ctx, loop, _sgd, fingerprint="curve")
+    assert [s for s, _ in ctx.accounting["monitor"]] == [2, 4]
+    ctx2 = _ctx(tmp_path)  # a longer budget resumes from the step-2 checkpoint, whose state holds the step-2 point
+    ctx2.monitor, ctx2.monitor_every = watch, 2
+    train_loop(WatchedLinear(), items, ctx2, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="curve")
+    assert ctx2.accounting["resumed_from_steps"] == [2]
+    assert [s for s, _ in ctx2.accounting["monitor"]] == [2, 4, 6]
+    assert ctx2.accounting["monitor"][:2] == ctx.accounting["monitor"]  # the same run: the same points
+    plain = _ctx(tmp_path / "plain")
+    plain.monitor, plain.monitor_every = watch, 2
+    with pytest.raises(ConfigError, match="no encoder to monitor"):
+        train_loop(LinearObjective(), items, plain, LoopConfig(steps=2, batch_size=2, checkpoint_every=0), _sgd)

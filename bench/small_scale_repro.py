@@ -121,20 +121,18 @@ def main() -> int:
             scores = Embedder(encoder, cache=None, progress=False).cosine_pairs(sts_a, sts_b)
         return round(float(100 * spearmanr(scores, -np.abs(la - lb))[0]), 2)
 
-    def curve_point(step, encoder) -> dict[str, float]:
-        emb = Embedder(encoder, cache=None, progress=False)
-        return {"stsb_dev": round(tasks["stsb"].evaluate(emb, "dev").main_score, 2), **evaluate(encoder),
-                "length_rho": length_rho(encoder)}
+    def stsb_dev(encoder) -> float:
+        return round(tasks["stsb"].evaluate(Embedder(encoder, cache=None, progress=False), "dev").main_score, 2)
 
-    untrained = {p: evaluate(load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length)) for p in ("cls", "mean")}
+    def curve_point(step, encoder) -> dict[str, float]:
+        return {"stsb_dev": stsb_dev(encoder), **evaluate(encoder), "length_rho": length_rho(encoder)}
+
+    untrained = {}
     for p in ("cls", "mean"):
-        untrained[p]["length_rho"] = length_rho(load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length))
+        start = load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length)
+        untrained[p] = {**evaluate(start), "length_rho": length_rho(start), **({"stsb_dev": stsb_dev(start)} if args.eval_every else {})}
     print(f"untrained {args.model}: cls {untrained['cls']}  mean {untrained['mean']}", flush=True)
-    gold_length_rho = length_rho(load_encoder(args.model, max_seq_length=args.max_seq_length), sts_gold)
-    if args.eval_every:
-        for p in ("cls", "mean"):
-            untrained[p]["stsb_dev"] = curve_point(0, load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length))["stsb_dev"]
-        print(f"untrained STSb dev: cls {untrained['cls']['stsb_dev']}  mean {untrained['mean']['stsb_dev']}", flush=True)
+    gold_length_rho = length_rho(start, sts_gold)  # the tokenizer's lengths; pooling does not matter
     lexical = evaluate(WordOverlap())
     print(f"reference, no model: word-overlap (Jaccard of lower-cased word sets) {lexical}", flush=True)
     rows, records, curves = [], [], []

@@ -7,8 +7,8 @@ import hashlib
 import json
 import logging
 import typing
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 

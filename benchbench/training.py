@@ -268,6 +268,9 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     monitor, monitor_every = getattr(ctx, "monitor", None), int(getattr(ctx, "monitor_every", 0) or 0)
     if monitor is not None and monitor_every < 1:
         raise ConfigError(f"{desc}: a training monitor needs monitor_every >= 1 (got {monitor_every}).")
+    if monitor is not None and acc.unwrap_model(model).result() is None:  # before any step, on every process
+        raise ConfigError(f"{desc}: this method has no encoder to monitor during training "
+                          f"({type(acc.unwrap_model(model)).__name__}.result() is None).")
     model.train()
     t_start = time.perf_counter()
     seconds_before, paused = state.seconds, 0.0
@@ -303,7 +306,7 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
             window = []
         if monitor is not None and (state.step % monitor_every == 0 or state.step == loop.steps):
             t_mon = time.perf_counter()
-            _run_monitor(monitor, acc, model, state, desc)
+            _run_monitor(monitor, acc, model, state)
             paused += time.perf_counter() - t_mon
         state.seconds = seconds_before + time.perf_counter() - t_start - paused
         if loop.checkpoint_every and state.step % loop.checkpoint_every == 0 and state.step < loop.steps:
@@ -321,16 +324,13 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     return unwrapped.to("cpu").eval()
 
 
-def _run_monitor(monitor, acc, model, state: LoopState, desc: str) -> None:
+def _run_monitor(monitor, acc, model, state: LoopState) -> None:
     """Evaluate the encoder as it stands (``monitor(step, encoder) -> {name: score}``, on the main
     process) and keep the scores in the loop state, so they survive a resume. Its time is not
     counted as training time, and it cannot move the run: it sees the model in eval mode, and the
     torch RNG streams (dropout) are restored and training mode is set again afterwards."""
     if acc.is_main_process:
         encoder = acc.unwrap_model(model).result()
-        if encoder is None:
-            raise ConfigError(f"{desc}: this method has no encoder to monitor during training "
-                              f"({type(acc.unwrap_model(model)).__name__}.result() is None).")
         devices = [acc.device] if acc.device.type == "cuda" else []
         model.eval()
         try:

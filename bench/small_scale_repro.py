@@ -70,7 +70,7 @@ def main() -> int:
     from tabulate import tabulate
 
     from benchbench.data import DataStore
-    from benchbench.encoding import Embedder
+    from benchbench.encoding import Embedder, EmbeddingCache
     from benchbench.methods import TrainContext, build_config
     from benchbench.models import load_encoder
     from benchbench.plugins import get_registry
@@ -103,8 +103,13 @@ def main() -> int:
             if len(corpus) >= args.corpus_size:
                 break
 
+    tmp = Path(tempfile.mkdtemp(prefix="bb-repro-"))
+    # one embedding cache for this process, keyed by the weights' fingerprint: the scores and the
+    # length diagnostic of one curve point, and the final evaluation after its last point, share vectors
+    cache = EmbeddingCache(tmp / "embeddings")
+
     def evaluate(encoder) -> dict[str, float]:
-        emb = Embedder(encoder, cache=None, progress=False)
+        emb = Embedder(encoder, cache=cache, progress=False)
         return {t: round(a.evaluate(emb, "test").main_score, 2) for t, a in tasks.items()}
 
     (sts_a, sts_b, sts_gold), = tasks["stsb"].load("test").values()  # STSb is one subset
@@ -118,11 +123,11 @@ def main() -> int:
 
         la, lb = np.array(encoder.lengths(sts_a)), np.array(encoder.lengths(sts_b))
         if scores is None:
-            scores = Embedder(encoder, cache=None, progress=False).cosine_pairs(sts_a, sts_b)
+            scores = Embedder(encoder, cache=cache, progress=False).cosine_pairs(sts_a, sts_b)
         return round(float(100 * spearmanr(scores, -np.abs(la - lb))[0]), 2)
 
     def stsb_dev(encoder) -> float:
-        return round(tasks["stsb"].evaluate(Embedder(encoder, cache=None, progress=False), "dev").main_score, 2)
+        return round(tasks["stsb"].evaluate(Embedder(encoder, cache=cache, progress=False), "dev").main_score, 2)
 
     def curve_point(step, encoder) -> dict[str, float]:
         return {"stsb_dev": stsb_dev(encoder), **evaluate(encoder), "length_rho": length_rho(encoder)}
@@ -136,7 +141,6 @@ def main() -> int:
     lexical = evaluate(WordOverlap())
     print(f"reference, no model: word-overlap (Jaccard of lower-cased word sets) {lexical}", flush=True)
     rows, records, curves = [], [], []
-    tmp = Path(tempfile.mkdtemp(prefix="bb-repro-"))
     for name in args.methods.split(","):
         cls = reg.method(name)
         overrides = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "max_seq_length": args.max_seq_length}

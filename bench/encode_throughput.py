@@ -38,7 +38,7 @@ def main() -> None:
     from benchbench.data import DataStore
     from benchbench.encoding import EmbeddingCache, embed
     from benchbench.models import load_encoder, resolve_model_path
-    from benchbench.plugins import get_registry
+    from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
 
     reg = get_registry()

@@ -41,7 +41,7 @@ def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     from benchbench.data import DataStore
     from benchbench.encoding import EmbeddingCache, Embedder, default_cache_dir
     from benchbench.models import load_encoder
-    from benchbench.plugins import get_registry
+    from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
 
     reg = get_registry()

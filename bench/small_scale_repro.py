@@ -73,7 +73,7 @@ def main() -> int:
     from benchbench.encoding import Embedder, EmbeddingCache
     from benchbench.methods import TrainContext, build_config
     from benchbench.models import load_encoder
-    from benchbench.plugins import get_registry
+    from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
 
     if args.position_init == "zero":

@@ -66,7 +66,7 @@ def _peak_mb() -> float:
 
 def _make_adapter(task: str, root: Path, fixture: bool):
     from benchbench.data import DataStore
-    from benchbench.plugins import get_registry
+    from benchbench.registry import get_registry
 
     reg = get_registry()
     spec = reg.task(task)
@@ -111,7 +111,7 @@ def worker(args) -> None:
     out: dict = {"splits": {}}
     if args.worker == "ours":
         from benchbench.encoding import Embedder
-        from benchbench.plugins import get_registry
+        from benchbench.registry import get_registry
 
         get_registry()  # imports and plugin discovery happen before the clock starts, as useb's imports do
         import faiss  # noqa: F401  (imported lazily by the adapters; useb's torch/sklearn are imported above too)

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from .leaderboard import render, summarise
-    from .plugins import get_registry
+    from .registry import get_registry
     from .runner import RunOptions, run
 
     reg = get_registry()
@@ -109,7 +109,7 @@ def cmd_run(args) -> int:
 def cmd_list(args) -> int:
     from tabulate import tabulate
 
-    from .plugins import get_registry
+    from .registry import get_registry
 
     reg = get_registry()
     if args.what == "methods":
@@ -129,7 +129,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_plugins(args) -> int:
-    from .plugins import get_registry
+    from .registry import get_registry
 
     reg = get_registry()
     for plugin, items in reg.plugins.items():
@@ -141,7 +141,7 @@ def cmd_plugins(args) -> int:
 
 def cmd_table(args) -> int:
     from .leaderboard import provenance, render, summarise
-    from .plugins import get_registry
+    from .registry import get_registry
     from .results import ResultStore
 
     reg = get_registry()

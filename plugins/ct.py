@@ -14,10 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.errors import ConfigError
-from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench import ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass

@@ -12,10 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.errors import ConfigError
-from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, seed_everything, train_loop
+from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass
@@ -90,7 +87,7 @@ class MLMObjective(Objective):
 def pretrained_dir(ctx: TrainContext) -> str | None:
     import os
 
-    from benchbench.models import resolve_model_path
+    from benchbench import resolve_model_path
 
     if ctx.model.startswith("tiny-bert"):
         return None

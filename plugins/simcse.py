@@ -15,10 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.errors import ConfigError
-from benchbench.models import TransformerEncoder
-from benchbench.training import LoopConfig, adamw, Objective, method_fingerprint, resolve_steps, seed_everything, train_loop
+from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, resolve_steps, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass

@@ -30,11 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchbench import Method, TrainContext, hookimpl
-from benchbench.errors import ConfigError
-from benchbench.models import TransformerEncoder
-from benchbench.noise import NOISE_KINDS, WordNoise, register_noise
-from benchbench.training import LoopConfig, Objective, adamw, length_groups, method_fingerprint, seed_everything, train_loop
+from benchbench import adamw, ConfigError, hookimpl, length_groups, LoopConfig, Method, method_fingerprint, NOISE_KINDS, Objective, register_noise, seed_everything, train_loop, TrainContext, TransformerEncoder, WordNoise
 
 
 @dataclass
@@ -235,7 +231,7 @@ class TSDAE(Method):
         seed_everything(ctx.seed)
         encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
         pretrained = None
-        from benchbench.models import resolve_model_path
+        from benchbench import resolve_model_path
         import os
 
         path = resolve_model_path(ctx.model) if not ctx.model.startswith("tiny-bert") else None

@@ -39,6 +39,6 @@ def tiny_encoder():
 
 @pytest.fixture
 def registry():
-    from benchbench.plugins import load_registry
+    from benchbench.registry import load_registry
 
     return load_registry()

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from benchbench import plugins
+from benchbench import registry as plugins
 from benchbench.errors import PluginError, UnknownNameError
 
 THIRD_PARTY = '''

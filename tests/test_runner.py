@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from benchbench import plugins
+from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.results import ResultKey, ResultStore
 

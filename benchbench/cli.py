@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
                         "record's train.monitor; the result is still the encoder at the end of the budget)")
     r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
+    r.add_argument("--corpus", default=None, metavar="PATH",
+                   help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
+                        "general corpus (BSL); part of the result key. Default: the method's own default corpus")
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
 
     ls = sub.add_parser("list", help="list methods, tasks or suites")
@@ -85,7 +88,7 @@ def cmd_run(args) -> int:
                             overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force,
                             splits=args.split.split(",") if args.split else None, device=args.device,
                             no_cache=args.no_cache, encode_batch_size=args.encode_batch_size,
-                            eval_every=args.eval_every, eval_split=args.eval_split), reg)
+                            eval_every=args.eval_every, eval_split=args.eval_split, corpus=args.corpus), reg)
     elapsed = time.perf_counter() - t0
     if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
         return 0

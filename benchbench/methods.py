@@ -30,6 +30,8 @@ class Method:
     Config: ClassVar[type] = NoConfig
     trains: ClassVar[bool] = True
     transductive: ClassVar[bool] = False  # trains on the evaluation task's own unlabelled pairs
+    # what it trains on (see corpora.py): "task" sentences, "ordered" text, a "general" corpus, task "pairs"
+    corpus: ClassVar[str] = "task"
     default_model: ClassVar[str | None] = "all-MiniLM-L6-v2"
     # methods that use no base model (GloVe, BM25) name what they use instead; --model is then ignored
     fixed_model: ClassVar[str | None] = None
@@ -54,6 +56,7 @@ class TrainContext:
     data: Any = None  # DataStore
     registry: Any = None  # plugin Registry (augmenters, taggers)
     pairs: list[tuple[str, str]] | None = None  # the task's unlabelled pairs (transductive methods)
+    corpus: Any = None  # the corpora.Corpus being trained on (name, sha256, sentences)
     progress: bool = True
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("benchbench.train"))
     accounting: dict[str, Any] = field(default_factory=dict)  # filled by training: steps, seconds, examples, tokens

@@ -42,6 +42,7 @@ class RunOptions:
     progress: bool | None = None
     eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
     eval_split: str = "dev"
+    corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
 
 
 def process_rank() -> tuple[int, int]:
@@ -79,6 +80,10 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
         raise ConfigError(f"--eval-every must be >= 0 (0: no learning curve; got {opts.eval_every}).")
     config = build_config(method_cls, opts.overrides)
     chash = config_hash(config)
+    if opts.corpus:  # a non-default training corpus is part of the result key
+        import hashlib
+
+        chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
     model = opts.model or method_cls.default_model or ""
     model_label = canonical_model_name(model) if model else "-"
     if getattr(method_cls, "fixed_model", None):
@@ -138,7 +143,7 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
             t0 = time.perf_counter()
             if method_cls.trains:
                 encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / key.relpath().parent,
-                                                      opts.force, trained, main=rank == 0)
+                                                      opts.force, trained, main=rank == 0, corpus_path=opts.corpus)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
                 if rank != 0:
                     continue  # rank 0 evaluates and stores; this rank goes on to the next training
@@ -233,29 +238,26 @@ def _call_plugin(plugin: str, method: str, what: str, fn, *args):
 
 
 def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, seed_dir: Path, force: bool,
-                    trained: dict[str, tuple[Any, dict]], main: bool = True) -> tuple[Any, dict]:
-    """Train on the task's unlabelled data, or reuse an encoder already trained on the SAME data with
-    the same method, config, base model and seed (STS tasks share one corpus; an interrupted run
-    resumes at evaluation). The folder is keyed by a hash of the training data, not the task."""
-    import hashlib
+                    trained: dict[str, tuple[Any, dict]], main: bool = True, corpus_path: str | None = None) -> tuple[Any, dict]:
+    """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
+    ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
+    SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
+    method with a task-independent corpus trains once for all tasks; an interrupted run resumes at
+    evaluation). The folder is keyed by a hash of the training data, not the task."""
     import json
 
+    from .corpora import training_corpus
     from .models import load_encoder
 
-    corpus = adapter.train_sentences()
-    pairs = adapter.train_pairs() if getattr(method, "transductive", False) else None
-    h = hashlib.sha256()
-    for s in corpus:
-        h.update(s.encode("utf-8", "surrogatepass") + b"\n")
-    for a, b in pairs or []:
-        h.update(f"{a}\t{b}\n".encode("utf-8", "surrogatepass"))
-    data_id = h.hexdigest()[:16]
+    corpus = training_corpus(type(method), adapter, ctx.data, corpus_path)
+    data_id = (corpus.sha256 or "")[:16]
     if data_id in trained and not force:
         enc, info = trained[data_id]
         return enc, {**info, "reused_from_task": info.get("task")}
     run_dir = seed_dir / f"train-{data_id}"
     ctx.output_dir = run_dir
-    ctx.pairs = pairs
+    ctx.pairs = corpus.pairs
+    ctx.corpus = corpus
     done = run_dir / "encoder" / ".complete"
     if done.is_file() and not force:
         info = json.loads(done.read_text() or "{}")
@@ -266,11 +268,11 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
         shutil.rmtree(run_dir / "encoder")
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus, ctx)
-    info = {"seconds": round(time.perf_counter() - t0, 3), **ctx.accounting, "corpus_sentences": len(corpus),
-            "train_data_sha256": h.hexdigest(), "task": adapter.name}
-    if pairs is not None:
-        info["train_pairs"] = len(pairs)
+    encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx)
+    info = {"seconds": round(time.perf_counter() - t0, 3), **ctx.accounting, "corpus_sentences": len(corpus.sentences),
+            "train_data_sha256": corpus.sha256, "corpus": corpus.describe(), "task": adapter.name}
+    if corpus.pairs is not None:
+        info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):
         encoder.save(run_dir / "encoder")
         (run_dir / "encoder" / ".complete").write_text(json.dumps(info, default=str))

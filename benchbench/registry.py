@@ -154,7 +154,10 @@ def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:
         if kind == "tasks" and isinstance(obj, (str, Path)):
             from .tasks import load_spec_file
 
-            specs, suites = load_spec_file(Path(obj), reg)
+            spec_path = Path(obj)
+            if not spec_path.is_absolute():  # relative to the registering plugin's module, not the working dir
+                spec_path = _plugin_dir(fn) / spec_path
+            specs, suites = load_spec_file(spec_path, reg)
             for t in specs:
                 _put(reg, "tasks", t.name, t, plugin_name)
             for s in suites:
@@ -172,6 +175,14 @@ def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:
         raise
     except Exception as e:  # noqa: BLE001
         raise PluginError(f"Plugin {plugin_name!r} raised in {hook}: {type(e).__name__}: {e}") from e
+
+
+def _plugin_dir(fn: Any) -> Path:
+    """The folder of the module that defines hook function ``fn``."""
+    try:
+        return Path(inspect.getfile(fn)).resolve().parent
+    except (TypeError, OSError):
+        return Path.cwd()
 
 
 def _put(reg: Registry, kind: str, name: str, obj: Any, plugin_name: str) -> None:

@@ -16,6 +16,23 @@ how subsets aggregate. One file may define several tasks (``[[task]]``) and suit
     [[suite]]
     name = "sts"
     tasks = ["sts12", "stsb"]
+
+Without repetition (as lm-evaluation-harness's ``include``):
+
+* ``[defaults]``: any task key, applied to every ``[[task]]`` of the file (a task's own keys win;
+  ``params`` and ``train`` merge key by key);
+* ``include = "_base.toml"`` (or a list), relative to the including file: the included file's
+  ``[defaults]`` (and its own includes) come first, this file's ``[defaults]`` override them. Files
+  whose name starts with ``_`` hold shared defaults only and are not registered as task files;
+* ``remote`` of a file is its file name when omitted and the task has a ``url_base``
+  (``remote = ""`` turns the download off for one file);
+* ``description`` may name params in braces (``"SentEval MR ({setting} setting)"``);
+* ``[[variant]]`` makes copies of tasks of the file with some keys changed, without copying them:
+  ``of = ["mr", "cr"]``, ``name = "{name}-proto"``, and the keys to override
+  (``params = { setting = "prototyping" }``).
+
+``higher_is_better`` and ``aliases`` are not task keys: a main metric is always higher-is-better
+here, and a task has one name (a spec using them is an error, never silently ignored).
 """
 from __future__ import annotations
 
@@ -28,7 +45,9 @@ from .data import FileEntry
 from .errors import ConfigError
 
 _TASK_KEYS = {"name", "kind", "description", "splits", "default_splits", "main_metric", "params", "files", "url_base",
-              "train", "citation", "notes", "higher_is_better", "aliases"}
+              "train", "citation", "notes"}
+_TOP_KEYS = {"task", "suite", "defaults", "include", "variant"}
+_MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key with the defaults
 
 
 @dataclass
@@ -57,15 +76,88 @@ class Suite:
     source: str = ""
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"Task spec {path}: {e}") from e
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if k in _MERGED_KEYS and isinstance(out.get(k), dict) and isinstance(v, dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def _defaults(path: Path, raw: dict[str, Any], seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's effective defaults: its includes' defaults, in order, then its own ``[defaults]``."""
+    path = Path(path).resolve()
+    if path in seen:
+        raise ConfigError(f"Task spec {path}: include cycle {' -> '.join(str(p) for p in (*seen, path))}.")
+    includes = raw.get("include", [])
+    includes = [includes] if isinstance(includes, str) else includes
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ConfigError(f"Task spec {path}: include must be a file name or a list of them (got {includes!r}).")
+    out: dict[str, Any] = {}
+    for inc in includes:
+        inc_path = (path.parent / inc).resolve()
+        if not inc_path.is_file():
+            raise ConfigError(f"Task spec {path}: included file {inc!r} not found (looked at {inc_path}).")
+        inc_raw = _read_toml(inc_path)
+        stray = set(inc_raw) - {"defaults", "include"}
+        if stray:
+            raise ConfigError(f"Task spec {inc_path} (included by {path}): an included file holds only [defaults] and "
+                              f"include; found {sorted(stray)}.")
+        out = _merge(out, _defaults(inc_path, inc_raw, (*seen, path)))
+    own = raw.get("defaults", {})
+    if not isinstance(own, dict):
+        raise ConfigError(f"Task spec {path}: [defaults] must be a table.")
+    bad = set(own) - (_TASK_KEYS - {"name"})
+    if bad:
+        raise ConfigError(f"Task spec {path}: unknown keys in [defaults]: {sorted(bad)}.")
+    return _merge(out, own)
+
+
+def _expand_variants(path: Path, raw_tasks: list[dict[str, Any]], variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_name = {t.get("name"): t for t in raw_tasks}
+    out = list(raw_tasks)
+    for i, v in enumerate(variants):
+        where = f"Task spec {path}, variant #{i + 1}"
+        of, pattern = v.get("of"), v.get("name")
+        if not isinstance(of, list) or not of or not isinstance(pattern, str) or "{name}" not in pattern:
+            raise ConfigError(f"{where}: needs of = [task names] and name = a pattern containing '{{name}}'.")
+        bad = set(v) - (_TASK_KEYS | {"of"})
+        if bad:
+            raise ConfigError(f"{where}: unknown keys {sorted(bad)}.")
+        for base in of:
+            if base not in by_name:
+                raise ConfigError(f"{where}: task {base!r} is not defined in this file.")
+            over = {k: val for k, val in v.items() if k not in ("of", "name")}
+            out.append(_merge(by_name[base], {**over, "name": pattern.format(name=base)}))
+    return out
+
+
+def _describe(text: str, params: dict[str, Any]) -> str:
+    """``{param}`` placeholders filled from the task's params; other braces left as they are."""
+    import re
+
+    return re.sub(r"\{(\w+)\}", lambda m: str(params[m.group(1)]) if m.group(1) in params else m.group(0), text)
+
+
 def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suite]]:
     """Parse a spec file; errors name the file and the entry at fault."""
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"Task spec {path}: {e}") from e
-    unknown_top = set(raw) - {"task", "suite"}
+    raw = _read_toml(path)
+    unknown_top = set(raw) - _TOP_KEYS
     if unknown_top:
-        raise ConfigError(f"Task spec {path}: unknown top-level keys {sorted(unknown_top)} (expected [[task]] and [[suite]]).")
+        raise ConfigError(f"Task spec {path}: unknown top-level keys {sorted(unknown_top)} (expected [[task]], [[suite]], "
+                          f"[defaults], include, [[variant]]).")
+    defaults = _defaults(Path(path), raw)
+    raw_tasks = [_merge(defaults, t) for t in raw.get("task", [])]
+    raw["task"] = _expand_variants(Path(path), raw_tasks, raw.get("variant", []))
     tasks = []
     for i, t in enumerate(raw.get("task", [])):
         where = f"Task spec {path}, task #{i + 1} ({t.get('name', '?')})"
@@ -83,14 +175,15 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
         files = {}
         for rel, meta in t.get("files", {}).items():
             meta = meta if isinstance(meta, dict) else {"sha256": meta}
-            url = meta.get("url") or (f"{url_base}/{meta['remote']}" if url_base and meta.get("remote") else None)
+            remote = meta.get("remote", rel.rsplit("/", 1)[-1])  # omitted: the file's own name
+            url = meta.get("url") or (f"{url_base}/{remote}" if url_base and remote else None)
             files[rel] = FileEntry(rel, meta.get("sha256"), url)
         splits = list(t.get("splits", ["test"]))
         default_splits = list(t.get("default_splits", [s for s in ("dev", "test") if s in splits] or splits[:1]))
         bad = [s for s in default_splits if s not in splits]
         if bad:
             raise ConfigError(f"{where}: default_splits {bad} are not in splits {splits}.")
-        tasks.append(TaskSpec(name=t["name"], kind=t["kind"], description=t.get("description", ""), splits=splits,
+        tasks.append(TaskSpec(name=t["name"], kind=t["kind"], description=_describe(t.get("description", ""), t.get("params", {})), splits=splits,
                               default_splits=default_splits, main_metric=t.get("main_metric", "score"),
                               params=dict(t.get("params", {})), files=files, train=dict(t.get("train", {"source": "self"})),
                               citation=t.get("citation", ""), notes=list(t.get("notes", [])), source=str(path)))

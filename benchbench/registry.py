@@ -142,7 +142,34 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
                  "benchbench_register_taggers", "benchbench_register_tasks"]:
         for impl in getattr(pm.hook, hook).get_hookimpls():  # registration order: built-ins first
             _call_register(reg, hook, impl.plugin_name, impl.function)
+    _register_task_path(reg)
     return reg
+
+
+TASK_PATH_ENV = "BENCHBENCH_TASK_PATH"
+
+
+def _register_task_path(reg: Registry) -> None:
+    """A task added by one TOML file, no plugin: ``BENCHBENCH_TASK_PATH`` lists spec files or folders
+    of ``*.toml`` (separated by ``os.pathsep``); each file registers like a plugin's spec file."""
+    import os
+
+    for entry in filter(None, os.environ.get(TASK_PATH_ENV, "").split(os.pathsep)):
+        p = Path(entry).expanduser()
+        if p.is_dir():
+            files = sorted(f for f in p.glob("*.toml") if not f.name.startswith("_"))
+        elif p.is_file():
+            files = [p]
+        else:
+            raise PluginError(f"{TASK_PATH_ENV}: {entry!r} is neither a spec file nor a folder of them.")
+        for f in files:
+            from .tasks import load_spec_file
+
+            specs, suites = load_spec_file(f.resolve(), reg)
+            for t in specs:
+                _put(reg, "tasks", t.name, t, f"{TASK_PATH_ENV}:{f}")
+            for s in suites:
+                _put(reg, "suites", s.name, s, f"{TASK_PATH_ENV}:{f}")
 
 
 def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:

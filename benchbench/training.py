@@ -14,8 +14,17 @@ Exact resume rests on two choices:
   ``p mod n`` of the permutation of epoch ``p // n``, and the noise of micro-batch ``m`` is drawn from
   ``numpy.random.default_rng([seed, m, rank])``; so resuming needs only the position, not a sampler's
   internal state;
-* a checkpoint holds the model, optimizer, scheduler and every RNG state (``Accelerator.save_state``)
-  plus the counters, written to a temporary folder and renamed into place only when complete.
+* a checkpoint holds the model, optimizer, scheduler and every RNG state plus the counters, written
+  to a temporary folder and renamed into place only when complete.
+
+Checkpoints hold no pickle: tensors go to safetensors files (the model through
+``safetensors.torch.save_model``, which drops the duplicates of tied weights), everything else (optimizer
+hyper-parameters, scheduler counters, Python/NumPy RNG states, loop counters) to JSON, and
+``benchbench_state.json`` (written last) lists every file's sha256. A checkpoint whose files do not
+match is ignored with a loud warning and the run resumes from an older intact one or from the start,
+which is exact too (the run is a pure function of its seed). Checkpoints are taken every
+``checkpoint_every`` steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a
+kill at any instant loses at most one interval.
 """
 from __future__ import annotations
 
@@ -39,6 +48,7 @@ from .errors import ConfigError
 log = logging.getLogger(__name__)
 
 META = "benchbench_state.json"
+CHECKPOINT_FORMAT = 2  # 2: safetensors + JSON (1, unmarked: Accelerate save_state with pickle)
 
 
 class Objective(torch.nn.Module):
@@ -66,10 +76,16 @@ class LoopConfig:
     steps: int
     batch_size: int
     grad_accum: int = 1
-    checkpoint_every: int = 1000  # optimizer steps; 0 = never
+    checkpoint_every: int = 1000  # optimizer steps; 0 = no step-based checkpoints
+    checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints; 0 = no time-based ones
     max_grad_norm: float | None = None
     keep_checkpoints: bool = False  # keep the last checkpoint after a finished run
     log_every: int = 0  # 0: about 20 loss points per run
+
+
+# LoopConfig fields that change when and how often state is written, never a number: not part of a
+# run's fingerprint, so changing them keeps resuming the same run
+_SPEED_FIELDS = ("checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "log_every")
 
 
 def resolve_steps(steps: int | None, n_items: int, batch_size: int, epochs: float = 1.0) -> int:
@@ -177,6 +193,10 @@ def method_fingerprint(method: Any, ctx: Any, items: Sequence[Any]) -> str:
     """The fingerprint of ``method`` (its name and full config) trained from ``ctx.model`` with
     ``ctx.seed`` on ``items``."""
     cfg = dataclasses.asdict(method.config) if dataclasses.is_dataclass(method.config) else repr(method.config)
+    if isinstance(cfg, dict):  # speed knobs (field(metadata={"hash": False}), e.g. checkpoint_every) name the same run
+        for f in dataclasses.fields(method.config):
+            if f.metadata.get("hash") is False:
+                cfg.pop(f.name, None)
     return run_fingerprint(method=getattr(method, "name", type(method).__name__), config=cfg,
                            model=getattr(ctx, "model", None), seed=getattr(ctx, "seed", None),
                            corpus=corpus_fingerprint(items))
@@ -190,25 +210,134 @@ def corpus_fingerprint(items: Sequence[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def _latest_checkpoint(root: Path, fingerprint: str) -> Path | None:
+def _checkpoints(root: Path, fingerprint: str, max_step: int) -> list[tuple[int, Path]]:
+    """This run's finished checkpoints under ``root``, newest first. A folder without the state file
+    is unfinished; one written by another run (fingerprint) or by an older, pickle-based format is
+    skipped with a warning (never unpickled)."""
     if not root.is_dir():
-        return None
-    best, best_step = None, -1
+        return []
+    found = []
     for d in root.glob("step-*"):
         meta = d / META
         if not meta.is_file():
             continue
         try:
             m = json.loads(meta.read_text())
-        except json.JSONDecodeError:
+            step = int(m["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("checkpoint %s: unreadable %s; not resuming from it", d, META)
             continue
         if m.get("fingerprint") != fingerprint:
             log.warning("checkpoint %s belongs to another run (fingerprint %s != %s); not resuming from it",
                         d, m.get("fingerprint"), fingerprint)
             continue
-        if m["step"] > best_step:
-            best, best_step = d, m["step"]
-    return best
+        if m.get("format") != CHECKPOINT_FORMAT:
+            log.warning("checkpoint %s is in an old format (pickle-based Accelerate state, format %s); it is not loaded "
+                        "(nothing is unpickled) and this run starts over", d, m.get("format"))
+            continue
+        if step <= max_step:
+            found.append((step, d))
+    return sorted(found, reverse=True)
+
+
+def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
+    """Why ``ckpt`` cannot be resumed exactly by process ``rank`` (a missing or changed file), or None."""
+    files = meta.get("files", {})
+    needed = [n for n in files if not n.startswith("rng-")] + [f"rng-{rank}.json", f"rng-{rank}.safetensors"]
+    for name in needed:
+        if name not in files:
+            return f"{name} is not listed in {META} (written by a run with another number of processes?)"
+        f = ckpt / name
+        if not f.is_file():
+            return f"{f} is missing"
+        if _sha256(f) != files[name]:
+            return f"{f} does not match its checksum in {META} (damaged or edited)"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- a state dict as safetensors + JSON: tensors go to the safetensors file under generated names, the
+# rest of the (nested) structure to JSON. Written by hand because neither safetensors nor torch stores a
+# nested optimizer/scheduler state without pickle.
+
+def _split_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        name = f"t{len(tensors)}"
+        tensors[name] = obj.detach().to("cpu").contiguous().clone()  # clone: no shared storage for safetensors
+        return {"__tensor__": name}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {"__map__": {k: _split_tensors(v, tensors) for k, v in obj.items()}}
+        return {"__items__": [[_split_tensors(k, tensors), _split_tensors(v, tensors)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_split_tensors(v, tensors) for v in obj]}
+    if isinstance(obj, list):
+        return [_split_tensors(v, tensors) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint without pickle")
+
+
+def _join_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, list):
+        return [_join_tensors(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__map__" in obj:
+            return {k: _join_tensors(v, tensors) for k, v in obj["__map__"].items()}
+        if "__items__" in obj:
+            return {_join_tensors(k, tensors): _join_tensors(v, tensors) for k, v in obj["__items__"]}
+        if "__tuple__" in obj:
+            return tuple(_join_tensors(v, tensors) for v in obj["__tuple__"])
+        if "__ndarray__" in obj:
+            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+    return obj
+
+
+def _save_tree(obj: Any, folder: Path, name: str) -> None:
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _split_tensors(obj, tensors)
+    save_file(tensors, str(folder / f"{name}.safetensors"))
+    (folder / f"{name}.json").write_text(json.dumps(tree))
+
+
+def _load_tree(folder: Path, name: str) -> Any:
+    from safetensors.torch import load_file
+
+    return _join_tensors(json.loads((folder / f"{name}.json").read_text()), load_file(str(folder / f"{name}.safetensors")))
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    import random
+
+    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def _set_rng_state(st: dict[str, Any]) -> None:
+    import random
+
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    torch.set_rng_state(st["torch"])
+    if "cuda" in st:
+        torch.cuda.set_rng_state_all(st["cuda"])
 
 
 @dataclasses.dataclass
@@ -239,25 +368,32 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
                           f"grad_accum={loop.grad_accum}.")
     acc = make_accelerator(getattr(ctx, "device", None), grad_accum=loop.grad_accum)
     seed = int(getattr(ctx, "seed", 0))
-    fingerprint = fingerprint or run_fingerprint(objective=type(objective).__qualname__, loop=dataclasses.asdict(loop),
+    budget = {k: v for k, v in dataclasses.asdict(loop).items() if k not in _SPEED_FIELDS}
+    fingerprint = fingerprint or run_fingerprint(objective=type(objective).__qualname__, loop=budget,
                                                  seed=seed, corpus=corpus_fingerprint(items))
     optimizer = make_optimizer(objective)
     scheduler = make_scheduler(optimizer) if make_scheduler else None
     model, optimizer = acc.prepare(objective, optimizer)
-    if scheduler is not None:
-        # stepped by hand once per optimizer step (an Accelerate-prepared scheduler steps once per
-        # process, which would run schedules defined in optimizer steps too fast under DDP)
-        acc.register_for_checkpointing(scheduler)
+    # the scheduler is stepped by hand once per optimizer step (an Accelerate-prepared scheduler steps
+    # once per process, which would run schedules defined in optimizer steps too fast under DDP)
 
     state = LoopState()
     ckpt_root = Path(ctx.checkpoint_dir)
-    latest = _latest_checkpoint(ckpt_root, fingerprint)
-    if latest is not None:
-        acc.load_state(str(latest))
-        saved = json.loads((latest / META).read_text())
-        state = LoopState(**{k: v for k, v in saved["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}})
+    # the runner keeps checkpoints until the trained encoder is saved and marked complete
+    defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
+    for step, ckpt in _checkpoints(ckpt_root, fingerprint, loop.steps):
+        meta = json.loads((ckpt / META).read_text())
+        why = _damage(ckpt, meta, acc.process_index)
+        if why is not None:
+            log.warning("NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
+                        "start (exact either way: the run is a pure function of its seed); delete the folder to "
+                        "silence this.", ckpt, why)
+            continue
+        _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
+        state = LoopState(**{k: v for k, v in meta["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}})
         state.resumed_from.append(state.step)
-        log.info("resuming %s from %s (step %d)", desc, latest, state.step)
+        log.info("resuming %s from %s (step %d)", desc, ckpt, state.step)
+        break
 
     stream = ItemStream(len(items), seed)
     world, rank = acc.num_processes, acc.process_index
@@ -274,6 +410,7 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     model.train()
     t_start = time.perf_counter()
     seconds_before, paused = state.seconds, 0.0
+    last_save = (state.step, time.monotonic())
     while state.step < loop.steps:
         step_loss = 0.0
         for _ in range(loop.grad_accum):
@@ -309,15 +446,18 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
             _run_monitor(monitor, acc, model, state)
             paused += time.perf_counter() - t_mon
         state.seconds = seconds_before + time.perf_counter() - t_start - paused
-        if loop.checkpoint_every and state.step % loop.checkpoint_every == 0 and state.step < loop.steps:
-            _save_checkpoint(acc, ckpt_root, state, fingerprint)
+        if state.step < loop.steps and _checkpoint_due(acc, loop, state, last_save):
+            _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+            last_save = (state.step, time.monotonic())
         if on_step is not None:
             on_step(state)
     bar.close()
+    if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / META).is_file():
+        # a kill between here and the encoder being marked complete redoes no training
+        _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
     acc.wait_for_everyone()
-    if not loop.keep_checkpoints and acc.is_main_process and ckpt_root.is_dir():
-        for d in ckpt_root.glob("step-*"):
-            shutil.rmtree(d, ignore_errors=True)
+    if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
+        remove_checkpoints(ckpt_root)
     _account(ctx, acc, state, loop)
     unwrapped = acc.unwrap_model(model)
     acc.free_memory()
@@ -342,19 +482,56 @@ def _run_monitor(monitor, acc, model, state: LoopState) -> None:
     acc.wait_for_everyone()
 
 
-def _save_checkpoint(acc, root: Path, state: LoopState, fingerprint: str) -> None:
-    """Write ``step-N`` atomically (temporary folder, then rename) and drop older ones."""
+def remove_checkpoints(root: Path) -> None:
+    """Delete a run's checkpoints (after its result is safely stored)."""
+    if Path(root).is_dir():
+        for d in list(Path(root).glob("step-*")) + list(Path(root).glob(".tmp-step-*")):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _checkpoint_due(acc, loop: LoopConfig, state: LoopState, last_save: tuple[int, float]) -> bool:
+    """Every ``checkpoint_every`` steps, or when ``checkpoint_minutes`` have passed since the last save
+    (decided by the main process and shared, so that every process saves at the same step)."""
+    if loop.checkpoint_every and state.step % loop.checkpoint_every == 0:
+        return True
+    if not loop.checkpoint_minutes or loop.checkpoint_minutes <= 0:
+        return False
+    due = state.step > last_save[0] and time.monotonic() - last_save[1] >= loop.checkpoint_minutes * 60
+    if acc.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        flag = [due]
+        broadcast_object_list(flag, from_process=0)
+        due = bool(flag[0])
+    return due
+
+
+def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:
+    """Write ``step-N``: the main process writes the model, optimizer and scheduler, every process its
+    RNG state, into a temporary folder that the main process renames into place once the state file
+    (with every file's checksum) is written; then older checkpoints are dropped."""
+    from safetensors.torch import save_model
+
     final = root / f"step-{state.step:09d}"
     tmp = root / f".tmp-step-{state.step:09d}"
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True, exist_ok=True)
     acc.wait_for_everyone()
-    # safetensors refuses tensors that share storage (tied encoder/decoder weights): use torch.save
-    acc.save_state(str(tmp), safe_serialization=False)
     if acc.is_main_process:
-        (tmp / META).write_text(json.dumps({"fingerprint": fingerprint, "step": state.step,
-                                            "state": dataclasses.asdict(state)}))
+        save_model(acc.unwrap_model(model), str(tmp / "model.safetensors"))  # drops tied duplicates, keeps one
+        _save_tree(optimizer.state_dict(), tmp, "optimizer")
+        if scheduler is not None:
+            _save_tree(scheduler.state_dict(), tmp, "scheduler")
+    _save_tree(_rng_state(acc.device), tmp, f"rng-{acc.process_index}")
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        files = {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()}
+        meta_tmp = tmp / f"{META}.tmp"
+        meta_tmp.write_text(json.dumps({"format": CHECKPOINT_FORMAT, "fingerprint": fingerprint, "step": state.step,
+                                        "processes": acc.num_processes, "files": files,
+                                        "state": dataclasses.asdict(state)}))
+        os.replace(meta_tmp, tmp / META)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -362,6 +539,17 @@ def _save_checkpoint(acc, root: Path, state: LoopState, fingerprint: str) -> Non
             if d != final:
                 shutil.rmtree(d, ignore_errors=True)
     acc.wait_for_everyone()
+
+
+def _load_checkpoint(acc, model, optimizer, scheduler, ckpt: Path) -> None:
+    from safetensors.torch import load_model
+
+    # strict: every weight comes back (tied duplicates, dropped at save, are restored through their tie)
+    load_model(acc.unwrap_model(model), str(ckpt / "model.safetensors"), strict=True, device=str(acc.device))
+    optimizer.load_state_dict(_load_tree(ckpt, "optimizer"))
+    if scheduler is not None:
+        scheduler.load_state_dict(_load_tree(ckpt, "scheduler"))
+    _set_rng_state(_load_tree(ckpt, f"rng-{acc.process_index}"))
 
 
 def _account(ctx, acc, state: LoopState, loop: LoopConfig) -> None:

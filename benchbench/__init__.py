@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "embed": ".encoding",
     "TransformerEncoder": ".models",
     "load_encoder": ".models",
+    "make_adapter": ".runner",
     "resolve_model_path": ".models",
     "tiny_bert": ".models",
     "TaskAdapter": ".adapters.base",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .hookspecs import hookimpl, hookspec
     from .methods import Method, TrainContext, build_config, config_hash
     from .models import TransformerEncoder, load_encoder, resolve_model_path, tiny_bert
+    from .runner import make_adapter
     from .noise import NOISE_KINDS, WordNoise, register_noise
     from .tasks import TaskSpec
     from .training import (LoopConfig, LoopState, Objective, adamw, length_groups, method_fingerprint, resolve_steps,

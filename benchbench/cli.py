@@ -13,9 +13,22 @@ from .errors import BenchbenchError
 
 def _parse_seeds(s: str) -> list[int]:
     try:
-        return [int(x) for x in s.split(",") if x.strip()]
+        seeds = list(dict.fromkeys(int(x) for x in s.split(",") if x.strip()))  # 1,1 is one seed
     except ValueError:
         raise argparse.ArgumentTypeError(f"--seeds expects comma-separated integers, got {s!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"--seeds needs at least one integer, e.g. --seeds 1,2,3 (got {s!r})")
+    return seeds
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
 
 
 def _parse_set(items: list[str]) -> dict[str, str]:
@@ -42,11 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--setup", default="unsupervised")
     r.add_argument("--data-dir", default=None, help="data root (default: $BENCHBENCH_DATA)")
     r.add_argument("--output", default="results")
-    r.add_argument("--force", action="store_true", help="re-evaluate even if a result exists (embeddings stay cached)")
+    r.add_argument("--force", action="store_true",
+                   help="re-evaluate the requested splits even if stored (other stored splits are kept; the trained "
+                        "encoder is reused, embeddings stay cached); does not retrain")
+    r.add_argument("--retrain", action="store_true",
+                   help="discard the trained encoder and its checkpoints, train again and re-evaluate every stored split")
     r.add_argument("--json", action="store_true", help="print the result records as JSON")
     r.add_argument("--device", default=None)
     r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
-    r.add_argument("--encode-batch-size", type=int, default=None)
+    r.add_argument("--encode-batch-size", type=_positive_int, default=None)
     r.add_argument("--steps", default=None)
     r.add_argument("--batch-size", default=None)
     r.add_argument("--lr", default=None)
@@ -56,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
                         "record's train.monitor; the result is still the encoder at the end of the budget)")
     r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
+    r.add_argument("--score", default="bi", choices=["bi", "cross"],
+                   help="pairwise tasks: cosine of the bi-encoder (default) or the method's cross-encoder")
     r.add_argument("--corpus", default=None, metavar="PATH",
                    help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
                         "general corpus (BSL); part of the result key. Default: the method's own default corpus")
@@ -85,10 +104,11 @@ def cmd_run(args) -> int:
     overrides.update(_parse_set(args.set))
     t0 = time.perf_counter()
     report = run(RunOptions(method=args.method, tasks=args.tasks, model=args.model, seeds=args.seeds, setup=args.setup,
-                            overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force,
+                            overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force, retrain=args.retrain,
                             splits=args.split.split(",") if args.split else None, device=args.device,
                             no_cache=args.no_cache, encode_batch_size=args.encode_batch_size,
-                            eval_every=args.eval_every, eval_split=args.eval_split, corpus=args.corpus), reg)
+                            eval_every=args.eval_every, eval_split=args.eval_split, corpus=args.corpus,
+                            score=args.score), reg)
     elapsed = time.perf_counter() - t0
     if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
         return 0
@@ -104,7 +124,7 @@ def cmd_run(args) -> int:
         for s in suites:
             notes.extend(f"{s}: {n}" for n in reg.suites[s].notes)
         print(render(headers, rows, notes, fmt=args.format, title=f"split: {split} (scores x100)"))
-    print(f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to redo) "
+    print(f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to re-evaluate, --retrain to train again) "
           f"in {elapsed:.1f}s; results in {args.output}/", file=sys.stderr)
     return 0
 

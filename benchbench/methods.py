@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ def validate_method_class(obj: Any, name: str, plugin: str) -> None:
 
 def _coerce(value: str, typ: Any, where: str) -> Any:
     origin = typing.get_origin(typ)
-    if origin is typing.Union or str(origin) == "types.UnionType":
+    if origin is typing.Union or origin is types.UnionType:  # Optional[X] and X | None
         args = [a for a in typing.get_args(typ) if a is not type(None)]
         if value.lower() in ("none", "null"):
             return None

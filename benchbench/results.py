@@ -1,10 +1,20 @@
-"""Result records: one JSON file per (method, config hash, base model, setup, seed, task).
+"""Result records: one JSON file per (method, config hash, base model, setup, seed, task, task version).
 
-Schema (``schema_version`` 1), stable keys:
-    method, config, config_hash, model, setup, seed, task, splits: {split: TaskResult.to_dict()},
+Schema (``schema_version`` 2), stable keys:
+    method, config, config_hash, model, setup, seed, task, task_version, splits: {split: TaskResult.to_dict()},
+    evaluated: {split: {created_at, eval_seconds, encoder_fingerprint, git_sha}},
     train: {seconds, steps, examples, tokens, device, ...} | null, eval_seconds, data: {path: sha256},
     versions: {package: version}, git_sha, device, created_at, notes, transductive
-Files are written to a temp file in the same folder and renamed, so a record is either whole or absent.
+A record holds every split evaluated so far: evaluating another split merges it in (``merge``), and
+``--force`` replaces only the splits it re-evaluates.
+
+Migration from schema 1 (read on the fly, files are not rewritten): a schema-1 record has no
+``task_version`` and no ``evaluated``; it is read as ``task_version`` 1 (the version every spec had
+then) with ``evaluated`` rebuilt from its ``created_at``/``eval_seconds``. Its path is unchanged: a
+key with task version 1 keeps the old file name, a later version adds ``@v<N>`` to it, so editing a
+spec (and bumping its ``version``) never passes old records off as current.
+Files are written to a temp file in the same folder and renamed, so a record is either whole or absent;
+writers of one key are serialised by a lock (``benchbench.locks``).
 """
 from __future__ import annotations
 
@@ -20,7 +30,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
@@ -32,9 +43,38 @@ class ResultKey:
     setup: str
     seed: int
     task: str
+    task_version: int = 1
 
     def relpath(self) -> Path:
-        return Path(_slug(self.method), _slug(self.model), _slug(self.setup), self.config_hash, f"seed{self.seed}", f"{_slug(self.task)}.json")
+        name = _slug(self.task) if self.task_version == 1 else f"{_slug(self.task)}@v{self.task_version}"
+        return Path(_slug(self.method), _slug(self.model), _slug(self.setup), self.config_hash, f"seed{self.seed}", f"{name}.json")
+
+
+def key_of(record: dict[str, Any]) -> ResultKey:
+    return ResultKey(record["method"], record["config_hash"], record["model"], record["setup"], record["seed"],
+                     record["task"], int(record.get("task_version", 1)))
+
+
+def migrate(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of any readable schema in the current one (see the module docstring)."""
+    if record.get("schema_version") == 1:
+        record = {**record, "schema_version": SCHEMA_VERSION, "task_version": 1, "migrated_from_schema": 1}
+        record.setdefault("evaluated", {s: {"created_at": record.get("created_at"), "eval_seconds": record.get("eval_seconds"),
+                                            "encoder_fingerprint": record.get("encoder_fingerprint"),
+                                            "git_sha": record.get("git_sha")} for s in record.get("splits", {})})
+    return record
+
+
+def merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` (fresh provenance, the splits just evaluated) over ``old``: splits ``new`` did not evaluate
+    are kept with their own ``evaluated`` entries, so no stored score is ever dropped."""
+    if not old:
+        return new
+    old = migrate(old)
+    out = dict(new)
+    out["splits"] = {**old.get("splits", {}), **new.get("splits", {})}
+    out["evaluated"] = {**old.get("evaluated", {}), **new.get("evaluated", {})}
+    return out
 
 
 def _slug(s: str) -> str:
@@ -52,10 +92,16 @@ class ResultStore:
         return self.path(key).is_file()
 
     def load(self, key: ResultKey) -> dict[str, Any]:
-        return json.loads(self.path(key).read_text())
+        return migrate(json.loads(self.path(key).read_text()))
+
+    def lock(self, key: ResultKey):
+        """The advisory lock of one result key (held while its record is read, evaluated and written)."""
+        from .locks import hold
+
+        return hold(self.root / ".locks" / key.relpath().with_suffix(".lock"), f"result {key.relpath()}")
 
     def write(self, record: dict[str, Any]) -> Path:
-        key = ResultKey(record["method"], record["config_hash"], record["model"], record["setup"], record["seed"], record["task"])
+        key = key_of(record)
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -78,8 +124,8 @@ class ResultStore:
                 r = json.loads(p.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            if isinstance(r, dict) and r.get("schema_version") == SCHEMA_VERSION:
-                yield r
+            if isinstance(r, dict) and r.get("schema_version") in READABLE_SCHEMAS:
+                yield migrate(r)
 
 
 def _json_default(o: Any) -> Any:

@@ -45,7 +45,7 @@ from .data import FileEntry
 from .errors import ConfigError
 
 _TASK_KEYS = {"name", "kind", "description", "splits", "default_splits", "main_metric", "params", "files", "url_base",
-              "train", "citation", "notes"}
+              "train", "citation", "notes", "version"}
 _TOP_KEYS = {"task", "suite", "defaults", "include", "variant"}
 _MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key with the defaults
 
@@ -64,6 +64,9 @@ class TaskSpec:
     citation: str = ""
     notes: list[str] = field(default_factory=list)
     source: str = ""  # the spec file it came from
+    # part of every result key: bump it when an edit changes what the task measures (data, metric,
+    # protocol), so records of the old definition are never shown as current
+    version: int = 1
 
 
 @dataclass
@@ -186,7 +189,8 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
         tasks.append(TaskSpec(name=t["name"], kind=t["kind"], description=_describe(t.get("description", ""), t.get("params", {})), splits=splits,
                               default_splits=default_splits, main_metric=t.get("main_metric", "score"),
                               params=dict(t.get("params", {})), files=files, train=dict(t.get("train", {"source": "self"})),
-                              citation=t.get("citation", ""), notes=list(t.get("notes", [])), source=str(path)))
+                              citation=t.get("citation", ""), notes=list(t.get("notes", [])), source=str(path),
+                              version=_version(t.get("version", 1), where)))
     suites = []
     for i, s in enumerate(raw.get("suite", [])):
         if "name" not in s or "tasks" not in s:
@@ -194,6 +198,12 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
         suites.append(Suite(name=s["name"], tasks=list(s["tasks"]), description=s.get("description", ""),
                             aggregate=s.get("aggregate", "mean"), notes=list(s.get("notes", [])), source=str(path)))
     return tasks, suites
+
+
+def _version(v: Any, where: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{where}: version must be an integer >= 1 (got {v!r}); bump it when an edit changes results.")
+    return v
 
 
 def spec_for_adapter_class(name: str, cls: type) -> TaskSpec:

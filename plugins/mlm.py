@@ -6,7 +6,7 @@ lr, which are the TSDAE paper's (100K, 8, 5e-5). Masking is transformers' own
 per-batch RNG so that a resumed run masks the same tokens."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ class MLMConfig:
     whole_word: bool = False
     pooling: str = "mean"
     grad_accum: int = 1
-    checkpoint_every: int = 1000
+    checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
 def linear_warmup_decay(steps: int, warmup_ratio: float):

@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "embed": ".encoding",
     "TransformerEncoder": ".models",
     "load_encoder": ".models",
+    "register_encoder_loader": ".models",
+    "get_registry": ".registry",
     "make_adapter": ".runner",
     "resolve_model_path": ".models",
     "tiny_bert": ".models",

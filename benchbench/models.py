@@ -15,6 +15,7 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -331,5 +332,27 @@ def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: i
                               name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}", **kw)
 
 
+# encoders that are not transformers (Quick-Thoughts' GRUs) save a folder holding ENCODER_FILE =
+# {"loader": name}; ``register_encoder_loader(name, fn)`` (called by the plugin at import) maps the
+# name to ``fn(path) -> encoder``; load_encoder dispatches on it after loading the plugins.
+ENCODER_FILE = "benchbench_encoder.json"
+_ENCODER_LOADERS: dict[str, "Callable[[Path], Any]"] = {}
+
+
+def register_encoder_loader(name: str, fn: "Callable[[Path], Any]") -> None:
+    _ENCODER_LOADERS[name] = fn
+
+
 def load_encoder(name: str, pooling: str | None = None, **kw) -> TransformerEncoder:
+    marker = Path(name) / ENCODER_FILE
+    if marker.is_file():
+        target = json.loads(marker.read_text()).get("loader", "")
+        if target not in _ENCODER_LOADERS:
+            from .registry import get_registry
+
+            get_registry()  # imports the plugins, which register their loaders
+        if target not in _ENCODER_LOADERS:
+            raise ConfigError(f"Model {name!r}: {ENCODER_FILE} names encoder loader {target!r}, which no installed plugin "
+                              f"registers (known: {sorted(_ENCODER_LOADERS)}); install the plugin that saved it.")
+        return _ENCODER_LOADERS[target](Path(name))
     return TransformerEncoder.load(name, pooling=pooling, **kw)

@@ -485,6 +485,7 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
                          make_optimizer=lambda m: torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=c.lr),
                          desc=f"{method.name}{tag}")
         acc = ctx.accounting
+        acc["sentences"] = acc.get("sentences", 0) + acc.get("examples", 0) * c.batch_size  # an item is a window
         if spec.kind != "transformer":  # 2 towers, training ~ 3x forward, plus the B x B score matrix
             e = f.emb.embedding_dim
             acc["flops"] = acc.get("flops", 0.0) + 3 * (2 * gru_flops(spec, e, acc.get("tokens", 0))
@@ -535,7 +536,7 @@ class MCQT(QT):
 
 def _sum_accounting(ctx: TrainContext, first: dict) -> None:
     """Two models trained one after the other: the record states the totals."""
-    for k in ("seconds", "steps", "examples", "tokens"):
+    for k in ("seconds", "steps", "examples", "tokens"):  # "sentences" and "flops" already accumulate
         if k in first and k in ctx.accounting:
             ctx.accounting[k] = first[k] + ctx.accounting[k]
     ctx.accounting["flops"] = first.get("flops", 0.0) + (ctx.accounting.get("flops", 0.0) - first.get("flops", 0.0))

@@ -33,6 +33,12 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
         configs[r["method"]].add(r.get("config_hash", ""))
     for r in records:
         label = r["method"] if len(configs[r["method"]]) == 1 else f"{r['method']} [{r.get('config_hash', '')}]"
+        if r.get("scored_by") == "cross":
+            label += " (cross-encoder)"
+        if r.get("transductive"):  # trained on the evaluation task's own unlabelled pairs: never silent
+            label += " [TRANSDUCTIVE]"
+            task_notes.append("[TRANSDUCTIVE]: trained on the evaluated tasks' own unlabelled pairs (test pairs "
+                              "included, labels never read), as Trans-Encoder; not comparable with inductive rows")
         row = (label, r["model"], r.get("setup", "unsupervised"), r.get("config_hash", ""))
         score, partial = main_score(r, split)
         if score is None:

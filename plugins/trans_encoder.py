@@ -262,6 +262,7 @@ class TransEncoderConfig:
     dev_max_pairs: int | None = 1000  # dev pairs scored per checkpoint (the first N of the dev split)
     select: bool = True  # false: keep the last checkpoint (no dev labels read at all)
     score_batch_size: int = 128
+    eval_full_length: bool = True  # the returned encoders keep the start's max length (fair vs the start)
 
 
 @dataclass
@@ -278,7 +279,9 @@ class _Track:
 
     def __init__(self, name: str, start: str, plm: str, c: TransEncoderConfig, seed: int, device: torch.device):
         self.name = name
-        self.bi = load_encoder(start, pooling=c.pooling, max_seq_length=c.bi_max_length).to(device)
+        self.bi = load_encoder(start, pooling=c.pooling).to(device)
+        self.eval_max_length = self.bi.max_seq_length  # the start's own limit: what the result is evaluated with
+        self.bi.max_seq_length = c.bi_max_length  # training and labelling: the paper's 32 / 64 tokens
         self.bi.pooling = c.pooling
         self.start_state = copy.deepcopy(self.bi.model.state_dict())
         plm_enc = self.bi if plm == start else load_encoder(plm, pooling=c.pooling)
@@ -427,7 +430,8 @@ class TransEncoder(Method):
         bi_epochs = c.bi_epochs if c.bi_epochs is not None else (10 if sts_like else 15)
         if c.max_pairs and len(pairs) > c.max_pairs:
             pairs = random.Random(ctx.seed).sample(pairs, c.max_pairs)
-        both = (c.both_orders == "auto" and not str(ctx.task or "").startswith("qnli")) or c.both_orders in ("true", "1", "yes")
+        asymmetric = not pool.startswith("sts-all") and str(ctx.task or "").startswith("qnli")  # question vs answer
+        both = (c.both_orders == "auto" and not asymmetric) or c.both_orders in ("true", "1", "yes")
         device = torch.device(ctx.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dev = self._dev(ctx, pool)
         tracks = [_Track(label, start, plm, c, ctx.seed, device) for label, start, plm in self._tracks(ctx)]
@@ -463,6 +467,8 @@ class TransEncoder(Method):
             acc.setdefault("labels", []).append({"cycle": cycle, "bi_label_mean": float(np.mean(bi_labels)),
                                                  "cross_label_mean": float(np.mean(cross_labels))})
         for t in tracks:  # the best checkpoint of each kind over all cycles
+            if c.eval_full_length:  # evaluated like the start (its own max length), not truncated to 32/64
+                t.bi.max_seq_length = t.cross.max_length = t.eval_max_length
             for kind in ("bi", "cross"):
                 score, state, where = t.best[kind]
                 if state is not None:

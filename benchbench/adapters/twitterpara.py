@@ -106,6 +106,10 @@ class TwitterParaAdapter(TaskAdapter):
                           details={"similarity": how, "aggregation": "mean of TURL and PIT-2015",
                                    "ap_labels": "label 3 dropped, > 3 paraphrase", "spearman_gold": "label x 20, all pairs"})
 
+    def train_pairs(self) -> list[tuple[str, str]] | None:
+        """Trans-Encoder (transductive): the test pairs of TURL and PIT, labels never read."""
+        return list(dict.fromkeys((x, y) for s1, s2, _ in self.load("test").values() for x, y in zip(s1, s2)))
+
     # ---- unsupervised training sentences ------------------------------------------------------
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/twitter/unsupervised/train.txt")

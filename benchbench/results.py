@@ -100,6 +100,14 @@ class ResultStore:
 
         return hold(self.root / ".locks" / key.relpath().with_suffix(".lock"), f"result {key.relpath()}")
 
+    def clean_stale(self, key: ResultKey) -> None:
+        """Remove temp files a killed writer of ``key`` left behind. Call only while holding
+        ``lock(key)``: then no live writer of this key exists."""
+        path = self.path(key)
+        if path.parent.is_dir():
+            for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+                tmp.unlink(missing_ok=True)
+
     def write(self, record: dict[str, Any]) -> Path:
         key = key_of(record)
         path = self.path(key)
@@ -107,9 +115,12 @@ class ResultStore:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(record, f, indent=1, sort_keys=True, default=_json_default)
+                json.dump(record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False)  # NaN is not JSON
                 f.flush()
                 os.fsync(f.fileno())
+            umask = os.umask(0o022)
+            os.umask(umask)  # mkstemp makes 0600: records are as readable as any file the user writes
+            os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

@@ -141,6 +141,7 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                     continue
             if rank == 0:
                 held.enter_context(store.lock(key))  # until this key's record is written
+                store.clean_stale(key)
             existing = store.load(key) if store.exists(key) else None
             if existing is not None:  # evaluate only what the record lacks (all asked for with --force/--retrain)
                 stored = list(existing.get("splits", {}))
@@ -183,7 +184,8 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                 encoder = shared_encoder
                 train_info = None
             embedder = Embedder(_scoring_encoder(encoder, opts.score, opts.method), cache=cache,
-                                batch_size=opts.encode_batch_size, progress=opts.progress)
+                                batch_size=opts.encode_batch_size, progress=opts.progress,
+                                owner=f"method {opts.method!r} (plugin {plugin!r})")
             t1 = time.perf_counter()
             split_results = {}
             for s in splits:

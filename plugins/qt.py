@@ -32,7 +32,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -446,7 +446,7 @@ class QTConfig:
     epochs: float = 1.0
     steps: int | None = None  # overrides epochs; 0 = the untrained encoder
     test_vector: str = "fg"  # fg: [f; g] (paper); f: f only (the efficiency experiment)
-    checkpoint_every: int = 1000
+    checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
 def _spec(c: QTConfig, **over) -> TowerSpec:
@@ -553,7 +553,7 @@ class SkipThoughtConfig:
     lr: float = 5e-4
     epochs: float = 1.0
     steps: int | None = None
-    checkpoint_every: int = 1000
+    checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
 class SkipThought(Method):

@@ -9,6 +9,7 @@ To keep it fast, one "server" process imports torch/transformers/benchbench once
 per segment (the server itself never computes, so the children start clean)."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -184,6 +185,6 @@ def test_kill_minus_9_drill(tmp_path):
             last_pid = pid
         segs[-1].append(int(step))
     assert segs[0][0] == 1 and max(segs[-1]) == STEPS
-    redone = [a[-1] - (b[0] - 1) for a, b in zip(segs, segs[1:])]
+    redone = [a[-1] - (b[0] - 1) for a, b in itertools.pairwise(segs)]
     assert all(0 <= r <= CKPT_EVERY for r in redone), redone
     assert len(segs) >= 7  # the training was really cut many times

@@ -86,7 +86,7 @@ def test_four_processes_one_output_one_cache(tmp_path):
     recs = [p for p in (tmp_path / "out").rglob("*.json") if "runs" not in p.parts]
     parsed = [json.loads(p.read_text()) for p in recs]  # none torn
     assert sorted((r["task"], r["seed"]) for r in parsed) == [("sts-mini", 1), ("sts-mini", 2), ("sts-twin", 1), ("sts-twin", 2)]
-    assert not [p for p in (tmp_path / "out").rglob("*.tmp")]
+    assert not list((tmp_path / "out").rglob("*.tmp"))
     # every process printed the same 4 records (evaluated itself or read back after waiting)
     for i in range(4):
         text = (tmp_path / f"proc{i}.out").read_text()

@@ -10,13 +10,12 @@ import sys
 import textwrap
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.errors import ConfigError, DataError
 from benchbench.results import ResultKey, ResultStore
-
-from helpers import FIXTURES
 
 PLUGIN = f'''
 from pathlib import Path

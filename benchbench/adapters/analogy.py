@@ -94,7 +94,7 @@ class AnalogyAdapter(TaskAdapter):
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         self.check_split(split)
         tuples, pool = self.load()
-        vecs = model.encode(pool)
+        vecs = model.embed(pool, desc=f"{self.name} pool")
         acc = analogy_accuracy(dict(zip(pool, vecs)), pool, tuples)
         subsets = {k: {"acc": v} for k, v in acc.items() if k != "__all__"}
         return TaskResult(main_metric=self.spec.main_metric, scores={"acc": acc["__all__"]}, subsets=subsets,

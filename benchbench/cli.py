@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--format", default="github")
     t.add_argument("--method", default=None, help="comma list of methods to include")
     t.add_argument("--no-provenance", action="store_true")
+    nb = sub.add_parser("neighbours", help="nearest sentences of a text corpus to query sentences under a trained encoder (faiss)")
+    nb.add_argument("--model", required=True, help="a saved encoder folder (e.g. a run's encoder/) or a model name")
+    nb.add_argument("--corpus", required=True, help="text file or folder (one sentence a line, or running text)")
+    nb.add_argument("--query", action="append", required=True, help="query sentence; repeat for several")
+    nb.add_argument("-k", type=int, default=5)
+    nb.add_argument("--batch-size", type=int, default=1024, help="sentences encoded at a time (the corpus is streamed)")
+    t.add_argument("--columns", default=None, help="comma list of record fields shown as extra columns, e.g. "
+                   "train.seconds,train.flops,train.tokens (training cost)")
     return p
 
 
@@ -179,10 +187,48 @@ def cmd_table(args) -> int:
     if args.method:
         records = [r for r in records if r["method"] in args.method.split(",")]
     records = [r for r in records if r["task"] in tasks]
-    headers, rows, notes = summarise(records, tasks, suites, split=args.split)
+    headers, rows, notes = summarise(records, tasks, suites, split=args.split,
+                                     columns=[c.strip() for c in args.columns.split(",")] if args.columns else None)
     print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
     if not args.no_provenance:
-        print("\nHow these numbers were produced:\n" + "\n".join(provenance(records)))
+        from .escaping import escape_text
+
+        print("\n" + escape_text("How these numbers were produced:", args.format) + "\n"
+              + "\n".join(escape_text(line, args.format) for line in provenance(records)))
+    return 0
+
+
+def cmd_neighbours(args) -> int:
+    """Cosine nearest neighbours (QT paper Table 5 style): the corpus is streamed through the encoder
+    in batches into an exact faiss inner-product index of normalised vectors."""
+    import faiss
+    import numpy as np
+
+    from .data import DataStore
+    from .models import load_encoder
+    from .ordered import load_ordered
+
+    enc = load_encoder(args.model)
+    sentences = load_ordered(DataStore(), args.corpus).sentences
+
+    def unit(texts: list[str]) -> np.ndarray:
+        v = np.asarray(enc.encode(texts), dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    index = None
+    for a in range(0, len(sentences), args.batch_size):
+        v = unit(sentences[a:a + args.batch_size])
+        if index is None:
+            index = faiss.IndexFlatIP(v.shape[1])
+        index.add(v)
+    if index is None:
+        print(f"benchbench: error: --corpus {args.corpus} holds no sentences.", file=sys.stderr)
+        return 2
+    scores, ids = index.search(unit(args.query), min(args.k, index.ntotal))
+    for q, row, sc in zip(args.query, ids, scores):
+        print(f"query: {q}")
+        for j, c in zip(row, sc):
+            print(f"  {c:.4f}  {sentences[int(j)]}")
     return 0
 
 
@@ -199,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001
             pass
     try:
-        return {"run": cmd_run, "list": cmd_list, "plugins": cmd_plugins, "table": cmd_table}[args.cmd](args)
+        return {"run": cmd_run, "list": cmd_list, "plugins": cmd_plugins, "table": cmd_table,
+                "neighbours": cmd_neighbours}[args.cmd](args)
     except BenchbenchError as e:
         print(f"benchbench: error: {e}", file=sys.stderr)
         return 2

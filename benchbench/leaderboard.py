@@ -8,6 +8,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .escaping import escape_cells, escape_text, table_format
+
 
 def main_score(record: dict[str, Any], split: str) -> tuple[float | None, bool]:
     res = record["splits"].get(split)
@@ -17,13 +19,17 @@ def main_score(record: dict[str, Any], split: str) -> tuple[float | None, bool]:
 
 
 def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[str, list[str]] | None = None,
-              split: str = "test", missing: dict[str, list[str]] | None = None) -> tuple[list[str], list[list[Any]], list[str]]:
+              split: str = "test", missing: dict[str, list[str]] | None = None,
+              columns: list[str] | None = None) -> tuple[list[str], list[list[Any]], list[str]]:
     """Headers, rows and footnotes. Scores are averaged over seeds (with their std when >1 seed).
-    A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent."""
+    A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent.
+    ``columns``: dotted record fields (``train.seconds``, ``train.flops``) added as columns, the mean
+    over the row's records (the training cost of a method, for claims like QT's)."""
     suites = suites or {}
     missing = missing or {}
     records = list(records)
     by_row: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    extra: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     partial_cells: set[tuple[tuple[str, str, str, str], str]] = set()
     task_notes: list[str] = []
     # only seeds of ONE configuration are averaged: a method run with two configs gives two rows,
@@ -44,10 +50,14 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
         if score is None:
             continue
         by_row[row][r["task"]].append(score)
+        for col in columns or []:
+            val = _field(r, col)
+            if isinstance(val, (int, float)) and not isinstance(val, bool):
+                extra[row][col].append(float(val))
         if partial:
             partial_cells.add((row, r["task"]))
         task_notes.extend(f"{r['task']}: {n}" for n in r["splits"][split].get("notes", []))  # e.g. which subsets are missing
-    headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites]
+    headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + list(columns or [])
     rows, notes = [], []
     seeds_seen = max((len(v) for cols in by_row.values() for v in cols.values()), default=1)
     for row, cols in sorted(by_row.items()):
@@ -71,6 +81,7 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
                 notes.append(f"* {s} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
                              f"(missing or partial: {', '.join(incomplete)})")
             line.append(cell)
+        line.extend(f"{mean(extra[row][c]):.4g}" if extra[row][c] else "" for c in columns or [])
         rows.append(line)
     notes.extend(task_notes)
     for t, files in missing.items():
@@ -80,10 +91,21 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
     return headers, rows, notes
 
 
+def _field(record: dict[str, Any], dotted: str) -> Any:
+    cur: Any = record
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
 def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str = "github", title: str = "") -> str:
-    out = (f"{title}\n" if title else "") + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    """The table in ``fmt``; names come from records and plugins, so everything is escaped for the
+    format (``benchbench.escaping``): HTML cells, title and footnotes; Markdown cells (a ``|``)."""
+    table = tabulate(escape_cells(rows, fmt), headers=escape_cells([headers], fmt)[0], tablefmt=table_format(fmt),
+                     disable_numparse=True)
+    out = (f"{escape_text(title, fmt)}\n" if title else "") + table
     if notes:
-        out += "\n" + "\n".join(dict.fromkeys(notes))
+        out += "\n" + "\n".join(escape_text(n, fmt) for n in dict.fromkeys(notes))
     return out
 
 

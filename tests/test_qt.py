@@ -181,3 +181,27 @@ def test_accounting_states_flops_tokens_and_sentences(tmp_path):
     assert a["examples"] == 2 and a["steps"] == 2 and a["sentences"] == 20  # loop items are windows ...
     assert a["tokens"] == 2 * 10 * 4  # ... of 10 sentences of 4 tokens each
     assert a["flops"] > 2 * 3 * (2 * 3 * (4 * 8 + 8 * 8)) * a["tokens"] * 0.99
+
+
+def test_neighbours_command_finds_the_sentence_itself_first(tmp_path, tmp_cache, capsys):
+    from benchbench.cli import main
+
+    corpus = [f"Line {i} talks about {w} ." for i, w in enumerate(["cats", "dogs", "ships", "rain", "tea"] * 8)]
+    enc = qt.QT(qt.QTConfig(encoder="bow", emb_dim=8, vocab_size=100, batch_size=10, steps=1)).train(corpus, _ctx(tmp_path))
+    enc.save(tmp_path / "enc")
+    f = tmp_path / "corpus.txt"
+    f.write_text("\n".join(corpus) + "\n")
+    assert main(["neighbours", "--model", str(tmp_path / "enc"), "--corpus", str(f), "--query", corpus[7],
+                 "-k", "3", "--batch-size", "7"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"query: {corpus[7]}" and len(out) == 4
+    assert out[1].split("  ", 2)[2] == corpus[7] and out[1].strip().startswith("1.0000")
+
+
+def test_table_columns_show_training_cost():
+    from benchbench.leaderboard import summarise
+
+    rec = {"method": "qt", "model": "-", "task": "mr", "config_hash": "x", "train": {"seconds": 12.0, "flops": 3e12},
+           "splits": {"test": {"main_score": 70.0, "scores": {"acc": 70.0}, "main_metric": "acc"}}}
+    headers, rows, _ = summarise([rec], ["mr"], columns=["train.seconds", "train.flops"])
+    assert headers[-2:] == ["train.seconds", "train.flops"] and rows[0][-2:] == ["12", "3e+12"]

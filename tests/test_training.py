@@ -2,6 +2,7 @@
 after the process is killed."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -157,3 +158,91 @@ def test_learning_curve_survives_a_resume_and_needs_an_encoder(tmp_path):
     plain.monitor, plain.monitor_every = watch, 2
     with pytest.raises(ConfigError, match="no encoder to monitor"):
         train_loop(LinearObjective(), items, plain, LoopConfig(steps=2, batch_size=2, checkpoint_every=0), _sgd)
+
+
+class NoisyLinear(LinearObjective):
+    """Draws from the torch RNG in forward (like dropout), so a resume is exact only if the RNG state is."""
+
+    def forward(self, x, y):
+        noise = torch.randn_like(y) * 0.1
+        return ((x @ self.w - y - noise) ** 2).mean()
+
+
+def test_checkpoints_hold_no_pickle_and_resume_without_unpickling(tmp_path, monkeypatch):
+    import pickle
+
+    items = [i / 10 for i in range(20)]
+    torch.manual_seed(0)  # what a method's seed_everything does before it builds the objective
+    full = train_loop(NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd)
+    ctx = _ctx(tmp_path / "part")
+    # a run that kept its last checkpoint (step 3 of 6), then resumed with the same fingerprint
+    torch.manual_seed(0)
+    train_loop(NoisyLinear(), items, ctx, LoopConfig(steps=6, batch_size=2, checkpoint_every=3, keep_checkpoints=True), _sgd,
+               fingerprint="f")
+    (ckpt,) = ctx.checkpoint_dir.glob("step-*")
+    assert {p.suffix for p in ckpt.iterdir()} == {".safetensors", ".json"}  # no .pkl / .bin / .pt
+    meta = json.loads((ckpt / "benchbench_state.json").read_text())
+    assert meta["format"] == 2 and set(meta["files"]) >= {"model.safetensors", "optimizer.json", "rng-0.json"}
+
+    def no_unpickling(*a, **k):
+        raise AssertionError("a checkpoint was unpickled")
+
+    monkeypatch.setattr(pickle, "load", no_unpickling)
+    monkeypatch.setattr(pickle, "loads", no_unpickling)
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    resumed_ctx = _ctx(tmp_path / "part")
+    torch.manual_seed(123)  # the resumed run's RNG comes from the checkpoint, not from here
+    resumed = train_loop(NoisyLinear(), items, resumed_ctx, LoopConfig(steps=6, batch_size=2, checkpoint_every=3), _sgd,
+                         fingerprint="f")
+    assert resumed_ctx.accounting["resumed_from_steps"] == [3]
+    assert torch.equal(resumed.w, full.w)
+
+
+def test_a_damaged_rng_state_is_a_loud_warning_with_an_exact_fallback(tmp_path, caplog):
+    items = [i / 10 for i in range(20)]
+    torch.manual_seed(0)  # what a method's seed_everything does before it builds the objective
+    full = train_loop(NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd)
+    ctx = _ctx(tmp_path / "part")
+    loop = LoopConfig(steps=6, batch_size=2, checkpoint_every=3, keep_checkpoints=True)
+    torch.manual_seed(0)
+    train_loop(NoisyLinear(), items, ctx, loop, _sgd, fingerprint="g")
+    (ckpt,) = ctx.checkpoint_dir.glob("step-*")
+    rng = json.loads((ckpt / "rng-0.json").read_text())
+    rng["__map__"]["python"]["__tuple__"][1]["__tuple__"][5] += 1  # one word of the Python RNG state changed
+    (ckpt / "rng-0.json").write_text(json.dumps(rng))
+    with caplog.at_level("WARNING"):
+        ctx2 = _ctx(tmp_path / "part")
+        torch.manual_seed(0)
+        again = train_loop(NoisyLinear(), items, ctx2, loop, _sgd, fingerprint="g")
+    assert "NOT resuming from checkpoint" in caplog.text and "rng-0.json does not match its checksum" in caplog.text
+    assert ctx2.accounting["resumed_from_steps"] == []  # started over: exact
+    assert torch.equal(again.w, full.w)
+
+
+def test_checkpoints_by_wall_time_and_kept_until_the_encoder_is_complete(tmp_path):
+    items = [i / 10 for i in range(20)]
+    ctx = _ctx(tmp_path / "t")
+    ctx.defer_checkpoint_cleanup = True  # as the runner sets it
+    steps_seen = []
+
+    def spy(state):
+        steps_seen.append(sorted(p.name for p in ctx.checkpoint_dir.glob("step-*")))
+
+    train_loop(LinearObjective(), items, ctx, LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=1e-9),
+               _sgd, fingerprint="t", on_step=spy)
+    assert steps_seen[1] == ["step-000000002"]  # time-based: every step here, with no step interval at all
+    assert [p.name for p in ctx.checkpoint_dir.glob("step-*")] == ["step-000000004"]  # a last one, kept for the runner
+    none = _ctx(tmp_path / "n")
+    train_loop(LinearObjective(), items, none, LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=0),
+               _sgd, fingerprint="t")
+    assert not list(none.checkpoint_dir.glob("step-*"))
+
+
+def test_speed_knobs_do_not_change_the_run_fingerprint(tmp_path):
+    items = [i / 10 for i in range(20)]
+    ctx = _ctx(tmp_path)
+    train_loop(LinearObjective(), items, ctx, LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True), _sgd)
+    ctx3 = _ctx(tmp_path)  # another checkpoint interval, log interval and time interval: the same run, resumed
+    train_loop(LinearObjective(), items, ctx3, LoopConfig(steps=4, batch_size=2, checkpoint_every=3, log_every=1,
+                                                          checkpoint_minutes=0), _sgd)
+    assert ctx3.accounting["resumed_from_steps"] == [2]

@@ -205,3 +205,16 @@ def test_table_columns_show_training_cost():
            "splits": {"test": {"main_score": 70.0, "scores": {"acc": 70.0}, "main_metric": "acc"}}}
     headers, rows, _ = summarise([rec], ["mr"], columns=["train.seconds", "train.flops"])
     assert headers[-2:] == ["train.seconds", "train.flops"] and rows[0][-2:] == ["12", "3e+12"]
+
+
+def test_transformer_towers_are_two_copies_and_round_trip(tmp_path):
+    sents = [f"sentence {i} about topic {i % 7} ." for i in range(40)]
+    ctx = TrainContext(model="tiny-bert", seed=0, output_dir=tmp_path / "r", progress=False)
+    enc = qt.QT(qt.QTConfig(encoder="transformer", batch_size=10, steps=2, max_tokens=32)).train(sents, ctx)
+    f, g = enc.pairs[0]
+    assert isinstance(f, qt.TransformerTower) and f.enc is not g.enc
+    assert {p.data_ptr() for p in f.parameters()}.isdisjoint({p.data_ptr() for p in g.parameters()})
+    v = enc.encode(sents[:3])
+    enc.save(tmp_path / "e")
+    np.testing.assert_allclose(load_encoder(str(tmp_path / "e")).encode(sents[:3]), v, atol=1e-6)
+    assert v.shape == (3, 64)

@@ -167,6 +167,10 @@ def cmd_plugins(args) -> int:
         print(f"{plugin}:")
         for it in items:
             print(f"  {it}")
+    for plugin, why in reg.broken.items():  # listed, not fatal: the other plugins still work
+        print(f"{plugin}: BROKEN: {why}")
+    for plugin in reg.disabled:
+        print(f"{plugin}: disabled (BENCHBENCH_DISABLE_PLUGINS)")
     return 0
 
 

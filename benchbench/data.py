@@ -49,6 +49,106 @@ def read_bytes(path) -> bytes:
         raise DataError(f"{path}: not a readable gzip file ({e})") from e
 
 
+def _decode_error_line(path, encoding: str) -> tuple[int, str] | None:
+    """(line number, reason) of the first byte of ``path`` that ``encoding`` cannot decode."""
+    try:
+        raw = read_bytes(path)
+        raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        return raw.count(b"\n", 0, e.start) + 1, f"byte {raw[e.start:e.start + 1]!r} is not valid {encoding}"
+    except (OSError, DataError):
+        return None
+    return None
+
+
+def bad_line(path, line: int | None, error: BaseException, expected: str = "") -> DataError:
+    """The ``DataError`` for a task file that does not parse: file and line, what was wrong and,
+    when given, what a line should look like. Readers wrap their parse loop in
+    ``except PARSE_ERRORS as e: raise bad_line(path, lineno, e, ...) from e`` so that a malformed
+    file never surfaces as a bare ``ValueError``/``IndexError`` without its name and line."""
+    if isinstance(error, UnicodeDecodeError):
+        found = _decode_error_line(path, error.encoding or "utf-8")
+        if found is not None:
+            line, why = found
+        else:
+            why = str(error)
+    elif isinstance(error, IndexError):
+        why = "too few columns"
+    elif isinstance(error, KeyError):
+        why = f"missing field {error}"
+    else:
+        why = str(error) or type(error).__name__
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    hint = f"; expected {expected}" if expected else ""
+    return DataError(f"{where}: cannot parse ({why}){hint}. Is it the published file, unmodified?")
+
+
+# what a parse loop over a task file may raise on a malformed line (UnicodeDecodeError is a ValueError)
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError)
+
+
+def parse_score(text: str) -> float:
+    """A gold score: a finite number (``nan``/``inf`` would make every correlation NaN)."""
+    import math
+
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"score {text.strip()!r} is not a finite number")
+    return v
+
+
+def read_text(path, encoding: str = "utf-8") -> str:
+    """A task file's text (gunzipped when .gz); a byte the encoding cannot decode is a ``DataError``
+    naming the file and line, not a bare ``UnicodeDecodeError``."""
+    try:
+        raw = read_bytes(path)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from e
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise DataError(f"{path}:{line}: byte {raw[e.start:e.start + 1]!r} is not valid {encoding}. "
+                        f"Is it the published file, unmodified?") from e
+
+
+def read_lines(path, encoding: str = "utf-8", universal: bool = False) -> list[str]:
+    """The file's lines without line ends: ``str.splitlines()`` (which also splits at form feeds,
+    U+2028 and the like), or with ``universal`` only at \\n, \\r\\n and \\r, exactly as iterating
+    over ``open(path)`` does (readers that did that keep their exact rows)."""
+    text = read_text(path, encoding)
+    if not universal:
+        return text.splitlines()
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def ensure_writable_dir(path: str | Path, what: str) -> Path:
+    """Create ``path`` if needed and prove it writable (a real temp file, then removed), before
+    any training or evaluation: a read-only or full output disk is an error up front, not a
+    traceback after an hour of work. ``what`` names the option it came from."""
+    import errno
+
+    p = Path(path).expanduser()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p, prefix=".writable-", suffix=".tmp")
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DataError(f"{what}: no space left on the device holding {p}. Free space there (old run folders, "
+                            f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another folder.") from e
+        raise DataError(f"{what}: {p} is not a writable folder ({e.strerror or e}). Choose a writable folder "
+                        f"or fix its permissions.") from e
+    return p
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -7,6 +7,8 @@ fingerprint and a hash of each text, so a second evaluation of the same encoder 
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -17,7 +19,63 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .errors import PluginError
+
 log = logging.getLogger(__name__)
+
+
+class EncoderOutputError(PluginError, ValueError):
+    """An encoder returned vectors that are not a finite float (n, d) array. It names the method
+    (plugin) whose encoder it is, never the task being evaluated, and the first text at fault."""
+
+
+def _describe_owner(encoder: object, owner: str | None) -> str:
+    return owner or f"encoder {type(encoder).__module__}.{type(encoder).__qualname__}"
+
+
+def _clip(text: str, n: int = 80) -> str:
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
+def check_encoder_output(out: object, batch: list[str], encoder: object, owner: str | None = None,
+                         dim: int | None = None) -> np.ndarray:
+    """The encoder's output as float32 (n, d), or an ``EncoderOutputError``. Checked right after
+    ``encode`` so that NaN/Inf or a wrong shape is never cached, stored or scored (a NaN score
+    would otherwise end up as invalid JSON in the record)."""
+    who = f"{_describe_owner(encoder, owner)}: {type(encoder).__name__}.encode"
+    try:
+        arr = np.asarray(out)
+    except Exception as e:  # noqa: BLE001 - anything array-like is accepted, nothing else
+        raise EncoderOutputError(f"{who} returned {type(out).__name__}, not an array ({e}); "
+                                 f"first text of the batch: {_clip(batch[0])}") from e
+    if arr.dtype.kind not in "fiub":
+        raise EncoderOutputError(f"{who} returned dtype {arr.dtype}; expected a real float array "
+                                 f"(float32). First text of the batch: {_clip(batch[0])}")
+    if arr.ndim != 2 or arr.shape[0] != len(batch) or arr.shape[1] == 0:
+        raise EncoderOutputError(f"{who} returned shape {arr.shape} for {len(batch)} texts; expected "
+                                 f"({len(batch)}, d). First text of the batch: {_clip(batch[0])}")
+    if dim is not None and arr.shape[1] != dim:
+        raise EncoderOutputError(f"{who} changed dimension ({arr.shape[1]} vs {dim}) between batches; "
+                                 f"its fingerprint is not unique to its weights. First text: {_clip(batch[0])}")
+    arr = np.asarray(arr, dtype=np.float32)
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise EncoderOutputError(f"{who} returned a non-finite vector (NaN or Inf) for text {_clip(batch[i])} "
+                                 f"({int((~finite).sum())} of {len(batch)} in the batch); nothing was cached or stored. "
+                                 f"Fix the method (e.g. a diverged training run, lower the learning rate).")
+    return arr
+
+
+def disk_error_message(e: OSError, path: str | Path, what: str) -> str:
+    """A write failure in words a user can act on: the path, and for a full disk, what to free."""
+    if e.errno == errno.ENOSPC:
+        return (f"no space left on the device holding {path} while writing {what}. Free space there (e.g. delete "
+                f"old embedding caches under {default_cache_dir()}, or stale run folders), or point the output/"
+                f"cache elsewhere (--output, BENCHBENCH_CACHE).")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{path} is not writable ({e.strerror}) while writing {what}; choose a writable folder."
+    return f"writing {what} to {path} failed: {e}"
 
 
 @runtime_checkable
@@ -132,16 +190,26 @@ class EmbeddingCache:
         index = self._load(fingerprint)
         d = self._dir(fingerprint)
         d.mkdir(parents=True, exist_ok=True)
+        # a unique name per writer (pid + random): concurrent writers of one fingerprint never share a file
         shard = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         karr = np.array(list(keys), dtype="S16")
         varr = np.ascontiguousarray(vecs, dtype=np.float32)
-        for suffix, arr in ((".vecs.npy", varr), (".keys.npy", karr)):
-            tmp = d / f".{shard}{suffix}.tmp"
-            with open(tmp, "wb") as f:
-                np.save(f, arr)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, d / f"{shard}{suffix}")
+        written: list[Path] = []
+        try:
+            for suffix, arr in ((".vecs.npy", varr), (".keys.npy", karr)):
+                tmp = d / f".{shard}{suffix}.tmp"
+                written.append(tmp)
+                with open(tmp, "wb") as f:
+                    np.save(f, arr)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, d / f"{shard}{suffix}")  # atomic: readers see a whole file or none
+                written[-1] = d / f"{shard}{suffix}"
+        except BaseException:
+            for f in written:  # a full disk must not stay full of our partial shard
+                with contextlib.suppress(OSError):
+                    f.unlink()
+            raise
         sid = len(self._shards[fingerprint])
         self._shards[fingerprint].append(varr)
         for row, k in enumerate(keys):
@@ -168,8 +236,11 @@ def embed(
     progress: bool | None = None,
     normalize: bool | None = None,
     desc: str = "encoding",
+    owner: str | None = None,
 ) -> np.ndarray:
-    """Vectors for ``texts`` in input order, encoding each distinct text at most once (ever, with a cache)."""
+    """Vectors for ``texts`` in input order, encoding each distinct text at most once (ever, with a cache).
+    ``owner`` names the method/plugin the encoder belongs to, for errors about its output. A cache
+    write that fails (full or read-only disk) is a warning: the run goes on uncached."""
     from tqdm.auto import tqdm
 
     texts = list(texts)
@@ -215,9 +286,14 @@ def embed(
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
             for s in range(0, len(order), bs):
                 batch = uniq[s : s + bs] if order_list is None else [uniq[i] for i in order_list[s : s + bs]]
-                out = np.asarray(encoder.encode(batch), dtype=np.float32)
-                if out.ndim != 2 or out.shape[0] != len(batch):
-                    raise ValueError(f"encoder {type(encoder).__name__}.encode returned shape {out.shape} for {len(batch)} texts; expected ({len(batch)}, d)")
+                try:
+                    raw = encoder.encode(batch)
+                except PluginError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - the method's encoder failed, not the task
+                    raise PluginError(f"{_describe_owner(encoder, owner)}: encode() raised {type(e).__name__}: {e} "
+                                      f"(first text of the batch: {_clip(batch[0])})") from e
+                out = check_encoder_output(raw, batch, encoder, owner, None if vectors is None else vectors.shape[1])
                 if vectors is None and len(batch) == len(uniq) and in_order and out.flags.owndata and out.flags.writeable:
                     vectors = out  # one batch in input order (a lookup): the encoder's fresh array is the result
                 elif vectors is None:
@@ -234,7 +310,12 @@ def embed(
                 done = s + len(batch)
                 if cache is not None and fp and (done - flushed >= FLUSH_EVERY or done == len(order)):
                     rows = order[flushed:done]
-                    cache.put(fp, [keys[i] for i in rows.tolist()], vectors[rows])
+                    try:
+                        cache.put(fp, [keys[i] for i in rows.tolist()], vectors[rows])
+                    except OSError as e:  # the cache is an optimisation: never the reason a run fails
+                        log.warning("embedding cache: %s; going on without the cache",
+                                    disk_error_message(e, cache.root, "embedding-cache shards"))
+                        cache = None
                     flushed = done
     assert vectors is not None
     out = vectors if inverse is None else vectors[inverse]
@@ -248,8 +329,9 @@ class Embedder:
     (cosine of the vectors, or the method's own cross-encoder when it has one)."""
 
     def __init__(self, encoder: Encoder, cache: EmbeddingCache | None = None, batch_size: int | None = None,
-                 progress: bool | None = None):
+                 progress: bool | None = None, owner: str | None = None):
         self.encoder = encoder
+        self.owner = owner  # "method X (plugin P)": named in errors about the encoder's output
         self.cache = cache
         self.batch_size = batch_size
         self.progress = progress
@@ -265,7 +347,8 @@ class Embedder:
     def embed(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
         """(n, d) float32 vectors in input order, in a new array the caller owns (it may be modified
         in place: the adapters normalise corpus blocks that way)."""
-        return embed(self.encoder, texts, cache=self.cache, batch_size=self.batch_size, progress=self.progress, desc=desc)
+        return embed(self.encoder, texts, cache=self.cache, batch_size=self.batch_size, progress=self.progress, desc=desc,
+                     owner=self.owner)
 
     def cosine_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         v = self.embed(list(a) + list(b))  # one call: shared sentences are encoded once
@@ -273,7 +356,13 @@ class Embedder:
 
     def score_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         if self.has_cross_encoder:
-            return np.asarray(self.encoder.score_pairs(list(a), list(b)), dtype=np.float64)  # type: ignore[attr-defined]
+            scores = np.asarray(self.encoder.score_pairs(list(a), list(b)), dtype=np.float64)  # type: ignore[attr-defined]
+            if scores.shape != (len(a),) or not np.isfinite(scores).all():
+                bad = next((i for i, v in enumerate(np.ravel(scores)) if not np.isfinite(v)), 0)
+                raise EncoderOutputError(f"{_describe_owner(self.encoder, self.owner)}: score_pairs() returned shape "
+                                         f"{scores.shape} for {len(a)} pairs or a non-finite score (first pair at "
+                                         f"fault: {_clip(list(a)[bad] if len(a) else '')}).")
+            return scores
         return self.cosine_pairs(a, b)
 
 

@@ -37,5 +37,14 @@ def benchbench_register_taggers(register):
 
 
 @hookspec
+def benchbench_register_loaders(register):
+    """Register model-folder loaders: ``register(name, fn(encoder, path) -> encoder)``. A saved model
+    whose head sentence-transformers cannot express writes ``{"loader": name}`` to
+    ``benchbench_wrapper.json``; loading the folder calls the loader registered under that name.
+    Only registered names are honoured, so a downloaded model folder cannot make benchbench
+    import or call anything else."""
+
+
+@hookspec
 def benchbench_result_recorded(result):
     """Observe every result record just after it is written (exporters, loggers)."""

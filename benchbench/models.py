@@ -288,20 +288,21 @@ WRAPPER_FILE = "benchbench_wrapper.json"
 
 def _apply_wrapper(encoder: "TransformerEncoder", path: Path) -> "TransformerEncoder":
     """A saved encoder with a head sentence-transformers cannot express (BERT-flow's flow) names, in
-    ``benchbench_wrapper.json``, the classmethod that rebuilds it: ``{"loader": "module:Class.method"}``
-    called as ``method(encoder, path)``. Without that file the encoder is returned as is."""
+    ``benchbench_wrapper.json``, the loader that rebuilds it: ``{"loader": name}``, a name a plugin
+    registered with ``benchbench_register_loaders`` (or, for folders saved earlier, a plugin class's
+    ``"module:Class.classmethod"``), called as ``loader(encoder, path)``. Nothing else is imported or
+    called (``Registry.wrapper_loader``). Without that file the encoder is returned as is."""
     f = path / WRAPPER_FILE
     if not f.is_file():
         return encoder
-    target = json.loads(f.read_text()).get("loader", "")
-    mod_name, _, attr = target.partition(":")
     try:
-        obj = importlib.import_module(mod_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"Model {str(path)!r}: {WRAPPER_FILE} names loader {target!r}, which cannot be imported: {e}") from e
-    return obj(encoder, path)
+        target = json.loads(f.read_text()).get("loader", "")
+    except (ValueError, AttributeError) as e:
+        raise ConfigError(f"Model {str(path)!r}: {WRAPPER_FILE} is not a JSON object naming a loader ({e}).") from e
+    from .registry import get_registry
+
+    # only a loader a plugin registered (benchbench_register_loaders): the folder never picks code to run
+    return get_registry().wrapper_loader(target, path)(encoder, path)
 
 
 def _is_bert(path: str) -> bool:

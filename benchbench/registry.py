@@ -23,7 +23,22 @@ _REGISTER_HOOKS = {
     "benchbench_register_adapters": "adapters",
     "benchbench_register_augmenters": "augmenters",
     "benchbench_register_taggers": "taggers",
+    "benchbench_register_loaders": "loaders",
 }
+DISABLE_ENV = "BENCHBENCH_DISABLE_PLUGINS"
+
+
+def disabled_plugins() -> set[str]:
+    """Plugin (entry point) names listed in ``BENCHBENCH_DISABLE_PLUGINS`` (comma separated): they are
+    not imported at all, e.g. to get past a broken third-party plugin without uninstalling it."""
+    import os
+
+    return {n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()}
+
+
+def _disable_hint(name: str) -> str:
+    others = sorted(disabled_plugins() | {name})
+    return f"disable it with {DISABLE_ENV}={','.join(others)} (or uninstall or fix it)"
 
 
 @dataclass
@@ -36,14 +51,58 @@ class Registry:
     adapters: dict[str, type] = field(default_factory=dict)
     augmenters: dict[str, Any] = field(default_factory=dict)
     taggers: dict[str, Any] = field(default_factory=dict)
+    loaders: dict[str, Any] = field(default_factory=dict)  # model-folder loader name -> fn(encoder, path)
+    broken: dict[str, str] = field(default_factory=dict)  # plugin that failed to import -> why (the rest still work)
+    disabled: list[str] = field(default_factory=list)  # plugins skipped through BENCHBENCH_DISABLE_PLUGINS
     owner: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) -> plugin
     plugins: dict[str, list[str]] = field(default_factory=dict)  # plugin -> ["method tsdae", ...]
     pm: pluggy.PluginManager | None = None
 
+    def _unknown(self, what: str, name: str, known) -> Exception:
+        """Unknown name; when some plugin failed to import, say so: it may be the one providing it."""
+        if self.broken:
+            listing = "; ".join(f"{p!r}: {m}" for p, m in self.broken.items())
+            return PluginError(f"Unknown {what} {name!r}. Plugins that failed to import (one of them may provide it): "
+                               f"{listing}")
+        return UnknownNameError(what, name, known)
+
     def method(self, name: str):
         if name not in self.methods:
-            raise UnknownNameError("method", name, self.methods)
+            raise self._unknown("method", name, self.methods)
         return self.methods[name]
+
+    def wrapper_loader(self, name: str, model: str | Path) -> Any:
+        """The loader a model folder's ``benchbench_wrapper.json`` names. Only loaders that plugins
+        registered (``benchbench_register_loaders``) resolve: a model folder is data, and data must
+        not choose what code runs. Folders saved before loaders were registered name
+        ``"module:Class.method"``; that form resolves only to a classmethod of a class defined in a
+        loaded plugin module (the plugins saved them that way), never to anything importable."""
+        if name in self.loaders:
+            return self.loaders[name]
+        legacy = self._legacy_loader(name) if isinstance(name, str) else None
+        if legacy is not None:
+            return legacy
+        from .errors import ConfigError
+
+        raise ConfigError(f"Model {str(model)!r}: benchbench_wrapper.json names loader {name!r}, which no loaded plugin "
+                          f"registers (registered: {sorted(self.loaders) or 'none'}). Install the plugin that saved this "
+                          f"model; benchbench never imports what a model folder names.")
+
+    def _legacy_loader(self, target: str) -> Any:
+        mod_name, _, attr = target.partition(":")
+        parts = attr.split(".")
+        if self.pm is None or len(parts) != 2 or any(not p.isidentifier() or p.startswith("_") for p in parts):
+            return None
+        module = next((m for m in self.pm.get_plugins() if getattr(m, "__name__", None) == mod_name
+                       and isinstance(m, type(sys)) and m.__name__ != "benchbench.adapters"), None)
+        if module is None:
+            return None
+        cls = module.__dict__.get(parts[0])
+        if not isinstance(cls, type) or cls.__module__ != mod_name:
+            return None
+        if not isinstance(inspect.getattr_static(cls, parts[1], None), classmethod):
+            return None
+        return getattr(cls, parts[1])
 
     def adapter(self, kind: str) -> type:
         if kind not in self.adapters:
@@ -52,7 +111,7 @@ class Registry:
 
     def task(self, name: str):
         if name not in self.tasks:
-            raise UnknownNameError("task", name, list(self.tasks) + list(self.suites))
+            raise self._unknown("task", name, list(self.tasks) + list(self.suites))
         return self.tasks[name]
 
     def expand(self, names: str | list[str]) -> list[str]:
@@ -66,7 +125,7 @@ class Registry:
             elif n in self.tasks:
                 members = [n]
             else:
-                raise UnknownNameError("task or suite", n, list(self.tasks) + list(self.suites))
+                raise self._unknown("task or suite", n, list(self.tasks) + list(self.suites))
             out.extend(m for m in members if m not in out)
         return out
 
@@ -105,21 +164,41 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
 
 
-def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir: str | Path | None = None) -> Registry:
+def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir: str | Path | None = None,
+                  strict: bool = False) -> Registry:
     """Load every plugin and collect what it registers. ``extra_plugins`` ((name, module) pairs)
-    is for tests and embedding applications."""
+    is for tests and embedding applications. A plugin that fails to import is reported (a warning
+    naming it and how to disable it; ``Registry.broken``) and left out, so that commands that do
+    not need it still work; ``strict`` makes it an error instead."""
+    import logging
+    import os
+
     pm = _plugin_manager()
     from . import adapters as builtin_adapters
 
+    broken: dict[str, str] = {}
+    disabled = disabled_plugins()
+    skipped: list[str] = []
     _register_plugin(pm, builtin_adapters, "benchbench.adapters")
     for ep in _entry_points():
+        if ep.name in disabled:
+            skipped.append(ep.name)
+            continue
         try:
             module = ep.load()
         except Exception as e:  # noqa: BLE001 - any import failure must name the plugin
-            raise PluginError(f"Plugin {ep.name!r} (entry point {ep.value!r} from {ep.dist.name if ep.dist else '?'}) failed to import: {type(e).__name__}: {e}") from e
+            msg = (f"Plugin {ep.name!r} (entry point {ep.value!r} from {ep.dist.name if ep.dist else '?'}) failed to import: "
+                   f"{type(e).__name__}: {e}; {_disable_hint(ep.name)}")
+            if strict:
+                raise PluginError(msg) from e
+            broken[ep.name] = msg
+            logging.getLogger(__name__).warning("%s. Commands that do not need it still work.", msg)
+            continue
         _register_plugin(pm, module, ep.name)
     local = Path(local_dir or Path.cwd()) / LOCAL_PLUGIN_FILE
-    if local.is_file():
+    if "local" in disabled:
+        skipped.append("local")
+    elif local.is_file() and os.environ.get(DISABLE_ENV, "").strip() != "*":
         spec = importlib.util.spec_from_file_location("benchbench_local_plugin", local)
         module = importlib.util.module_from_spec(spec)
         sys.modules["benchbench_local_plugin"] = module
@@ -134,12 +213,12 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
         raise PluginError(f"Plugin {e.plugin_name!r}: {e}") from e
-    reg = Registry(pm=pm)
+    reg = Registry(pm=pm, broken=broken, disabled=skipped)
     for name in pm.list_name_plugin():
         reg.plugins.setdefault(name[0], [])
     # adapters first: TOML task specs name an adapter kind
     for hook in ["benchbench_register_adapters", "benchbench_register_methods", "benchbench_register_augmenters",
-                 "benchbench_register_taggers", "benchbench_register_tasks"]:
+                 "benchbench_register_taggers", "benchbench_register_loaders", "benchbench_register_tasks"]:
         for impl in getattr(pm.hook, hook).get_hookimpls():  # registration order: built-ins first
             _call_register(reg, hook, impl.plugin_name, impl.function)
     _register_task_path(reg)

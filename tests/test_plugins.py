@@ -86,8 +86,42 @@ def test_plugin_that_raises_is_named(monkeypatch, tmp_path):
 
 def test_plugin_import_error_is_named(monkeypatch, tmp_path):
     _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken", "import not_a_module_xyz\n", "broken")
-    with pytest.raises(PluginError, match=r"Plugin 'broken'.*failed to import.*not_a_module_xyz"):
-        plugins.load_registry()
+    with pytest.raises(PluginError, match=r"Plugin 'broken'.*failed to import.*not_a_module_xyz.*BENCHBENCH_DISABLE_PLUGINS=broken"):
+        plugins.load_registry(strict=True)
+
+
+def test_broken_plugin_leaves_the_others_working(monkeypatch, tmp_path, caplog):
+    """One plugin that fails to import used to make every command fail (table and plugins included)."""
+    _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken2", "raise RuntimeError('kaput')\n", "broken")
+    reg = plugins.load_registry()
+    assert "sbert" in reg.methods and "stsb" in reg.tasks  # everything else registered
+    assert "kaput" in reg.broken["broken"] and "BENCHBENCH_DISABLE_PLUGINS=broken" in reg.broken["broken"]
+    assert any("'broken'" in r.getMessage() and "BENCHBENCH_DISABLE_PLUGINS=broken" in r.getMessage() for r in caplog.records)
+    # asking for something that only a broken plugin could provide says which plugin is broken
+    with pytest.raises(PluginError, match=r"Unknown method 'echo-method'.*'broken'.*kaput"):
+        reg.method("echo-method")
+
+
+def test_broken_plugin_commands_still_work(monkeypatch, tmp_path, capsys):
+    from benchbench import cli
+
+    _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken3", "import not_a_module_xyz\n", "broken")
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "broken: BROKEN" in out and "not_a_module_xyz" in out and "method sbert" in out
+    assert cli.main(["list", "tasks"]) == 0
+    assert "stsb" in capsys.readouterr().out
+    assert cli.main(["table", "--output", str(tmp_path / "empty")]) == 0
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+
+
+def test_disable_plugins_env(monkeypatch, tmp_path):
+    _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken4", "import not_a_module_xyz\n", "broken")
+    monkeypatch.setenv(plugins.DISABLE_ENV, "broken, bm25")
+    reg = plugins.load_registry(strict=True)  # not imported at all: no error even when strict
+    assert not reg.broken and sorted(reg.disabled) == ["bm25", "broken"]
+    assert "bm25" not in reg.methods and "sbert" in reg.methods
 
 
 def test_duplicate_name_is_rejected(monkeypatch, tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import metrics
+from ..data import parse_score, read_text
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -28,20 +29,27 @@ COLUMNS = ("regression_label", "sentence_1", "sentence_2")
 def read_afs(path: Path, encoding: str | None = None) -> tuple[list[str], list[str], np.ndarray]:
     raw = path.read_bytes()
     if encoding:
-        text = raw.decode(encoding)
+        text = read_text(path, encoding)  # a byte the named encoding cannot decode: DataError with the line
     else:
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
             text = raw.decode("cp1252", errors="replace")  # the corpus is distributed in a Windows code page
     reader = csv.DictReader(io.StringIO(text))
+    rows, ends = [], []  # ends[k]: the file line row k ends on (a quoted field may span lines)
+    try:
+        for row in reader:  # csv.Error: a field over csv's size limit, a bad quote
+            rows.append(row)
+            ends.append(reader.line_num)
+    except csv.Error as e:
+        raise DataError(f"{path}:{reader.reader.line_num}: {e}") from e
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"{path}: CSV header {reader.fieldnames} lacks columns {missing} (expected the AFS ArgPairs layout).")
     a, b, y = [], [], []
-    for i, row in enumerate(reader, start=2):
+    for i, row in zip(ends, rows):
         try:
-            y.append(float(row["regression_label"]))
+            y.append(parse_score(row["regression_label"]))
         except (TypeError, ValueError) as e:
             raise DataError(f"{path}:{i}: regression_label {row.get('regression_label')!r} is not a number.") from e
         a.append(" ".join((row["sentence_1"] or "").split()))

@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from .. import metrics
-from ..data import open_text
+from ..data import parse_score, read_lines
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -42,32 +42,33 @@ class Query:
 
 def read_eval(path) -> list[Query]:
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cols = line.rstrip("\n").split("\t")
-            if len(cols) != 4:
-                raise DataError(f"{path}:{n}: expected 4 TAB fields (qid, similar ids, candidate ids, BM25 scores), got {len(cols)}.")
-            cands = cols[2].split()
-            bm25 = [float(x) for x in cols[3].split()]
-            if len(cands) != len(bm25):
-                raise DataError(f"{path}:{n}: {len(cands)} candidates but {len(bm25)} BM25 scores.")
-            out.append(Query(cols[0].strip(), cols[1].split(), stable_rank(cands, bm25)))
+    for n, line in enumerate(read_lines(path, universal=True), 1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 4:
+            raise DataError(f"{path}:{n}: expected 4 TAB fields (qid, similar ids, candidate ids, BM25 scores), got {len(cols)}.")
+        cands = cols[2].split()
+        try:
+            bm25 = [parse_score(x) for x in cols[3].split()]
+        except ValueError as e:
+            raise DataError(f"{path}:{n}: a BM25 score is not a number ({e}).") from e
+        if len(cands) != len(bm25):
+            raise DataError(f"{path}:{n}: {len(cands)} candidates but {len(bm25)} BM25 scores.")
+        out.append(Query(cols[0].strip(), cols[1].split(), stable_rank(cands, bm25)))
     return out
 
 
 def read_titles(path) -> dict[str, str]:
     """id -> title, from text_tokenized(.txt|.txt.gz)."""
     titles = {}
-    with open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cols = line.rstrip("\n").split("\t")
-            if len(cols) < 2:
-                raise DataError(f"{path}:{n}: expected 'id<TAB>title<TAB>body', got {line[:80]!r}")
-            titles[cols[0].strip()] = cols[1].strip()
+    for n, line in enumerate(read_lines(path, universal=True), 1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 2:
+            raise DataError(f"{path}:{n}: expected 'id<TAB>title<TAB>body', got {line[:80]!r}")
+        titles[cols[0].strip()] = cols[1].strip()
     return titles
 
 

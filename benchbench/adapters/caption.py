@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data import PARSE_ERRORS, read_lines
 from ..encoding import Embedder
 from ..errors import ConfigError, DataError
 from .base import TaskAdapter, TaskResult
@@ -58,17 +59,23 @@ def load_senteval_pickle(path: Path, captions_per_image: int = 5) -> tuple[np.nd
     except (OSError, pickle.UnpicklingError, KeyError, EOFError, TypeError) as e:
         raise DataError(f"{path}: not a SentEval COCO pickle (dict with features, image_to_caption_ids, captions): {e}") from e
     rows, texts = [], []
-    for i in range(len(feats)):
-        ids = list(img2cap[i])
-        if len(ids) < captions_per_image:
-            raise DataError(f"{path}: image {i} has {len(ids)} captions, fewer than {captions_per_image}.")
-        for cid in ids[:captions_per_image]:
-            cap = caps[cid]["cleaned_caption"]
-            if isinstance(cap, bytes):
-                cap = cap.decode("utf-8")
-            texts.append(" ".join((cap + " .").split()))
-            rows.append(i)
-    return np.asarray(feats, dtype=np.float32)[rows], texts
+    i = None
+    try:
+        for i in range(len(feats)):
+            ids = list(img2cap[i])
+            if len(ids) < captions_per_image:
+                raise DataError(f"{path}: image {i} has {len(ids)} captions, fewer than {captions_per_image}.")
+            for cid in ids[:captions_per_image]:
+                cap = caps[cid]["cleaned_caption"]
+                if isinstance(cap, bytes):
+                    cap = cap.decode("utf-8")
+                texts.append(" ".join((cap + " .").split()))
+                rows.append(i)
+        i = None
+        return np.asarray(feats, dtype=np.float32)[rows], texts
+    except PARSE_ERRORS as e:  # a pickle has no lines: name the image whose entry is bad
+        raise DataError(f"{path}: " + (f"image {i}: " if i is not None else "") + f"malformed SentEval COCO entry "
+                        f"({type(e).__name__}: {e}).") from e
 
 
 def load_npy(feat_path: Path, cap_path: Path, captions_per_image: int = 5) -> tuple[np.ndarray, list[str]]:
@@ -78,7 +85,7 @@ def load_npy(feat_path: Path, cap_path: Path, captions_per_image: int = 5) -> tu
         raise DataError(f"{feat_path}: not a .npy array of image features ({e}).") from e
     if feats.ndim != 2:
         raise DataError(f"{feat_path}: expected (n_images, d) features, got shape {feats.shape}.")
-    caps = [" ".join(ln.split()) for ln in cap_path.read_text(encoding="utf-8").splitlines()]
+    caps = [" ".join(ln.split()) for ln in read_lines(cap_path)]
     if caps and not caps[-1]:
         caps.pop()
     if len(caps) != captions_per_image * len(feats):

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import open_text, read_bytes
+from ..data import parse_score, read_bytes, read_lines, read_text
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -103,11 +103,7 @@ class CQADupStackAdapter(TaskAdapter):
     def _useb(self) -> tuple[dict[str, dict[str, str]], dict[str, Any]]:
         if not hasattr(self, "_useb_cache"):
             corpus_f, split_f = self._useb_files()
-            try:
-                corpus = json.loads(self.file(corpus_f).read_text(encoding="utf-8"))
-                splits = json.loads(self.file(split_f).read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise DataError(f"CQADupStack USEB layout ({corpus_f}, {split_f}): invalid JSON: {e}") from e
+            corpus, splits = (_json_file(self.file(corpus_f)), _json_file(self.file(split_f)))
             self._useb_cache = (corpus, splits)
         return self._useb_cache
 
@@ -130,15 +126,17 @@ class CQADupStackAdapter(TaskAdapter):
         pool = _jsonl_fields(self.file(corpus_f), field)
         all_queries = _jsonl_fields(self.file(queries_f), "text")
         qrels: dict[str, set[str]] = {}
-        with open(self.file(qrels_f), encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                cols = line.rstrip("\n").split("\t")
-                if n == 1 and cols[0] == "query-id":
-                    continue
-                if len(cols) < 3:
-                    raise DataError(f"{qrels_f}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}")
-                if float(cols[2]) > 0:
-                    qrels.setdefault(cols[0], set()).add(cols[1])
+        qrels_path = self.file(qrels_f)
+        for n, line in enumerate(read_lines(qrels_path, universal=True), 1):
+            cols = line.split("\t")
+            if n == 1 and cols[0] == "query-id":
+                continue
+            try:
+                relevant = parse_score(cols[2]) > 0
+            except (IndexError, ValueError) as e:
+                raise DataError(f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}") from e
+            if relevant:
+                qrels.setdefault(cols[0], set()).add(cols[1])
         unknown = [q for q in qrels if q not in all_queries]
         if unknown:
             raise DataError(f"{qrels_f}: query ids {unknown[:5]} are not in {queries_f}.")
@@ -320,11 +318,23 @@ def _jsonl_fields(path, field: str) -> dict[str, str]:
 
 def _jsonl(path) -> list[dict[str, Any]]:
     out = []
-    with open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{n}: invalid JSON line: {e}") from e
+    for n, line in enumerate(read_lines(path, universal=True), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or "_id" not in row:
+                    raise ValueError("expected a JSON object with an '_id'")
+                out.append(row)
+            except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+                raise DataError(f"{path}:{n}: invalid JSON line: {e}") from e
     return out
+def _json_file(path) -> Any:
+    """A JSON file; invalid JSON is a ``DataError`` naming the file and line."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from e
+    except RecursionError as e:
+        raise DataError(f"{path}: JSON nested too deeply to read") from e
+
+

@@ -20,6 +20,7 @@ import io
 import numpy as np
 
 from .. import metrics
+from ..data import read_text
 from ..encoding import Embedder
 from ..errors import ConfigError, DataError
 from .base import TaskAdapter, TaskResult
@@ -41,19 +42,25 @@ def read_pairs(path, fmt: str) -> tuple[list[str], list[str], np.ndarray]:
     if fmt not in FORMATS:
         raise ConfigError(f"Unknown pair format {fmt!r}; known: {sorted(FORMATS)}")
     ca, cb, cl, pos = FORMATS[fmt]
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_text(path, "utf-8-sig")
     # QUOTE_NONE: GLUE/MSRP files are TAB-separated with literal quote characters inside sentences
     reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
         header = next(reader)
     except StopIteration:
         raise DataError(f"{path}: empty file") from None
+    except csv.Error as e:
+        raise DataError(f"{path}:1: {e}") from e
     missing = [c for c in (ca, cb, cl) if c not in header]
     if missing:
         raise DataError(f"{path}: header {header} lacks columns {missing} (format {fmt!r}).")
     ia, ib, il = header.index(ca), header.index(cb), header.index(cl)
     a, b, y = [], [], []
-    for lineno, row in enumerate(reader, start=2):
+    try:
+        rows = list(reader)
+    except csv.Error as e:  # e.g. a field over csv's size limit
+        raise DataError(f"{path}:{reader.line_num}: {e}") from e
+    for lineno, row in enumerate(rows, start=2):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) <= max(ia, ib, il):

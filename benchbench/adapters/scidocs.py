@@ -30,6 +30,7 @@ import json
 
 import numpy as np
 
+from ..data import read_lines, read_text
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -41,14 +42,13 @@ Qrels = dict[str, dict[str, int]]  # query id -> {paper id: relevance}
 
 def read_qrel(path) -> Qrels:
     out: Qrels = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cols = line.split()
-            if len(cols) != 4:
-                raise DataError(f"{path}:{n}: expected 'query-id 0 paper-id relevance', got {line[:80]!r}")
-            out.setdefault(cols[0], {})[cols[2]] = int(cols[3])
+    for n, line in enumerate(read_lines(path, universal=True), 1):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 4 or not cols[3].lstrip("-").isdigit():
+            raise DataError(f"{path}:{n}: expected 'query-id 0 paper-id relevance' (integer relevance), got {line[:80]!r}")
+        out.setdefault(cols[0], {})[cols[2]] = int(cols[3])
     return out
 
 
@@ -77,9 +77,11 @@ class SciDocsAdapter(TaskAdapter):
     # ---- reading ------------------------------------------------------------------------------
     def _json(self, rel: str):
         try:
-            return json.loads(self.file(rel).read_text(encoding="utf-8"))
+            return json.loads(read_text(self.file(rel)))
         except json.JSONDecodeError as e:
-            raise DataError(f"{rel}: invalid JSON: {e}") from e
+            raise DataError(f"{self.file(rel)}:{e.lineno}: invalid JSON: {e.msg}") from e
+        except RecursionError as e:
+            raise DataError(f"{self.file(rel)}: JSON nested too deeply to read") from e
 
     def corpus(self) -> dict[str, str]:
         """paper id -> title ('' when missing or None)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data import read_lines
 from ..encoding import Embedder
 from ..errors import ConfigError, DataError
 from . import _classifier as clf
@@ -72,10 +73,7 @@ class TransferData:
 
 
 def _tok_lines(path: Path, encoding: str) -> list[list[str]]:
-    try:
-        return [ln.split() for ln in path.read_text(encoding=encoding).splitlines()]
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not {encoding} text ({e}).") from e
+    return [ln.split() for ln in read_lines(path, encoding)]
 
 
 def _join(tokens: list[str]) -> str:
@@ -93,6 +91,14 @@ def _sorted_pairs(a: list[list[str]], b: list[list[str]], y: list[int]) -> tuple
     return [_join(x) for x, _, _ in order], [_join(x) for _, x, _ in order], np.array([z for _, _, z in order], dtype=np.int64)
 
 
+def _int(text: str, path: Path, line: int) -> int:
+    """A class label; anything else is a ``DataError`` naming file and line."""
+    try:
+        return int(text)
+    except ValueError as e:
+        raise DataError(f"{path}:{line}: label {text.strip()[:40]!r} is not an integer.") from e
+
+
 def load_binary(pos: Path, neg: Path) -> tuple[list[str], np.ndarray]:
     """MR/CR/SUBJ/MPQA: one sentence per line; the first file is label 1 (SUBJ: objective = 1)."""
     p, n = _tok_lines(pos, "latin-1"), _tok_lines(neg, "latin-1")
@@ -101,38 +107,43 @@ def load_binary(pos: Path, neg: Path) -> tuple[list[str], np.ndarray]:
 
 def load_sst(path: Path, nclasses: int = 2) -> tuple[list[str], np.ndarray]:
     xs, ys = [], []
-    for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    for i, ln in enumerate(read_lines(path)):
         if nclasses == 2:
             parts = ln.strip().split("\t")
             if len(parts) != 2:
                 raise DataError(f"{path}:{i + 1}: expected 'sentence<TAB>label', got {ln[:80]!r}")
-            xs.append(parts[0].split()); ys.append(int(parts[1]))
+            xs.append(parts[0].split()); ys.append(_int(parts[1], path, i + 1))
         else:
-            lab, sent = ln.strip().split(" ", 1)
-            xs.append(sent.split()); ys.append(int(lab))
+            lab, sep, sent = ln.strip().partition(" ")
+            if not sep:
+                raise DataError(f"{path}:{i + 1}: expected 'label sentence', got {ln[:80]!r}")
+            xs.append(sent.split()); ys.append(_int(lab, path, i + 1))
     return _sorted_single(xs, ys)
 
 
 def load_trec(path: Path) -> tuple[list[str], np.ndarray]:
     xs, ys = [], []
-    for i, ln in enumerate(path.read_text(encoding="latin-1").splitlines()):
+    for i, ln in enumerate(read_lines(path, "latin-1")):
         if not ln.strip():
             continue
-        target, sample = ln.strip().split(":", 1)
+        target, _, sample = ln.strip().partition(":")
         if target not in TREC_CLASSES:
             raise DataError(f"{path}:{i + 1}: unknown TREC coarse label {target!r}")
-        xs.append(sample.split(" ", 1)[1].split()); ys.append(TREC_CLASSES[target])
+        _, sep, question = sample.partition(" ")
+        if not sep:
+            raise DataError(f"{path}:{i + 1}: expected 'COARSE:fine question', got {ln[:80]!r}")
+        xs.append(question.split()); ys.append(TREC_CLASSES[target])
     return _sorted_single(xs, ys)
 
 
 def load_mrpc(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     a, b, y = [], [], []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_lines(path)
     for i, ln in enumerate(lines[1:], start=2):  # header (with a BOM)
         c = ln.strip().split("\t")
         if len(c) < 5:
             raise DataError(f"{path}:{i}: expected 5 TAB fields (Quality, #1 ID, #2 ID, #1 String, #2 String)")
-        a.append(c[3].split()); b.append(c[4].split()); y.append(int(c[0]))
+        a.append(c[3].split()); b.append(c[4].split()); y.append(_int(c[0], path, i))
     return _sorted_pairs(a, b, y)
 
 
@@ -140,7 +151,7 @@ def load_sick(path: Path, column: int = 4) -> tuple[list[str], list[str], list]:
     """SICK txt: header, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment.
     Returns the raw column (label name or score string) unsorted; callers sort as SentEval does."""
     a, b, y = [], [], []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_lines(path)
     for i, ln in enumerate(lines[1:], start=2):
         c = ln.strip().split("\t")
         if len(c) < 5:
@@ -151,10 +162,10 @@ def load_sick(path: Path, column: int = 4) -> tuple[list[str], list[str], list]:
 
 def load_sick_entailment(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     a, b, y = load_sick(path, 4)
-    try:
-        labels = [SICK_CLASSES[s] for s in y]
-    except KeyError as e:
-        raise DataError(f"{path}: unknown entailment label {e.args[0]!r}") from e
+    bad = next((i for i, v in enumerate(y) if v not in SICK_CLASSES), None)
+    if bad is not None:  # y[i] is line i + 2 (after the header)
+        raise DataError(f"{path}:{bad + 2}: unknown entailment label {y[bad][:40]!r}")
+    labels = [SICK_CLASSES[s] for s in y]
     return _sorted_pairs(a, b, labels)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .. import metrics
+from ..data import parse_score
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -114,10 +115,12 @@ class SICKRelatednessAdapter(TaskAdapter):
         for part, name in SPLIT_FILES.items():
             path = self.file(f"{self.param('dir', '')}/{name}")
             a, b, y = load_sick(path, column=3)
-            try:
-                scores = [float(v) for v in y]
-            except ValueError as e:
-                raise DataError(f"{path}: relatedness_score is not a number ({e}).") from e
+            scores = []
+            for i, v in enumerate(y):  # y[i] is line i + 2 (after the header)
+                try:
+                    scores.append(parse_score(v))
+                except ValueError as e:
+                    raise DataError(f"{path}:{i + 2}: relatedness_score is not a number ({e}).") from e
             # SentEval sorts each split by (len A, len B, score); only the training order matters (minibatch order)
             order = sorted(zip(a, b, scores), key=lambda z: (len(z[0]), len(z[1]), z[2]))
             out[part] = ([" ".join(x) for x, _, _ in order], [" ".join(x) for _, x, _ in order],

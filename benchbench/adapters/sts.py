@@ -9,9 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import metrics
+from ..data import PARSE_ERRORS, bad_line, parse_score, read_lines
 from ..encoding import Embedder, cosine_rows
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
+
+_EXPECTED = {"senteval-sts": "sentence1 TAB sentence2 (and a numeric gold score per line in the .gs file)",
+             "sts17": "sentence1 TAB sentence2 TAB score", "stsb": ">= 7 TAB fields with a numeric score in field 5",
+             "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score ..."}
 
 
 def _ws(s: str) -> str:
@@ -48,40 +53,58 @@ class STSAdapter(TaskAdapter):
         out = {}
         for subset, (inp, gold) in self._files(split).items():
             path = self.file(inp)
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_lines(path)
             a, b, y = [], [], []
-            if fmt == "senteval-sts" or (fmt == "sts17" and gold):
-                golds = self.file(gold).read_text(encoding="utf-8").splitlines()
-                if len(golds) > len(lines):
-                    raise DataError(f"{gold}: {len(golds)} gold lines but {inp} has only {len(lines)} pairs.")
-                # STS17 track6 (tr-en): 500 input lines, 250 gold: the gold covers the first 250.
-                for i, g in enumerate(golds):
-                    if not g.strip():
-                        continue  # SentEval drops pairs without a gold score
-                    cols = lines[i].split("\t")
-                    a.append(_ws(cols[0]) if fmt == "senteval-sts" else cols[0].strip())
-                    b.append(_ws(cols[1]) if fmt == "senteval-sts" else cols[1].strip())
-                    y.append(float(g))
-            elif fmt == "sts17":  # extended: sent1 \t sent2 \t score
-                for ln in lines:
-                    if ln.strip():
-                        c = ln.split("\t")
-                        a.append(c[0].strip()); b.append(c[1].strip()); y.append(float(c[2]))
-            elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, extra source columns]
-                for ln in lines:
-                    c = ln.split("\t")
-                    if len(c) < 7:
-                        raise DataError(f"{path}: malformed STSb row (expected >= 7 TAB fields): {ln[:80]!r}")
-                    a.append(c[5].strip()); b.append(c[6].strip()); y.append(float(c[4]))
-            elif fmt == "sick":  # header; pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
-                for ln in lines[1:]:
-                    c = ln.rstrip("\r").split("\t")
-                    if len(c) >= 4:
-                        a.append(c[1].strip()); b.append(c[2].strip()); y.append(float(c[3]))
+            try:
+                self._parse(fmt, gold, path, lines, a, b, y)
+            except DataError:
+                raise
+            except PARSE_ERRORS as e:
+                where, lineno = self._pos
+                raise bad_line(where, lineno, e, _EXPECTED.get(fmt, "")) from e
             if not y:
                 raise DataError(f"{path}: no scored pairs found.")
             out[subset] = (a, b, np.asarray(y, dtype=np.float64))
         return out
+
+    def _parse(self, fmt: str, gold: str | None, path, lines: list[str], a: list, b: list, y: list) -> None:
+        """Parse one subset's lines into a, b, y; ``self._pos`` tracks (file, 1-based line) for errors."""
+        self._pos = (path, None)
+        if fmt == "senteval-sts" or (fmt == "sts17" and gold):
+            gpath = self.file(gold)
+            golds = read_lines(gpath)
+            if len(golds) > len(lines):
+                raise DataError(f"{gpath}: {len(golds)} gold lines but {path} has only {len(lines)} pairs.")
+            # STS17 track6 (tr-en): 500 input lines, 250 gold: the gold covers the first 250.
+            for i, g in enumerate(golds):
+                if not g.strip():
+                    continue  # SentEval drops pairs without a gold score
+                self._pos = (gpath, i + 1)
+                score = parse_score(g)
+                self._pos = (path, i + 1)
+                cols = lines[i].split("\t")
+                a.append(_ws(cols[0]) if fmt == "senteval-sts" else cols[0].strip())
+                b.append(_ws(cols[1]) if fmt == "senteval-sts" else cols[1].strip())
+                y.append(score)
+        elif fmt == "sts17":  # extended: sent1 \t sent2 \t score
+            for i, ln in enumerate(lines):
+                if ln.strip():
+                    self._pos = (path, i + 1)
+                    c = ln.split("\t")
+                    a.append(c[0].strip()); b.append(c[1].strip()); y.append(parse_score(c[2]))
+        elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, extra source columns]
+            for i, ln in enumerate(lines):
+                c = ln.split("\t")
+                self._pos = (path, i + 1)
+                if len(c) < 7:
+                    raise DataError(f"{path}:{i + 1}: malformed STSb row (expected >= 7 TAB fields): {ln[:80]!r}")
+                a.append(c[5].strip()); b.append(c[6].strip()); y.append(parse_score(c[4]))
+        elif fmt == "sick":  # header; pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
+            for i, ln in enumerate(lines[1:], 2):
+                c = ln.rstrip("\r").split("\t")
+                if len(c) >= 4:
+                    self._pos = (path, i)
+                    a.append(c[1].strip()); b.append(c[2].strip()); y.append(parse_score(c[3]))
 
     # ---- scoring ------------------------------------------------------------------------------
     def evaluate(self, model: Embedder, split: str) -> TaskResult:

@@ -27,6 +27,7 @@ import ast
 import numpy as np
 
 from .. import metrics
+from ..data import read_lines
 from ..encoding import Embedder
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
@@ -38,17 +39,16 @@ Pairs = tuple[list[str], list[str], np.ndarray]  # s1, s2, integer labels
 def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str) -> Pairs:
     """Rows of TAB-separated ``path`` -> (s1, s2, labels); ``label(cols)`` parses one row's label."""
     a, b, y = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cols = line.strip().split("\t")
-            try:
-                y.append(int(label(cols)))
-                a.append(cols[columns[0]].strip())
-                b.append(cols[columns[1]].strip())
-            except (IndexError, ValueError, SyntaxError, TypeError) as e:
-                raise DataError(f"{path}:{n}: expected {expected}, got {line[:100]!r}") from e
+    for n, line in enumerate(read_lines(path, universal=True), 1):
+        if not line.strip():
+            continue
+        cols = line.strip().split("\t")
+        try:
+            y.append(int(label(cols)))
+            a.append(cols[columns[0]].strip())
+            b.append(cols[columns[1]].strip())
+        except (IndexError, ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as e:
+            raise DataError(f"{path}:{n}: expected {expected}, got {line[:100]!r}") from e
     return a, b, np.asarray(y, dtype=np.int64)
 
 

@@ -405,7 +405,7 @@ class QTEncoder:
 
 
 def build_tower(spec: TowerSpec, ctx: TrainContext | None, sentences=None, vocab_size: int = 50_000,
-                vocab_words: list[str] | None = None, seed: int = 0) -> nn.Module:
+                vocab_words: list[str] | None = None, seed: int = 0, vocab_sentences: int | None = None) -> nn.Module:
     """One encoder from its spec: a Transformer from ``--model``, else embeddings + GRU/BoW over a
     vocabulary (GloVe's, a saved one, or the corpus's most frequent tokens)."""
     if spec.kind == "transformer":
@@ -418,7 +418,7 @@ def build_tower(spec: TowerSpec, ctx: TrainContext | None, sentences=None, vocab
         vocab = Vocab(words, lower=True)
         spec.emb_dim = glove.shape[1]
     elif spec.embeddings == "scratch":
-        vocab = Vocab(vocab_words) if vocab_words is not None else Vocab.from_corpus(sentences, vocab_size)
+        vocab = Vocab(vocab_words) if vocab_words is not None else Vocab.from_corpus(sentences, vocab_size, vocab_sentences)
     else:
         raise ConfigError(f"qt: embeddings must be 'scratch' or 'glove' (got {spec.embeddings!r}).")
     with torch.random.fork_rng(devices=[]):
@@ -436,6 +436,7 @@ class QTConfig:
     hidden: int = 1200  # per encoder (f and g): uni-QT 2400 = [f; g] of 1200 each (paper Table 1)
     emb_dim: int = 300
     vocab_size: int = 50_000
+    vocab_sentences: int | None = None  # build the vocabulary from the first N sentences (None: all; BookCorpus: e.g. 5M)
     embeddings: str = "scratch"  # scratch (U[-0.1, 0.1]) | glove (GloVe 6B-50d, offline)
     tune_embeddings: bool = True
     max_tokens: int = 50
@@ -471,7 +472,7 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
     seed_everything(ctx.seed)
     if c.test_vector not in ("fg", "f"):
         raise ConfigError(f"{method.name}: test_vector must be 'fg' or 'f' (got {c.test_vector!r}).")
-    f = build_tower(spec, ctx, sentences, c.vocab_size, seed=ctx.seed)
+    f = build_tower(spec, ctx, sentences, c.vocab_size, seed=ctx.seed, vocab_sentences=c.vocab_sentences)
     g = build_tower(spec, ctx, vocab_words=f.vocab.words[4:], seed=ctx.seed + 1) if spec.kind != "transformer" \
         else TransformerTower(spec, f.enc.clone())
     if spec.kind != "transformer" and spec.embeddings == "glove":

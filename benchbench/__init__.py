@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "get_registry": ".registry",
     "make_adapter": ".runner",
     "resolve_model_path": ".models",
+    "load_pretrained_head": ".models",
+    "checkpoint_source": ".models",
     "tiny_bert": ".models",
     "TaskAdapter": ".adapters.base",
     "TaskResult": ".adapters.base",

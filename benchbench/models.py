@@ -314,6 +314,45 @@ def _is_bert(path: str) -> bool:
         return False
 
 
+def checkpoint_source(name: str) -> str | None:
+    """Where ``name``'s transformer weights live, for loading a pretrained head next to them: a local
+    directory (a sentence-transformers folder resolves to its Transformer module's directory) or the
+    hub id itself (``from_pretrained`` then goes through the HF cache, offline or not). None for the
+    random ``tiny-bert`` models, which have no checkpoint."""
+    if _TINY.match(name):
+        return None
+    path = resolve_model_path(name)
+    p = Path(path)
+    if (p / "modules.json").is_file():
+        mods = json.loads((p / "modules.json").read_text())
+        tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
+        return str(p / tdir) if tdir else path
+    return path
+
+
+def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tuple[torch.nn.Module | None, str]:
+    """``transformers.<auto_class>.from_pretrained`` on ``name``'s checkpoint (HF id, local dir or
+    sentence-transformers folder alike) and a note for the record: ``"loaded"`` when every head weight
+    came from the checkpoint, else why not (then the model is None and the caller starts the head at
+    random). A checkpoint with no LM head (all-MiniLM-L6-v2) loads with head weights missing: that
+    counts as having none, rather than silently training a random head as if it were pretrained."""
+    import transformers
+
+    src = checkpoint_source(name)
+    if src is None:
+        return None, "none: random-init model"
+    kw = {"config": config} if config is not None else {}
+    try:
+        model, info = getattr(transformers, auto_class).from_pretrained(src, output_loading_info=True, **kw)
+    except (OSError, ValueError) as e:
+        return None, f"none: {auto_class} could not load {src!r} ({type(e).__name__})"
+    prefix = model.base_model_prefix + "."
+    missing = [k for k in info.get("missing_keys", []) if not k.startswith(prefix) and "crossattention" not in k]
+    if missing:
+        return None, f"none in checkpoint {src!r} (missing {sorted(missing)[:3]}...): random init"
+    return model, "loaded"
+
+
 def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: int = 64, *, pooling: str = "cls",
               max_seq_length: int = 128, seed: int = 0, **kw) -> TransformerEncoder:
     """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download)."""

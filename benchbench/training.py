@@ -78,7 +78,7 @@ class LoopConfig:
     grad_accum: int = 1
     checkpoint_every: int = 1000  # optimizer steps; 0 = no step-based checkpoints
     checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints; 0 = no time-based ones
-    max_grad_norm: float | None = None
+    max_grad_norm: float | None = 1.0  # global-norm clipping as every reference does; 0/None = off
     keep_checkpoints: bool = False  # keep the last checkpoint after a finished run
     log_every: int = 0  # 0: about 20 loss points per run
 
@@ -381,7 +381,7 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     ckpt_root = Path(ctx.checkpoint_dir)
     # the runner keeps checkpoints until the trained encoder is saved and marked complete
     defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
-    for step, ckpt in _checkpoints(ckpt_root, fingerprint, loop.steps):
+    for _step, ckpt in _checkpoints(ckpt_root, fingerprint, loop.steps):
         meta = json.loads((ckpt / META).read_text())
         why = _damage(ckpt, meta, acc.process_index)
         if why is not None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchbench import adamw, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass
@@ -37,7 +37,16 @@ class BertFlowConfig:
     levels: int = 3
     depth: int = 3
     hidden: int = 32
+    # the official config (bohanli/BERT-flow, flow/config/config_l3_d3_w32.json): additive coupling, a
+    # fixed reversing permutation, and the flow trained on vectors re-encoded every batch by the frozen
+    # encoder with dropout on (BERT in training mode). "affine" / "lu" / "cached" is benchbench's earlier
+    # variant (Glow's affine coupling, learned LU-parametrised 1x1 map, eval-mode vectors encoded once):
+    # ~30x cheaper per step on a CPU, kept as a named option
+    coupling: str = "additive"  # "additive" | "affine"
+    permutation: str = "reverse"  # "reverse" | "lu"
+    vectors: str = "dropout"  # "dropout": re-encoded per batch, dropout on | "cached": encoded once, eval mode
     grad_accum: int = 1
+    max_grad_norm: float = 1.0  # global-norm clipping (the official optimiser clips at 1.0); 0 = off
     checkpoint_every: int = field(default=10_000, metadata={"hash": False})  # speed knob: not in the result key
 
 
@@ -87,6 +96,30 @@ class InvLinear(nn.Module):
         return x @ self.weight().T, self.log_s.sum().expand(x.shape[0])
 
 
+class Reverse(nn.Module):
+    """Glow's fixed "reverse" permutation: a volume-preserving map (log-determinant 0)."""
+
+    def forward(self, x):
+        return x.flip(-1), x.new_zeros(x.shape[0])
+
+
+class AdditiveCoupling(nn.Module):
+    """Additive coupling (NICE; the official BERT-flow config): the second half is shifted by a network
+    of the first half; volume-preserving. Last layer zero-initialised: each step starts as the identity."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.half = dim // 2
+        self.net = nn.Sequential(nn.Linear(self.half, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, dim - self.half))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, x):
+        xa, xb = x[:, :self.half], x[:, self.half:]
+        return torch.cat([xa, xb + self.net(xa)], -1), x.new_zeros(x.shape[0])
+
+
 class Coupling(nn.Module):
     """Affine coupling: the second half is scaled and shifted by a network of the first half
     (sigmoid scale as in Glow; last layer zero-initialised so each step starts as the identity)."""
@@ -110,8 +143,13 @@ class Glow(nn.Module):
     """Multi-scale Glow on vectors: ``levels`` levels of ``depth`` steps; after each level but the
     last, half the dimensions leave the flow (they are part of z and scored by the prior)."""
 
-    def __init__(self, dim: int, levels: int = 3, depth: int = 3, hidden: int = 32, seed: int = 0):
+    def __init__(self, dim: int, levels: int = 3, depth: int = 3, hidden: int = 32, seed: int = 0,
+                 coupling: str = "affine", permutation: str = "lu"):
+        # the defaults are the earlier variant's, so folders saved before these options reload as saved
         super().__init__()
+        if coupling not in ("additive", "affine") or permutation not in ("reverse", "lu"):
+            raise ValueError(f"bertflow: coupling must be additive|affine and permutation reverse|lu "
+                             f"(got {coupling!r}, {permutation!r})")
         g = torch.Generator().manual_seed(seed)
         self.levels = nn.ModuleList()
         self.dims = []
@@ -119,7 +157,9 @@ class Glow(nn.Module):
         for lvl in range(levels):
             steps = nn.ModuleList()
             for _ in range(depth):
-                steps.extend([ActNorm(d), InvLinear(d, g), Coupling(d, hidden)])
+                perm = InvLinear(d, g) if permutation == "lu" else Reverse()
+                couple = Coupling(d, hidden) if coupling == "affine" else AdditiveCoupling(d, hidden)
+                steps.extend([ActNorm(d), perm, couple])
             self.levels.append(steps)
             self.dims.append(d)
             if lvl < levels - 1:
@@ -148,6 +188,8 @@ class Glow(nn.Module):
 
 
 class FlowObjective(Objective):
+    """Flow NLL on cached vectors (items are vectors)."""
+
     def __init__(self, flow: Glow):
         super().__init__()
         self.flow = flow
@@ -157,6 +199,28 @@ class FlowObjective(Objective):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         return self.flow.nll(u)
+
+
+class ReencodeFlowObjective(Objective):
+    """Flow NLL on vectors the frozen encoder computes for each batch in training mode (dropout on),
+    as the official code does (BERT is called with is_training=True and only the flow's variables are
+    trained). Items are sentences; the encoder gets no gradient."""
+
+    def __init__(self, base: TransformerEncoder, flow: Glow):
+        super().__init__()
+        self.base = base
+        self.flow = flow
+
+    def collate(self, items: list[str], rng: np.random.Generator) -> dict:
+        tok = self.base.tokenize(items)
+        return {**tok, "n_tokens": int(tok["attention_mask"].sum())}
+
+    def vectors(self, **tok) -> torch.Tensor:
+        with torch.no_grad():
+            return self.base(**tok)["sentence_embedding"].float()
+
+    def forward(self, **tok) -> torch.Tensor:
+        return self.flow.nll(self.vectors(**tok))
 
 
 class FlowEncoder(TransformerEncoder):
@@ -211,20 +275,38 @@ class BertFlow(Method):
         from benchbench import embed
 
         c = self.config
+        if c.coupling not in ("additive", "affine") or c.permutation not in ("reverse", "lu") \
+                or c.vectors not in ("dropout", "cached"):
+            raise ConfigError(f"bertflow: options coupling/permutation/vectors must be additive|affine, reverse|lu, "
+                              f"dropout|cached (got {c.coupling!r}, {c.permutation!r}, {c.vectors!r}).")
         seed_everything(ctx.seed)
         base = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length, normalize=False)
-        base.eval()
         for p in base.parameters():
             p.requires_grad_(False)
-        vectors = embed(base, corpus, cache=None, progress=ctx.progress, desc="bertflow: encoding the corpus once")
-        vectors = vectors.astype(np.float32)
-        flow_cfg = {"dim": base.dim, "levels": c.levels, "depth": c.depth, "hidden": c.hidden, "seed": ctx.seed}
-        obj = FlowObjective(Glow(**flow_cfg))
-        obj.flow(torch.from_numpy(vectors[: min(len(vectors), 1024)]))  # ActNorm's data-dependent initialisation
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
-        obj = train_loop(obj, list(vectors), ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
+        flow_cfg = {"dim": base.dim, "levels": c.levels, "depth": c.depth, "hidden": c.hidden, "seed": ctx.seed,
+                    "coupling": c.coupling, "permutation": c.permutation}
+        flow = Glow(**flow_cfg)
+        head = corpus[: min(len(corpus), 1024)]
+        if c.vectors == "cached":
+            base.eval()
+            vectors = embed(base, corpus, cache=None, progress=ctx.progress, desc="bertflow: encoding the corpus once")
+            items: list = list(vectors.astype(np.float32))
+            obj: Objective = FlowObjective(flow)
+            init = torch.from_numpy(np.stack(items[: len(head)]))
+        else:
+            obj = ReencodeFlowObjective(base, flow)
+            base.train()  # dropout on, as the official code encodes
+            init = torch.cat([obj.vectors(**{k: v.to(base.device) for k, v in base.tokenize(head[i:i + 64]).items()})
+                              for i in range(0, len(head), 64)]).cpu()
+            items = corpus
+        flow.train()
+        flow(init.to(next(flow.parameters()).device))  # ActNorm's data-dependent initialisation
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
+                          max_grad_norm=c.max_grad_norm)
+        obj = train_loop(obj, items, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
                          make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
                          desc=f"bertflow {ctx.task or ''}".strip())
+        base.eval()
         return FlowEncoder(base, obj.flow, flow_cfg)
 
 

@@ -27,6 +27,11 @@ class CTConfig:
     max_seq_length: int | None = None
     pooling: str = "mean"
     grad_accum: int = 1
+    # dropout in both encoders while training: on, as the TSDAE authors' own CT implementation (the
+    # sentence-transformers port, ContrastiveTensionLoss, trains in train mode); False = the CT
+    # authors' official code, which calls both encoders with dropout off
+    dropout: bool = True
+    max_grad_norm: float = 1.0  # sentence-transformers fit() clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
@@ -37,8 +42,9 @@ def segmented_lr(segment: int = 500):
 
 
 class CTObjective(Objective):
-    def __init__(self, encoder: TransformerEncoder, corpus: list[str], negatives: int):
+    def __init__(self, encoder: TransformerEncoder, corpus: list[str], negatives: int, dropout: bool = True):
         super().__init__()
+        self.dropout = dropout
         self.first = encoder.clone()  # f1, encodes a
         self.second = encoder  # f2, encodes b; the result
         self.corpus = corpus
@@ -52,13 +58,23 @@ class CTObjective(Objective):
                 b.append(a)
                 labels.append(1.0)
             else:
+                # a random sentence is a negative even when it happens to equal the anchor (label 0),
+                # as the sentence-transformers port's ContrastiveTensionDataLoader labels it
                 b.append(self.corpus[int(rng.integers(len(self.corpus)))])
-                labels.append(float(b[-1] == a))
+                labels.append(0.0)
         ta, tb = self.first.tokenize(items), self.second.tokenize(b)
         batch = {**{f"a_{k}": v for k, v in ta.items()}, **{f"b_{k}": v for k, v in tb.items()}}
         batch["labels"] = torch.tensor(labels)
         batch["n_tokens"] = int(ta["attention_mask"].sum() + tb["attention_mask"].sum())
         return batch
+
+    def train(self, mode: bool = True) -> "CTObjective":
+        """With ``dropout=False`` both encoders run in eval mode (no dropout; gradients still flow)."""
+        super().train(mode)
+        if not self.dropout:
+            self.first.eval()
+            self.second.eval()
+        return self
 
     def forward(self, labels: torch.Tensor, **feats) -> torch.Tensor:
         a = self.first(**{k[2:]: v for k, v in feats.items() if k.startswith("a_")})["sentence_embedding"]
@@ -80,8 +96,10 @@ class CT(Method):
         if c.negatives < 0:
             raise ConfigError(f"ct: option 'negatives' must be >= 0 (got {c.negatives}).")
         seed_everything(ctx.seed)
-        obj = CTObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        obj = CTObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives,
+                          c.dropout)
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
+                          max_grad_norm=c.max_grad_norm)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
                          make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),

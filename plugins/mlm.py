@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import ConfigError, hookimpl, load_pretrained_head, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
 
 
 @dataclass
@@ -27,6 +27,7 @@ class MLMConfig:
     whole_word: bool = False
     pooling: str = "mean"
     grad_accum: int = 1
+    max_grad_norm: float = 1.0  # BERT's optimiser / HF Trainer clip the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
@@ -35,24 +36,27 @@ def linear_warmup_decay(steps: int, warmup_ratio: float):
     return lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
 
 
-def build_mlm_head(encoder: TransformerEncoder, pretrained: str | None) -> torch.nn.Module:
+def build_mlm_head(encoder: TransformerEncoder, pretrained: torch.nn.Module | None) -> torch.nn.Module:
     """The family's masked-LM model sharing ``encoder``'s transformer; its output projection is the
-    word-embedding matrix. The head comes from the checkpoint when it has one (bert-base does;
-    all-MiniLM-L6-v2 does not, so its head starts random)."""
+    word-embedding matrix. ``pretrained`` is the checkpoint's masked-LM model when it has a head
+    (``load_pretrained_head``: bert-base does; all-MiniLM-L6-v2 does not, so its head starts random)."""
     from transformers import AutoModelForMaskedLM
 
-    model = None
-    if pretrained:
-        try:
-            model = AutoModelForMaskedLM.from_pretrained(pretrained)
-        except (OSError, ValueError):
-            model = None
-    model = model or AutoModelForMaskedLM.from_config(encoder.model.config)
+    model = pretrained or AutoModelForMaskedLM.from_config(encoder.model.config)
     setattr(model, model.base_model_prefix, encoder.model)
     out = model.get_output_embeddings()
     if out is not None:
         out.weight = encoder.model.get_input_embeddings().weight
     return model
+
+
+def grouped_adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over ``decay_groups`` (benchbench.adamw takes one flat parameter list); fused where available."""
+    groups = decay_groups(model, weight_decay)
+    try:
+        return torch.optim.AdamW(groups, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(groups, lr=lr)
 
 
 class MLMObjective(Objective):
@@ -84,15 +88,16 @@ class MLMObjective(Objective):
         return F.cross_entropy(logits.float(), labels[where])
 
 
-def pretrained_dir(ctx: TrainContext) -> str | None:
-    import os
-
-    from benchbench import resolve_model_path
-
-    if ctx.model.startswith("tiny-bert"):
-        return None
-    path = resolve_model_path(ctx.model)
-    return path if os.path.isdir(path) else None
+def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """BERT's optimiser (and HF Trainer) apply weight decay to every weight but biases and
+    LayerNorm parameters."""
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:  # tied weights: one entry
+            continue
+        seen.add(id(p))
+        (no_decay if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 class MLM(Method):
@@ -106,10 +111,13 @@ class MLM(Method):
             raise ConfigError(f"mlm: option 'mask_ratio' must be in (0, 1) (got {c.mask_ratio}).")
         seed_everything(ctx.seed)
         encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
-        obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained_dir(ctx)), c.mask_ratio, c.whole_word)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        pretrained, note = load_pretrained_head(ctx.model, "AutoModelForMaskedLM")
+        ctx.accounting["pretrained_lm_head"] = note
+        obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained), c.mask_ratio, c.whole_word)
+        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
+                          max_grad_norm=c.max_grad_norm)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+                         make_optimizer=lambda m: grouped_adamw(m, c.lr, c.weight_decay),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
                          desc=f"mlm {ctx.task or ''}".strip())
         return obj.encoder

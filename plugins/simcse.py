@@ -9,7 +9,9 @@ B's settings: one epoch, batch 512, AdamW lr 5e-5 (linear decay, the official HF
 max length 32."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,9 +29,70 @@ class SimCSEConfig:
     temperature: float = 0.05
     max_seq_length: int | None = 32
     pooling: str = "cls"
-    mlp_train_only: bool = True
+    # "train_and_test": the linear+tanh layer on the pooled vector is trained AND kept in the saved
+    # encoder (SimCSE's first code release, which the TSDAE paper ran: "a linear layer on the CLS token
+    # embedding as the pooling method"); "train_only": SimCSE's later ``--mlp_only_train`` recipe (the
+    # layer is dropped at test time); "none": no layer
+    mlp: str = "train_and_test"
     grad_accum: int = 1
+    max_grad_norm: float = 1.0  # HF Trainer (SimCSE's official trainer) clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
+
+
+MLP_KINDS = ("train_and_test", "train_only", "none")
+
+
+def make_mlp(encoder: TransformerEncoder) -> torch.nn.Sequential:
+    """SimCSE's ``MLPLayer``: dense + tanh, initialised as BERT initialises a linear layer
+    (normal(0, initializer_range), zero bias: SimCSE calls ``init_weights`` after adding it)."""
+    lin = torch.nn.Linear(encoder.dim, encoder.dim)
+    torch.nn.init.normal_(lin.weight, std=float(getattr(encoder.model.config, "initializer_range", 0.02)))
+    torch.nn.init.zeros_(lin.bias)
+    return torch.nn.Sequential(lin, torch.nn.Tanh()).to(encoder.device)
+
+
+class MLPEncoder(TransformerEncoder):
+    """An encoder whose pooled vector goes through SimCSE's trained linear+tanh layer (the TSDAE
+    paper's setting). Saved as a sentence-transformers folder plus ``simcse_mlp/`` (safetensors) and a
+    ``benchbench_wrapper.json`` naming the registered loader ``simcse-mlp``, so ``--model PATH``
+    reloads it WITH the layer (plain sentence-transformers would load the bare CLS vector)."""
+
+    def __init__(self, base: TransformerEncoder, mlp: torch.nn.Module):
+        super().__init__(base.model, base.tokenizer, pooling=base.pooling, max_seq_length=base.max_seq_length,
+                         normalize=base.normalize, name=base.name, batch_size=base.batch_size)
+        self.mlp = mlp
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, **kw):
+        out = super().forward(input_ids, attention_mask, token_type_ids)
+        out["sentence_embedding"] = self.mlp(out["sentence_embedding"])
+        return out
+
+    @property
+    def fingerprint(self) -> str:
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=8)
+        for k, v in sorted(self.mlp.state_dict().items()):
+            h.update(k.encode() + v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return f"{super().fingerprint}-mlp-{h.hexdigest()}"
+
+    def save(self, path) -> Path:
+        from safetensors.torch import save_file
+
+        path = super().save(path)
+        (path / "simcse_mlp").mkdir(exist_ok=True)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.mlp.state_dict().items()},
+                  str(path / "simcse_mlp" / "model.safetensors"))
+        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": "simcse-mlp"}))
+        return path
+
+
+def load_mlp_encoder(base: TransformerEncoder, path: str | Path) -> MLPEncoder:
+    from safetensors.torch import load_file
+
+    mlp = make_mlp(base)
+    mlp.load_state_dict(load_file(str(Path(path) / "simcse_mlp" / "model.safetensors")))
+    return MLPEncoder(base, mlp)
 
 
 class SimCSEObjective(Objective):
@@ -37,7 +100,7 @@ class SimCSEObjective(Objective):
         super().__init__()
         self.encoder = encoder
         self.temperature = temperature
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(encoder.dim, encoder.dim), torch.nn.Tanh()) if mlp else torch.nn.Identity()
+        self.mlp = make_mlp(encoder) if mlp else torch.nn.Identity()
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         tok = self.encoder.tokenize(items)
@@ -68,18 +131,33 @@ class SimCSE(Method):
         c = self.config
         if c.temperature <= 0:
             raise ConfigError(f"simcse: option 'temperature' must be > 0 (got {c.temperature}).")
+        if c.mlp not in MLP_KINDS:
+            raise ConfigError(f"simcse: option 'mlp' must be one of {MLP_KINDS} (got {c.mlp!r}).")
         seed_everything(ctx.seed)
-        obj = SimCSEObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), c.temperature,
-                              c.mlp_train_only)
+        encoder = ctx.load_encoder(pooling=c.pooling)
+        eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
+        if c.max_seq_length:
+            encoder.max_seq_length = int(c.max_seq_length)  # SimCSE's training truncation only
+        obj = SimCSEObjective(encoder, c.temperature, c.mlp != "none")
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
-        loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
+                          max_grad_norm=c.max_grad_norm)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
                          make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
                          make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
                          desc=f"simcse {ctx.task or ''}".strip())
+        obj.encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
+        obj.encoder._fp_cache = None
+        if c.mlp == "train_and_test":
+            return MLPEncoder(obj.encoder, obj.mlp)
         return obj.encoder
 
 
 @hookimpl
 def benchbench_register_methods(register):
     register(SimCSE.name, SimCSE)
+
+
+@hookimpl
+def benchbench_register_loaders(register):
+    register("simcse-mlp", load_mlp_encoder)

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchbench import adamw, ConfigError, hookimpl, length_groups, LoopConfig, Method, method_fingerprint, NOISE_KINDS, Objective, register_noise, seed_everything, train_loop, TrainContext, TransformerEncoder, WordNoise
+from benchbench import adamw, ConfigError, hookimpl, length_groups, load_pretrained_head, LoopConfig, Method, method_fingerprint, NOISE_KINDS, Objective, register_noise, seed_everything, train_loop, TrainContext, TransformerEncoder, WordNoise
 
 
 @dataclass
@@ -45,6 +45,7 @@ class TSDAEConfig:
     pooling: str = "cls"
     tie_encoder_decoder: bool = True
     grad_accum: int = 1
+    max_grad_norm: float = 1.0  # sentence-transformers fit() clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
     fast_cross_attention: bool = True  # the exact one-vector shortcut (False: the library's attention)
     group_by_length: bool = False  # pad each length group only to its own maximum (exact; slower on CPU: 0.93x vs 1.36x)
@@ -87,23 +88,24 @@ def _base(model: nn.Module) -> nn.Module:
     return getattr(model, model.base_model_prefix)
 
 
+def decoder_config(encoder: TransformerEncoder):
+    """The encoder's config turned into a decoder's: causal self-attention plus cross-attention."""
+    cfg = type(encoder.model.config).from_dict(encoder.model.config.to_dict())
+    cfg.is_decoder = True
+    cfg.add_cross_attention = True
+    cfg.use_cache = False
+    return cfg
+
+
 def build_decoder(encoder: TransformerEncoder, tie: bool = True, fast_cross_attention: bool = True,
-                  pretrained: str | None = None) -> nn.Module:
+                  pretrained: nn.Module | None = None) -> nn.Module:
     """The family's causal-LM model as a decoder with cross-attention, tied to ``encoder``: every
     decoder base parameter with an encoder counterpart of the same name IS that parameter (so the
     encoder keeps its pretrained values), and the output projection is the word embedding matrix."""
     from transformers import AutoModelForCausalLM
 
-    cfg = type(encoder.model.config).from_dict(encoder.model.config.to_dict())
-    cfg.is_decoder = True
-    cfg.add_cross_attention = True
-    cfg.use_cache = False
-    decoder = None
-    if pretrained:
-        try:  # the checkpoint's LM head, if it has one (as sentence-transformers loads its decoder)
-            decoder = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg)
-        except (ValueError, OSError):
-            decoder = None
+    cfg = decoder_config(encoder)
+    decoder = pretrained  # the checkpoint's causal-LM model with its LM head (load_pretrained_head), if any
     try:
         decoder = decoder or AutoModelForCausalLM.from_config(cfg)
     except (ValueError, OSError) as e:
@@ -230,13 +232,10 @@ class TSDAE(Method):
             raise ConfigError(f"tsdae: option 'noise' must be one of {NOISE_KINDS} (got {c.noise!r}).")
         seed_everything(ctx.seed)
         encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
-        pretrained = None
-        from benchbench import resolve_model_path
-        import os
-
-        path = resolve_model_path(ctx.model) if not ctx.model.startswith("tiny-bert") else None
-        if path and os.path.isdir(path):
-            pretrained = path
+        # the decoder's LM head from the checkpoint for every model source (hub id, local dir,
+        # sentence-transformers folder), as sentence-transformers' DenoisingAutoEncoderLoss does
+        pretrained, note = load_pretrained_head(ctx.model, "AutoModelForCausalLM", decoder_config(encoder))
+        ctx.accounting["pretrained_lm_head"] = note
         decoder = build_decoder(encoder, tie=c.tie_encoder_decoder, fast_cross_attention=c.fast_cross_attention,
                                 pretrained=pretrained)
         mask = getattr(encoder.tokenizer, "mask_token", None) or "[MASK]"
@@ -247,7 +246,7 @@ class TSDAE(Method):
         c = self.config
         obj = self.build(ctx)
         loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum,
-                          checkpoint_every=c.checkpoint_every)
+                          checkpoint_every=c.checkpoint_every, max_grad_norm=c.max_grad_norm)
         obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
                          make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
                          desc=f"tsdae {ctx.task or ''}".strip())

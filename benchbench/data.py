@@ -213,6 +213,17 @@ class DataStore:
         hint = "" if self.data_dir else " No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
         raise DataError(f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}). Put it at {where}.{how}{hint}")
 
+    def missing_help(self, entries: list[FileEntry]) -> str:
+        """For files that are not there: each one's sha256, where to put it and where to get it
+        (a file with no public download, such as STSb's, needs all three said)."""
+        lines = []
+        for e in entries:
+            where = " or ".join(str(p) for p in self.candidates(e.path)) or f"<data dir>/{e.path}"
+            src = f"download {e.url}" if e.url else "no public download: obtain it as the task spec describes"
+            lines.append(f"  {e.path} (sha256 {e.sha256 or 'unknown'}): put it at {where}; {src}")
+        hint = "" if self.data_dir else "\n  No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
+        return "\n".join(lines) + hint
+
     def _download(self, entry: FileEntry) -> Path:
         target = self.cache_dir / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)

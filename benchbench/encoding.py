@@ -132,6 +132,7 @@ class EmbeddingCache:
         self.root = Path(root)
         self._index: dict[str, dict[bytes, tuple[int, int]]] = {}
         self._shards: dict[str, list[np.ndarray]] = {}
+        self.writable = True  # set false by embed() after a failed write (full/read-only disk)
 
     def _dir(self, fingerprint: str) -> Path:
         if not fingerprint or any(c in fingerprint for c in "/\\") or fingerprint.startswith("."):
@@ -308,13 +309,16 @@ def embed(
                         vectors[order[s : s + bs]] = out
                 bar.update(len(batch))
                 done = s + len(batch)
+                if cache is not None and not cache.writable:
+                    cache = None  # an earlier write failed (warned once): read from it, never write again
                 if cache is not None and fp and (done - flushed >= FLUSH_EVERY or done == len(order)):
                     rows = order[flushed:done]
                     try:
                         cache.put(fp, [keys[i] for i in rows.tolist()], vectors[rows])
                     except OSError as e:  # the cache is an optimisation: never the reason a run fails
-                        log.warning("embedding cache: %s; going on without the cache",
+                        log.warning("embedding cache: %s; going on without writing to the cache",
                                     disk_error_message(e, cache.root, "embedding-cache shards"))
+                        cache.writable = False
                         cache = None
                     flushed = done
     assert vectors is not None

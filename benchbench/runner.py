@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .adapters.base import TaskAdapter
-from .data import DataStore
+from .data import DataStore, FileEntry, ensure_writable_dir
 from .encoding import EmbeddingCache, Embedder, default_cache_dir
 from .errors import BenchbenchError, ConfigError, DataError, PluginError
 from .methods import TrainContext, build_config, config_hash
@@ -116,6 +116,14 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
     explicit = {n for n in requested if n in reg.tasks}
     data = DataStore(opts.data_dir)
     cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir())
+    # before any training or evaluation: a read-only or full output disk is an error now, not after the work
+    ensure_writable_dir(opts.output, "--output (result records and trained encoders)")
+    if cache is not None:
+        try:
+            ensure_writable_dir(cache.root, "embedding cache (--cache-dir / BENCHBENCH_CACHE)")
+        except DataError as e:  # the cache only saves time: warn and run without it
+            log.warning("%s; running without the embedding cache", e)
+            cache = None
     store = ResultStore(opts.output)
     report = RunReport(tasks=task_names, requested=requested)
     rank, _ = process_rank()
@@ -160,7 +168,8 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
             if missing:
                 if task in explicit:
                     raise DataError(f"Task {task!r} cannot run: missing data files {missing} under "
-                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}."
+                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.\n"
+                                    + data.missing_help([adapter.spec.files.get(m, FileEntry(m)) for m in missing])
                                     + "".join(f" {e}" for e in failed))
                 report.missing[task] = missing
                 log.warning("task %s skipped: missing %s", task, missing)

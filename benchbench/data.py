@@ -131,7 +131,7 @@ def ensure_writable_dir(path: str | Path, what: str) -> Path:
     traceback after an hour of work. ``what`` names the option it came from."""
     import errno
 
-    p = Path(path).expanduser()
+    p = Path(path).expanduser().absolute()  # the message names the folder, not a relative stub
     try:
         p.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p, prefix=".writable-", suffix=".tmp")

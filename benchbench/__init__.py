@@ -58,6 +58,8 @@ _EXPORTS: dict[str, str] = {
     "NOISE_KINDS": ".noise",
     "WordNoise": ".noise",
     "register_noise": ".noise",
+    "ViewCache": ".views",
+    "entailment_pairs": ".nli",
     "BenchbenchError": ".errors",
     "ConfigError": ".errors",
     "DataError": ".errors",

@@ -1,0 +1,172 @@
+"""BSL: Bootstrapped Sentence representation Learning (Zhang et al. 2021), BYOL for sentences.
+
+Two views of a sentence (back-translations through two pivot languages by default; Table 4's other
+augmenters, and the single-view setting x1 = x, x2 = T(x) of section 4.4, through ``augmenter`` and
+``two_view``) go through two networks:
+
+* online: the encoder (mean pooling) followed by a predictor MLP d -> kd -> kd -> d (k = 8) with
+  BatchNorm + ReLU after the two intermediate layers;
+* target: a copy of the encoder, WITHOUT a predictor, that never receives a gradient (stop-gradient,
+  ``requires_grad=False``) and moves only by an exponential moving average of the online encoder,
+  ``target <- m * target + (1 - m) * online`` with m = 0.999, once per optimizer step.
+
+Loss: the symmetric negative cosine, -cos(q(f(x1)), sg(g(x2))) - cos(q(f(x2)), sg(g(x1))), batch mean.
+Paper defaults: Adam, lr 5e-4, batch 64, one epoch over the unlabelled NLI sentences (``corpus =
+"general"``; offline: SNLI dev/test + XNLI-en, about 36K sentences, see benchbench/nli.py). The
+encoder handed back is the online encoder (the predictor and target are dropped).
+
+The EMA update is a post-step hook of the optimizer: it runs inside ``optimizer.step()``, i.e. exactly
+once per real update (not per micro-batch under gradient accumulation; not on a step the loss scaler
+skips) and before the loop writes a checkpoint, whose model state then holds the updated target (the
+target is a submodule of the objective), so a resumed run continues the same EMA. ``on_step`` of the
+loop is called after the checkpoint is written, so an update made there would be lost on resume.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchbench import ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, resolve_steps, seed_everything, train_loop, TrainContext, TransformerEncoder
+
+
+@dataclass
+class BSLConfig:
+    steps: int | None = None  # None: `epochs` passes over the corpus
+    epochs: float = 1.0
+    batch_size: int = 64
+    lr: float = 5e-4
+    momentum: float = 0.999  # EMA momentum of the target network
+    predictor_k: int = 8  # predictor hidden width = k * d
+    augmenter: str = "backtranslate"  # a registered augmenter (backtranslate, synonym, mlm, nli-entail, word-*)
+    two_view: bool = True  # x1 = T1(x), x2 = T2(x); false: x1 = x, x2 = T(x) (section 4.4)
+    pooling: str = "mean"
+    max_seq_length: int | None = 64
+    max_sentences: int | None = None  # train on a seeded random subset of the corpus (small budgets)
+    grad_accum: int = 1
+    checkpoint_every: int = 1000
+
+
+def predictor(d: int, k: int) -> torch.nn.Sequential:
+    """q: d -> kd -> kd -> d, BatchNorm + ReLU on the intermediate layers (BSL section 3)."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(d, k * d), torch.nn.BatchNorm1d(k * d), torch.nn.ReLU(),
+        torch.nn.Linear(k * d, k * d), torch.nn.BatchNorm1d(k * d), torch.nn.ReLU(),
+        torch.nn.Linear(k * d, d))
+
+
+class BSLObjective(Objective):
+    def __init__(self, encoder: TransformerEncoder, augmenter: Any, momentum: float, k: int, two_view: bool):
+        super().__init__()
+        self.encoder = encoder  # online f
+        self.predictor = predictor(encoder.dim, k)  # online q
+        self.target = copy.deepcopy(encoder)  # target g: no predictor, EMA only
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+        self.momentum = float(momentum)
+        self.augmenter = augmenter
+        self.two_view = two_view
+
+    def collate(self, items: list[str], rng: np.random.Generator) -> dict:
+        """Both views of the drawn sentences, made now from the augmenter (cached views are lookups)."""
+        v1, v2 = self.augmenter.views(list(items), rng, two_view=self.two_view)
+        t1, t2 = self.encoder.tokenize(v1), self.encoder.tokenize(v2)
+        n_tokens = int(t1["attention_mask"].sum() + t2["attention_mask"].sum())
+        return {"view1": dict(t1), "view2": dict(t2), "n_tokens": n_tokens}
+
+    @staticmethod
+    def _to(tok: dict, device: torch.device) -> dict:
+        return {k: v.to(device) for k, v in tok.items()}
+
+    def forward(self, view1: dict, view2: dict) -> torch.Tensor:
+        dev = next(self.predictor.parameters()).device
+        view1, view2 = self._to(view1, dev), self._to(view2, dev)
+        p1 = self.predictor(self.encoder(**view1)["sentence_embedding"])
+        p2 = self.predictor(self.encoder(**view2)["sentence_embedding"])
+        with torch.no_grad():  # stop-gradient: the target only ever changes by ema_update
+            z1 = self.target(**view1)["sentence_embedding"]
+            z2 = self.target(**view2)["sentence_embedding"]
+        return symmetric_negative_cosine(p1, p2, z1, z2)
+
+    @torch.no_grad()
+    def ema_update(self) -> None:
+        """target <- m * target + (1 - m) * online, parameters and floating buffers alike."""
+        m = self.momentum
+        for pt, po in zip(self.target.parameters(), self.encoder.parameters()):
+            pt.mul_(m).add_(po.detach(), alpha=1.0 - m)
+        for bt, bo in zip(self.target.buffers(), self.encoder.buffers()):
+            if bt.dtype.is_floating_point:
+                bt.mul_(m).add_(bo, alpha=1.0 - m)
+            else:
+                bt.copy_(bo)
+
+
+def symmetric_negative_cosine(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    """-cos(p1, z2) - cos(p2, z1), averaged over the batch (in [-2, 2]; -2 when predictions match)."""
+    return -(F.cosine_similarity(p1.float(), z2.detach().float(), dim=-1).mean()
+             + F.cosine_similarity(p2.float(), z1.detach().float(), dim=-1).mean())
+
+
+def make_optimizer(obj: BSLObjective, lr: float) -> torch.optim.Optimizer:
+    """Adam over the online network only, with the EMA update as a post-step hook (see module doc)."""
+    opt = torch.optim.Adam([p for p in obj.parameters() if p.requires_grad], lr=lr)
+    opt.register_step_post_hook(lambda *_: obj.ema_update())
+    return opt
+
+
+class BSL(Method):
+    name = "bsl"
+    Config = BSLConfig
+    corpus = "general"
+    description = "BSL: BYOL for sentences (online encoder+predictor, EMA target), back-translation views"
+
+    augmenter_override: Any = None  # an augmenter object instead of the registry's (tests, notebooks)
+
+    def _augmenter(self, ctx: TrainContext) -> Any:
+        aug = self.augmenter_override if self.augmenter_override is not None else ctx.augmenter(self.config.augmenter)
+        if not hasattr(aug, "views"):  # a plain (texts, rng) -> texts augmenter: single view only
+            if self.config.two_view:
+                raise ConfigError(f"bsl: augmenter {self.config.augmenter!r} makes one view; use two_view=false.")
+            plain = aug
+            aug = type("SingleView", (), {"views": staticmethod(lambda t, rng, two_view=False: (list(t), plain(list(t), rng)))})()
+        if hasattr(aug, "prepare"):
+            aug.prepare(ctx)
+        return aug
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        c = self.config
+        if not 0.0 <= c.momentum < 1.0:
+            raise ConfigError(f"bsl: option 'momentum' must be in [0, 1) (got {c.momentum}).")
+        if c.batch_size < 2:
+            raise ConfigError("bsl: option 'batch_size' must be >= 2 (the predictor's BatchNorm needs a batch).")
+        seed_everything(ctx.seed)
+        aug = self._augmenter(ctx)
+        items = list(corpus)
+        if hasattr(aug, "covers"):  # nli-entail: only premises with an entailed hypothesis
+            items = aug.covers(items)
+            ctx.accounting["augmenter_uses_labels"] = True
+        if c.max_sentences is not None and len(items) > c.max_sentences:
+            keep = np.sort(np.random.default_rng(ctx.seed).permutation(len(items))[:c.max_sentences])
+            items = [items[i] for i in keep]
+        if not items:
+            raise ConfigError(f"bsl: nothing to train on after augmenter {c.augmenter!r} selected its sentences.")
+        if hasattr(aug, "apply"):  # make every view once, in big batches, before training (cached on disk)
+            for variant in ((0, 1) if c.two_view else (0,)):
+                aug.apply(items, variant)
+        ctx.accounting.update({"augmenter": c.augmenter, "two_view": c.two_view, "bsl_sentences": len(items)})
+        obj = BSLObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), aug, c.momentum,
+                           c.predictor_k, c.two_view)
+        steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
+        loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
+        obj = train_loop(obj, items, ctx, loop, fingerprint=method_fingerprint(self, ctx, items),
+                         make_optimizer=lambda m: make_optimizer(m, c.lr), desc="bsl")
+        return obj.encoder
+
+
+@hookimpl
+def benchbench_register_methods(register):
+    register(BSL.name, BSL)

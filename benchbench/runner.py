@@ -20,7 +20,7 @@ from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, merge, now
 from .tasks import spec_for_adapter_class
 
 log = logging.getLogger(__name__)
-SETUPS = ("unsupervised",)
+from .setups import SETUPS, parse_setup, run_stages, subsample_corpus  # noqa: E402  (--setup pipelines: benchbench/setups.py)
 
 
 @dataclass
@@ -85,8 +85,7 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
     reg = registry or get_registry()
     method_cls = reg.method(opts.method)
     plugin = reg.owner.get(("methods", opts.method), "?")
-    if opts.setup not in SETUPS:
-        raise ConfigError(f"--setup {opts.setup!r} is not supported; choose one of {SETUPS}.")
+    setup = parse_setup(opts.setup)  # ConfigError for an unknown setup / bad @corpus=N, @labelled=N
     if opts.eval_every < 0:
         raise ConfigError(f"--eval-every must be >= 0 (0: no learning curve; got {opts.eval_every}).")
     seeds = list(dict.fromkeys(int(s) for s in opts.seeds))  # --seeds 1,1 is one seed, counted once
@@ -133,6 +132,7 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
     trained: dict[str, tuple[Any, dict]] = {}  # training-data hash -> (encoder, accounting), within this run
 
     for seed in seeds:
+        trained = {}  # an encoder trained under one seed is never reused for another (its data hash is the same)
         for task in task_names:
             held.close()  # the previous key's lock
             adapter = make_adapter(reg, task, data)
@@ -179,7 +179,20 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
             if opts.eval_every and method_cls.trains:
                 _attach_curve(ctx, adapter, opts, data)
             t0 = time.perf_counter()
-            if method_cls.trains:
+            if str(setup) != "unsupervised":  # a stage pipeline (benchbench/setups.py); rank 0 only
+                seed_dir = store.root / "runs" / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent
+                ctx.setup = setup
+
+                def _target(ctx=ctx, seed_dir=seed_dir):
+                    if method_cls.trains:
+                        return _train_or_reuse(method, adapter, ctx, plugin, seed_dir, opts.retrain, trained, main=rank == 0, corpus_path=opts.corpus)
+                    return _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx), None
+
+                from .models import load_encoder
+
+                encoder, train_info = run_stages(setup, ctx, adapter, _target, load_encoder, seed_dir)
+                train_info.setdefault("seconds", time.perf_counter() - t0)
+            elif method_cls.trains:
                 encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent,
                                                       opts.retrain, trained, main=rank == 0, corpus_path=opts.corpus)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
@@ -309,7 +322,7 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
     evaluation). The folder is keyed by a hash of the training data, not the task."""
     from .corpora import training_corpus
 
-    corpus = training_corpus(type(method), adapter, ctx.data, corpus_path)
+    corpus = subsample_corpus(training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed)
     data_id = (corpus.sha256 or "")[:16]
     if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain
         enc, info = trained[data_id]

@@ -140,9 +140,9 @@ def cmd_run(args) -> int:
 def cmd_list(args) -> int:
     from tabulate import tabulate
 
-    from .registry import get_registry
+    from .registry import registry_summary
 
-    reg = get_registry()
+    reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
     if args.what == "methods":
         rows = [(n, reg.owner[("methods", n)], "yes" if getattr(c, "trains", True) else "no", getattr(c, "description", ""))
                 for n, c in sorted(reg.methods.items())]
@@ -160,9 +160,9 @@ def cmd_list(args) -> int:
 
 
 def cmd_plugins(args) -> int:
-    from .registry import get_registry
+    from .registry import registry_summary
 
-    reg = get_registry()
+    reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
     for plugin, items in reg.plugins.items():
         print(f"{plugin}:")
         for it in items:
@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from transformers.utils import logging as hf_logging
 
+    if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
         except Exception:  # noqa: BLE001

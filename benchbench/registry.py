@@ -323,3 +323,99 @@ def call_observers(result: dict) -> None:
             impl.function(result=result)
         except Exception as e:  # noqa: BLE001
             raise PluginError(f"Plugin {impl.plugin_name!r} raised in benchbench_result_recorded: {type(e).__name__}: {e}") from e
+
+
+# ---- a fast summary for `list` and `plugins` ------------------------------------------------------
+# Importing the method plugins imports torch (seconds). `benchbench list` / `plugins` only need names
+# and a few attributes, so the first full load writes them to a small manifest in the user cache,
+# keyed by everything that could change them (entry points and their versions, the size and mtime of
+# every plugin module, spec file and benchbench source file, the local plugin file, the task path and
+# the disable list); later calls read the manifest and import no plugin. A manifest with a broken
+# plugin is never reused (the fix may be a newly installed dependency, which changes no key input).
+MANIFEST_VERSION = 1
+
+
+def _summary_key() -> str:
+    import hashlib
+    import importlib.util
+    import os
+
+    h = hashlib.sha256(f"v{MANIFEST_VERSION}|{sys.version}|{os.environ.get(DISABLE_ENV, '')}|"
+                       f"{os.environ.get(TASK_PATH_ENV, '')}|{Path.cwd()}".encode())
+    files: set[Path] = set()
+    folders: set[Path] = set()
+    here = Path(__file__).resolve().parent
+    # the benchbench code that decides what a plugin registers (spec parsing, method checks, adapters)
+    for pattern in ("registry.py", "tasks.py", "methods.py", "hookspecs.py", "adapters/*.py", "resources/*.toml"):
+        files.update(here.glob(pattern))
+    for ep in _entry_points():
+        h.update(f"{ep.name}={ep.value}|{ep.dist.name if ep.dist else ''}={ep.dist.version if ep.dist else ''}\n".encode())
+        try:
+            spec = importlib.util.find_spec(ep.value.split(":")[0])  # imports parent packages only
+        except Exception:  # noqa: BLE001 - an unfindable plugin just keys as "not found"
+            spec = None
+        if spec is not None and spec.origin:
+            folders.add(Path(spec.origin).parent)
+    for folder in folders:  # a plugin's modules and spec files (and their include files one level down)
+        for pattern in ("*.py", "*.toml", "*/*.toml"):
+            files.update(folder.glob(pattern))
+    files.add(Path.cwd() / LOCAL_PLUGIN_FILE)
+    for entry in filter(None, os.environ.get(TASK_PATH_ENV, "").split(os.pathsep)):
+        p = Path(entry).expanduser()
+        files.update(p.glob("*.toml") if p.is_dir() else [p])
+    for f in sorted(files):
+        try:
+            st = f.stat()
+            h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{f}|-\n".encode())
+    return h.hexdigest()[:24]
+
+
+def _summarise(reg: Registry) -> dict[str, Any]:
+    return {
+        "methods": {n: {"trains": bool(getattr(c, "trains", True)), "description": str(getattr(c, "description", "") or "")}
+                    for n, c in reg.methods.items()},
+        "tasks": {n: {"kind": str(getattr(t, "kind", "?")), "splits": list(getattr(t, "splits", []) or []),
+                      "main_metric": str(getattr(t, "main_metric", "") or "")} for n, t in reg.tasks.items()},
+        "suites": {n: {"tasks": list(s.tasks), "description": str(getattr(s, "description", "") or ""),
+                       "notes": list(getattr(s, "notes", []) or [])} for n, s in reg.suites.items()},
+        "owner": [[k, n, p] for (k, n), p in reg.owner.items()],
+        "plugins": reg.plugins, "broken": reg.broken, "disabled": reg.disabled,
+    }
+
+
+def registry_summary() -> Registry:
+    """A ``Registry`` whose entries are plain namespaces (name, kind, splits, description, ...), for
+    commands that only print names: from the manifest when it is current, else from a full load
+    (which refreshes it). Never use it to run anything."""
+    import json
+    import os
+    import tempfile
+    from types import SimpleNamespace
+
+    from .data import default_data_cache  # not .encoding: that imports numpy
+
+    path = default_data_cache().parent / f"registry-{_summary_key()}.json"
+    data = None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
+        data = {"version": MANIFEST_VERSION, **_summarise(get_registry())}
+        if not data["broken"]:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".registry-", suffix=".tmp")
+                with os.fdopen(fd, "w") as f:
+                    json.dump(data, f)
+                os.replace(tmp, path)
+            except OSError:  # a cache that cannot be written only costs speed
+                pass
+    ns = SimpleNamespace
+    return Registry(methods={n: ns(name=n, **v) for n, v in data["methods"].items()},
+                    tasks={n: ns(name=n, **v) for n, v in data["tasks"].items()},
+                    suites={n: ns(name=n, **v) for n, v in data["suites"].items()},
+                    owner={(k, n): p for k, n, p in data["owner"]}, plugins=data["plugins"],
+                    broken=data["broken"], disabled=data["disabled"])

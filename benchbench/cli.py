@@ -241,10 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
         try:
             from transformers.utils import logging as hf_logging
 
-    if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
         except Exception:  # noqa: BLE001

@@ -2,16 +2,21 @@
 
 The encoder stays frozen. Its mean-pooled vectors u are mapped by an invertible Glow flow f to
 z = f(u), trained by maximum likelihood under a standard Gaussian (change of variables:
-log p(u) = log N(f(u)) + log|det df/du|); z is the sentence vector. The corpus is encoded ONCE and
-the flow trains on the cached vectors. Glow's step is ActNorm -> invertible linear map (LU
-parametrised) -> affine coupling; the multi-scale architecture factors out half the dimensions after
-each level (the official "config_l3_d3_w32": 3 levels, 3 steps each, coupling networks 32 wide).
+log p(u) = log N(f(u)) + log|det df/du|); z is the sentence vector. Multi-scale Glow: 3 levels of 3
+steps, coupling networks 32 wide (the official "config_l3_d3_w32"); each step is ActNorm ->
+permutation -> coupling, and half the dimensions leave the flow after each level.
 
 Written by hand: no installed library provides Glow (normflows/nflows are not dependencies here).
 
-Learning rate: Appendix B gives 1e-6 (weight decay 0.01); the authors' PyTorch BERT-flow
-re-implementation (UKPLab/pytorch-bertflow) trains the flow with 1e-3, and 1e-6 barely moves a
-freshly initialised flow in any CPU budget, so the default is 1e-3 (``--lr 1e-6`` for App. B)."""
+| item | paper (TSDAE App. B) | reference code (bohanli/BERT-flow; UKPLab/pytorch-bertflow) | benchbench |
+|---|---|---|---|
+| coupling | - | official config: additive | ``coupling="additive"`` (default); ``"affine"`` = benchbench's earlier Glow variant |
+| permutation | - | official config: fixed reverse | ``permutation="reverse"`` (default); ``"lu"`` = learned LU 1x1 map (earlier variant) |
+| vectors the flow sees | - | BERT called in training mode (dropout on) on every batch, BERT frozen | ``vectors="dropout"`` (default); ``"cached"`` = encoded once in eval mode (earlier variant, far cheaper on a CPU) |
+| learning rate | 1e-6 (wd 0.01) | 1e-3 (pytorch-bertflow) | 1e-3: 1e-6 barely moves a fresh flow in a CPU budget (``--lr 1e-6`` for App. B) |
+| pooling | mean | official offers several (e.g. first-last average) | mean of the last layer |
+| gradient clipping | - | global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
+"""
 from __future__ import annotations
 
 import json
@@ -269,7 +274,7 @@ class FlowEncoder(TransformerEncoder):
 class BertFlow(Method):
     name = "bertflow"
     Config = BertFlowConfig
-    description = "BERT-flow: Glow on a frozen encoder's mean-pooled vectors (cached)"
+    description = "BERT-flow: Glow (additive, reverse; dropout re-encoding) on a frozen encoder's mean-pooled vectors"
 
     def train(self, corpus: list[str], ctx: TrainContext):
         from benchbench import embed

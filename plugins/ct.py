@@ -5,7 +5,18 @@ Two encoders start from the same weights. Each batch holds pairs (a, b): for eve
 f1(a)·f2(b) and the loss binary cross-entropy (summed over the batch, as the CT authors'
 sentence-transformers port does). RMSprop with the segmented-constant lr of Appendix B
 (1e-5, 8e-6, 6e-6, 4e-6 for steps 1-500, 501-1000, 1001-1500, 1501-2000, then 2e-6); mean
-pooling; the SECOND encoder is the result."""
+pooling; the SECOND encoder is the result.
+
+| item | paper (TSDAE App. B) | reference code | benchbench |
+|---|---|---|---|
+| implementation | the TSDAE authors' own (PyTorch) | official TF code (FreddeFrallan/Contrastive-Tension); the TSDAE authors' port is sentence-transformers ``ContrastiveTensionLoss`` | the port's loss (equal to it: tests/test_fidelity.py) |
+| dropout while training | not stated | official: both encoders without dropout; port: train mode, dropout on | on (``dropout=True``, the TSDAE authors' port); ``dropout=False`` = official; recorded in the config |
+| max length | not stated | official 75; port: the model's | the model's (``--max-seq-length 75`` for the official) |
+| random negative equal to its anchor | - | labelled 0 (port's data loader; official samples at random too) | labelled 0 (not resampled) |
+| loss reduction | expectation | port: BCE summed over the batch | summed |
+| gradient clipping | not stated | ``fit``: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
+| lr schedule | segmented 1e-5 .. 2e-6 | same | same (``segment_steps`` 500) |
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

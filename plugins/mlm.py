@@ -3,7 +3,17 @@ target corpus, then mean-pool the token states. Devlin et al.'s recipe (15% of t
 those 80% [MASK], 10% random, 10% kept; linear warm-up then linear decay) except steps, batch and
 lr, which are the TSDAE paper's (100K, 8, 5e-5). Masking is transformers' own
 ``DataCollatorForLanguageModeling`` (token or whole-word), fed a generator seeded from the loop's
-per-batch RNG so that a resumed run masks the same tokens."""
+per-batch RNG so that a resumed run masks the same tokens.
+
+| item | paper (Devlin et al. / TSDAE 5.2) | reference code (BERT, HF Trainer) | benchbench |
+|---|---|---|---|
+| MLM head | pretrained | ``BertForMaskedLM`` head from the checkpoint | the checkpoint's head for every model source; none -> random, said in ``train.pretrained_lm_head`` |
+| weight decay | 0.01 | AdamWeightDecay / Trainer: not on bias and LayerNorm | 0.01, not on bias and LayerNorm |
+| gradient clipping | - | global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
+| warm-up | 10K of 1M steps | linear warm-up, linear decay | ``warmup_ratio`` 0.01, linear decay |
+| whole-word masking | (later BERT release) | wwm with 80/10/10 | ``whole_word=True``: transformers 5 disables the random-token 10% under wwm (all chosen words -> [MASK]) |
+| loss | CE on masked tokens | ``BertForMaskedLM`` loss | equal to it (tests/test_fidelity.py) |
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -3,10 +3,23 @@
 Each sentence is encoded twice in one forward pass; the two vectors differ only by dropout and form
 the positive pair, the other sentences of the batch are the negatives: cross-entropy over cosine
 similarities divided by a temperature of 0.05 (the in-batch-negatives loss, MNRL). Pooling is the
-[CLS] vector through a linear+tanh layer during training only, as the official unsupervised recipe
-(the TSDAE paper's "linear layer on the CLS token"); the saved encoder is the [CLS] vector. Appendix
-B's settings: one epoch, batch 512, AdamW lr 5e-5 (linear decay, the official HF-Trainer default),
-max length 32."""
+[CLS] vector through a linear+tanh layer, trained AND kept in the saved encoder: the TSDAE paper ran
+SimCSE's official code with its defaults ("a linear layer on the CLS token embedding as the pooling
+method"); SimCSE's later ``mlp_only_train`` recipe is ``mlp="train_only"``. The TSDAE paper kept the
+official code's STS-B-dev checkpoint selection (its footnote 8); benchbench does not offer it yet and
+keeps the last step. Appendix B's settings: one epoch, batch 512, AdamW lr 5e-5 (linear decay, the
+official HF-Trainer default), max length 32 (training only: the saved encoder keeps the start's).
+
+| item | paper (TSDAE App. B) | reference code (princeton-nlp/SimCSE) | benchbench |
+|---|---|---|---|
+| pooling / MLP | "a linear layer on the CLS token embedding as the pooling method" | ``--pooler_type cls``: MLP (dense+tanh) at train and test; later ``--mlp_only_train`` (test: bare CLS) | ``mlp="train_and_test"`` (default, the TSDAE paper's); ``mlp="train_only"`` = ``mlp_only_train``; the saved encoder keeps the MLP (``simcse_mlp/`` + registered loader ``simcse-mlp``) |
+| max length | 32 | 32 (training) | 32 for training only; the saved encoder keeps the start's max length |
+| checkpoint selection | STS-B dev early stopping (footnote 8: "We do not change this setting") | evaluate every 125 steps on STS-B dev, keep the best | NOT implemented: the last step is kept (fixed budget, as for the other methods) |
+| epochs / batch / lr | 1 / 512 / 5e-5 | same; linear decay, no warm-up | same |
+| gradient clipping | not stated | HF Trainer: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
+| MLP init | - | BERT init (normal 0.02, zero bias) | same |
+| two views | - | one forward pass on the doubled batch | same |
+"""
 from __future__ import annotations
 
 import json

@@ -20,6 +20,17 @@ The decoder is the model family's causal-LM head model (``BertLMHeadModel`` for 
 * optionally (``group_by_length``, off by default) each batch is split into length groups padded
   only to their own longest member: exact, and it removes padded work, but on a 2-core CPU the
   smaller matmuls made steps slower (bench/tsdae_throughput.py: 0.93x vs 1.36x without).
+
+Departures and choices (reference code: sentence-transformers ``DenoisingAutoEncoderLoss`` +
+``DenoisingAutoEncoderDataset`` + ``fit``, which the TSDAE authors wrote):
+
+| item | paper | reference code | benchbench |
+|---|---|---|---|
+| decoder LM head | pretrained (bert-base) | ``AutoModelForCausalLM.from_pretrained`` of the model | the checkpoint's head for every model source (hub id, local dir, sentence-transformers folder); a checkpoint without one starts it at random and the record says so (``train.pretrained_lm_head``) |
+| gradient clipping | not stated | ``fit``: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
+| cross-attention over one vector | full attention | library attention | exact shortcut (``fast_cross_attention``); loss equal to the reference (tests/test_fidelity.py) |
+| word splitting for the noise | words | nltk ``word_tokenize`` / ``TreebankWordDetokenizer`` | benchbench's own word splitter (no nltk data offline) |
+| lr schedule | constant 3e-5 | the example uses ``constantlr`` | constant |
 """
 from __future__ import annotations
 

@@ -1,0 +1,48 @@
+"""The offline NLI data: BSL's general corpus (unlabelled, de-duplicated) and the entailment pairs."""
+from __future__ import annotations
+
+import pytest
+
+from benchbench import corpora
+from benchbench.data import DataStore
+from benchbench.errors import ConfigError
+from benchbench.nli import CORPUS_NAME, entailment_pairs, load_general_corpus, nli_triples
+
+
+def test_general_corpus_is_the_unlabelled_nli_sentences(real_data):
+    data = DataStore(real_data)
+    c = load_general_corpus(data)
+    assert c.kind == "general" and c.name == CORPUS_NAME and len(c.sha256) == 64
+    assert len(c.sentences) == len(set(c.sentences)) == 35740  # SNLI dev/test + XNLI-en dev/test, de-duplicated
+    assert not {"entailment", "neutral", "contradiction"} & set(c.sentences)
+    rows = nli_triples(data)
+    assert len(rows) == 9842 + 9824 + 2490 + 5010
+    both = {s for a, b, _, _ in rows for s in (a, b)}
+    assert set(c.sentences) == both - {""}
+    assert c.describe()["sentences"] == 35740
+
+
+def test_entailment_pairs_use_labels_only_to_select(real_data):
+    data = DataStore(real_data)
+    pairs = entailment_pairs(data)
+    labels = {(a, b): lab for a, b, lab, _ in nli_triples(data)}
+    assert pairs and all(labels[p] == "entailment" for p in pairs)
+    assert ("And he said, Mama, I'm home.", "He told his mom he had gotten home.") in pairs
+    assert ("And he said, Mama, I'm home.", "He didn't say a word.") not in pairs
+
+
+def test_general_loader_registered_and_file_corpus(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("first line\n\n  second line  \n")
+
+    class M:
+        name, corpus = "m", "general"
+
+    c = corpora.training_corpus(M, None, DataStore(tmp_path), str(f))
+    assert c.sentences == ["first line", "second line"] and c.name.startswith("file:")
+    empty = tmp_path / "e.txt"
+    empty.write_text("\n")
+    with pytest.raises(Exception, match="no non-empty lines"):
+        corpora.training_corpus(M, None, DataStore(tmp_path), str(empty))
+    with pytest.raises(ConfigError):
+        corpora.training_corpus(M, None, DataStore(tmp_path), str(tmp_path / "missing.txt"))

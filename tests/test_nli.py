@@ -25,8 +25,11 @@ def test_general_corpus_is_the_unlabelled_nli_sentences(real_data):
 def test_entailment_pairs_use_labels_only_to_select(real_data):
     data = DataStore(real_data)
     pairs = entailment_pairs(data)
-    labels = {(a, b): lab for a, b, lab, _ in nli_triples(data)}
-    assert pairs and all(labels[p] == "entailment" for p in pairs)
+    labels: dict = {}
+    for a, b, lab, _ in nli_triples(data):
+        labels.setdefault((a, b), set()).add(lab)
+    assert pairs and all("entailment" in labels[p] for p in pairs)
+    assert len(pairs) == len(set(pairs)) == sum("entailment" in v for v in labels.values())
     assert ("And he said, Mama, I'm home.", "He told his mom he had gotten home.") in pairs
     assert ("And he said, Mama, I'm home.", "He didn't say a word.") not in pairs
 

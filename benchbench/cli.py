@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--batch-size", type=int, default=1024, help="sentences encoded at a time (the corpus is streamed)")
     t.add_argument("--columns", default=None, help="comma list of record fields shown as extra columns, e.g. "
                    "train.seconds,train.flops,train.tokens (training cost)")
+    from .board_cli import add_subcommands  # leaderboard, reproduce, export, import-mteb
+
+    add_subcommands(sub)
     return p
 
 
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
     try:
         return {"run": cmd_run, "list": cmd_list, "plugins": cmd_plugins, "table": cmd_table,
-                "neighbours": cmd_neighbours}[args.cmd](args)
+                "neighbours": cmd_neighbours}.get(args.cmd, getattr(args, "func", None))(args)
     except BenchbenchError as e:
         print(f"benchbench: error: {e}", file=sys.stderr)
         return 2

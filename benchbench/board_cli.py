@@ -1,0 +1,103 @@
+"""Subcommands ``leaderboard``, ``reproduce``, ``export`` and ``import-mteb`` (added to ``benchbench``'s
+parser by ``cli.build_parser``; kept here so the shared cli.py only needs a one-line hook)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_subcommands(sub) -> None:
+    lb = sub.add_parser("leaderboard", help="build leaderboards/README.md, latex/ and site/ from stored records")
+    lb.add_argument("--results", default="leaderboards", help="folder searched recursively for result records")
+    lb.add_argument("--out", default="leaderboards")
+    lb.add_argument("--check", action="store_true", help="fail (exit 1) naming each generated file that differs from a rebuild")
+    lb.add_argument("--screenshot", action="store_true", help="also refresh site/screenshot.png with headless chromium")
+    lb.set_defaults(func=cmd_leaderboard)
+
+    rp = sub.add_parser("reproduce", help="run what a paper table needs and compare with the published numbers")
+    rp.add_argument("name", help="tsdae-table2, tsdae-table3, qt-table1, bsl-table1, tenc-table1, tenc-pairs, or a .toml")
+    rp.add_argument("--results", default="leaderboards/results", help="records are read from and written to here")
+    rp.add_argument("--dry-run", action="store_true", help="list the runs, run nothing")
+    rp.add_argument("--compare-only", action="store_true", help="run nothing; compare what is stored")
+    rp.add_argument("--tasks", default=None, help="comma list: run only these tasks (the table shows all)")
+    rp.add_argument("--md", default=None, help="also write the side-by-side table (Markdown) to this file")
+    rp.add_argument("--model", default=None)
+    rp.add_argument("--steps", type=int, default=None)
+    rp.add_argument("--seeds", default=None, help="comma list (default: the paper's)")
+    rp.add_argument("--batch-size", type=int, default=None)
+    rp.add_argument("--lr", type=float, default=None)
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rp.add_argument("--device", default=None)
+    rp.add_argument("--data-dir", default=None)
+    rp.add_argument("--encode-batch-size", type=int, default=None)
+    rp.set_defaults(func=cmd_reproduce)
+
+    ex = sub.add_parser("export", help="export a results dir (MTEB result layout)")
+    ex.add_argument("--format", choices=["mteb"], default="mteb")
+    ex.add_argument("--results", default="leaderboards")
+    ex.add_argument("--out", required=True)
+    ex.set_defaults(func=cmd_export)
+
+    im = sub.add_parser("import-mteb", help="import MTEB result JSON files as records labelled imported")
+    im.add_argument("src", help="an MTEB results folder (or one file)")
+    im.add_argument("--out", default="leaderboards/imported-mteb")
+    im.add_argument("--model", default=None, help="model name (default: from model_meta.json or the folder)")
+    im.set_defaults(func=cmd_import)
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from .site import build, check, screenshot
+
+    if args.check:
+        problems = check(args.results, args.out)
+        for p in problems:
+            print(f"stale leaderboard: {p}", file=sys.stderr)
+        if problems:
+            print("regenerate with: benchbench leaderboard --results leaderboards --out leaderboards --screenshot "
+                  "and commit leaderboards/README.md, leaderboards/latex, leaderboards/site", file=sys.stderr)
+            return 1
+        print("leaderboard up to date")
+        return 0
+    written = build(args.results, args.out)
+    print(f"wrote {len(written)} files under {args.out}")
+    if args.screenshot:
+        why = screenshot(Path(args.out) / "site" / "index.html", Path(args.out) / "site" / "screenshot.png")
+        print(why or f"screenshot: {Path(args.out) / 'site' / 'screenshot.png'}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import Budget, reproduce
+
+    sets = dict(s.split("=", 1) for s in args.set)
+    b = Budget(model=args.model, steps=args.steps, seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
+               batch_size=args.batch_size, lr=args.lr, sets=sets, device=args.device, data_dir=args.data_dir,
+               encode_batch_size=args.encode_batch_size, tasks=args.tasks.split(",") if args.tasks else None)
+    return reproduce(args.name, args.results, b, dry_run=args.dry_run, md=args.md, compare_only=args.compare_only)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .mteb_io import export
+
+    print(f"wrote {len(export(args.results, args.out))} MTEB result files under {args.out}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .mteb_io import import_dir, import_file
+
+    src = Path(args.src)
+    if src.is_file():
+        import json
+
+        recs = import_file(src, args.model)
+        for r in recs:
+            d = Path(args.out) / "imported" / r["model"].replace("/", "_")
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"{r['task']}.json").write_text(json.dumps(r, indent=1, sort_keys=True) + "\n")
+        n = len(recs)
+    else:
+        n = len(import_dir(src, args.out, args.model))
+    print(f"imported {n} records into {args.out} (labelled imported: MTEB)")
+    return 0

@@ -65,6 +65,27 @@ class RunReport:
     rank: int = 0  # a non-zero rank of a multi-process run trains only; rank 0 reports
 
 
+def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str) -> None:
+    """A NaN/Inf score (constant vectors make a correlation undefined) is an error naming the task,
+    split and metric, never a record (JSON has no NaN; the store refuses it too)."""
+    import math
+
+    def walk(obj, path):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            yield path
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                yield from walk(v, f"{path}.{k}")
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj):
+                yield from walk(v, f"{path}[{i}]")
+
+    bad = [p for s, r in split_results.items() for p in walk(r, s)]
+    if bad:
+        raise DataError(f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): {bad[:5]}. "
+                        "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text.")
+
+
 def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
     entry = reg.task(task)
     if isinstance(entry, type):
@@ -234,6 +255,7 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                                        "encoder_fingerprint": record["encoder_fingerprint"], "git_sha": record["git_sha"]}
                                    for s in split_results}
             record = merge(existing, record)  # keeps every stored split this run did not evaluate
+            _refuse_non_finite(split_results, task, opts.method, plugin)
             store.write(record)
             call_observers(record)
             report.records.append(record)

@@ -56,6 +56,15 @@ class NaN(Fixed):
     def train(self, corpus, ctx):
         return NaNEncoder()
 
+class ConstEncoder(CosineFixtureEncoder):
+    fingerprint = "const-encoder-v1"
+    def encode(self, texts):
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+class Const(Fixed):
+    def train(self, corpus, ctx):
+        return ConstEncoder()
+
 class Shape(Fixed):
     def train(self, corpus, ctx):
         return ShapeEncoder()
@@ -72,6 +81,7 @@ def benchbench_register_methods(register):
     register("fixed", Fixed)
     register("nan", NaN)
     register("shape", Shape)
+    register("const", Const)
     register("trained", Trained)
     register("evil<script>|x", Fixed)
 
@@ -111,6 +121,14 @@ def test_wrong_shaped_output_is_blamed_on_the_method(workdir, capsys):
     err = capsys.readouterr().err
     assert "method 'shape'" in err and "returned shape (1, 2)" in err
     assert "Task 'sts-mini'" not in err
+
+
+def test_undefined_score_is_a_named_error_not_a_record(workdir, capsys):
+    """Constant vectors pass the encoder check but make the correlation NaN: named, never stored."""
+    assert main(["run", "--method", "const", "--tasks", "mini"]) == 2
+    err = capsys.readouterr().err
+    assert "Task 'sts-mini' gave non-finite scores for method 'const'" in err and "test." in err
+    assert not _records(workdir / "results")
 
 
 def test_record_with_nan_is_never_written(tmp_path):

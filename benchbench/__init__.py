@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it (relative to this package)
 _EXPORTS: dict[str, str] = {
     "hookimpl": ".hookspecs",
+    "Token": ".analysis.pos",  # POS taggers (plugins/taggers.py) return these
     "hookspec": ".hookspecs",
     "Method": ".methods",
     "TrainContext": ".methods",
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "make_adapter": ".runner",
     "resolve_model_path": ".models",
     "load_pretrained_head": ".models",
+    "DataStore": ".data",
     "checkpoint_source": ".models",
     "tiny_bert": ".models",
     "TaskAdapter": ".adapters.base",

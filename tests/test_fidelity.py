@@ -432,3 +432,23 @@ def test_bertflow_default_is_the_official_config(tmp_path):
     enc = BertFlow(BertFlowConfig(steps=2, batch_size=4)).train(CORPUS, _ctx(tmp_path, "tiny-bert:16:1:2:32"))
     kinds = {type(m) for m in enc.flow.modules()}
     assert AdditiveCoupling in kinds and Reverse in kinds
+
+
+def test_simcse_stsb_dev_selection_keeps_the_best_step(real_data, tmp_path):
+    from benchbench.data import DataStore
+    from benchbench.encoding import Embedder
+    from benchbench.registry import get_registry
+    from benchbench.runner import make_adapter
+    from benchbench_plugins.simcse import SimCSE, SimCSEConfig
+
+    ctx = _ctx(tmp_path, "tiny-bert:16:1:2:32")
+    ctx.data = DataStore(real_data, allow_download=False)
+    seen = []
+    ctx.monitor, ctx.monitor_every = (lambda step, enc: seen.append(step) or {}), 3
+    enc = SimCSE(SimCSEConfig(steps=4, batch_size=4, lr=5e-3, select_on_stsb_dev=True, eval_every=2)).train(CORPUS, ctx)
+    curve = {p[0]: p[1]["stsb_dev_select"] for p in ctx.accounting["monitor"] if "stsb_dev_select" in p[1]}
+    step, best = ctx.accounting["stsb_dev_selected_step"], ctx.accounting["stsb_dev_best"]
+    assert step in (2, 4) and seen == [3, 4]  # the caller's own monitor still runs at its steps
+    score = make_adapter(get_registry(), "stsb", ctx.data).evaluate(Embedder(enc, progress=False), "dev").main_score
+    assert abs(score - best) < 1e-6
+    assert sorted(curve) == [2, 4] and best == max(curve.values()) and curve[step] == best

@@ -109,7 +109,10 @@ def check_method(method_cls: type, overrides: dict[str, Any] | None = None, mode
     tmp = Path(tmp_dir or tempfile.mkdtemp(prefix="benchbench-check-"))
 
     def train(folder: str):
-        ctx = TrainContext(model=model, seed=seed, output_dir=tmp / folder, progress=False, device="cpu")
+        from .registry import get_registry
+
+        ctx = TrainContext(model=model, seed=seed, output_dir=tmp / folder, progress=False, device="cpu",
+                           registry=get_registry())  # augmenters, noise kinds
         ctx.pairs = list(zip(corpus[::2], corpus[1::2], strict=False))
         return method_cls(cfg).train(corpus if method_cls.trains else [], ctx)
 

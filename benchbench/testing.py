@@ -98,7 +98,7 @@ def check_method(method_cls: type, overrides: dict[str, Any] | None = None, mode
         json.dumps(dataclasses.asdict(cfg), default=str)
     except BenchbenchError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise _fail(who, "Config dataclass", f"{type(e).__name__}: {e}") from e
     report["passed"].append("Config dataclass")
     corpus = list(corpus or CORPUS)

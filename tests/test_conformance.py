@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench import Method
 from benchbench.registry import load_registry
 from benchbench.testing import ConformanceError, check_method, check_task
-
-from helpers import FIXTURES
 
 _TINY_RNN = {"hidden": 16, "emb_dim": 8, "vocab_size": 300, "max_tokens": 12, "batch_size": 4, "steps": 3}
 # per-method tiny budgets (options by name, as --set gives them); a method not listed gets the
@@ -79,9 +78,9 @@ class _NaN(_Flaky):
 
 
 def test_the_kit_catches_broken_methods(tmp_path):
-    with pytest.raises(ConformanceError, match="'flaky'.*determinism"):
+    with pytest.raises(ConformanceError, match=r"'flaky'.*determinism"):
         check_method(_Flaky, tmp_dir=tmp_path / "a")
-    with pytest.raises(ConformanceError, match="'nan'.*finiteness"):
+    with pytest.raises(ConformanceError, match=r"'nan'.*finiteness"):
         check_method(_NaN, tmp_dir=tmp_path / "b")
 
 

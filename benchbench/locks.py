@@ -13,6 +13,7 @@ even by ``kill -9``: a stale lock file never blocks anyone.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -72,11 +73,9 @@ def hold(lock_path: str | Path, what: str) -> Iterator[None]:
             raise LockedError(f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
                               f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s).") from None
     try:
-        try:
+        with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
             Path(f"{lock_path}.owner").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                                               "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
-        except OSError:  # the note is only for messages; the lock itself is what protects
-            pass
         yield
     finally:
         lock.release()

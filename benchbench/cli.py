@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .board_cli import add_subcommands  # leaderboard, reproduce, export, import-mteb
 
     add_subcommands(sub)
+    from .sweep import add_subcommands as _sweep_subcommands  # sweep, analyze pos, labelling-work
+
+    _sweep_subcommands(sub)
     return p
 
 

@@ -386,3 +386,35 @@ def run_stages(setup: Setup, ctx: Any, adapter: Any, train_target: Callable[[], 
     info["stages"] = stages
     info["setup"] = str(setup)
     return encoder, info
+
+
+# ---- equivalent labelling work (Appendix D, Table 10) ------------------------------------------------
+
+def equivalent_labelling_work(score_at: Callable[[int], float], target: float, lo: int = 1, hi: int = 65536,
+                              tolerance: int = 1) -> tuple[int | None, dict[int, float]]:
+    """The smallest number of labelled pairs ``n`` in [lo, hi] whose supervised score reaches ``target``
+    (the unsupervised method's score), by binary search on ``score_at(n)`` (assumed non-decreasing in
+    n, as the paper assumes). Stops when the bracket is ``tolerance`` wide. Returns (n, or None when
+    even ``hi`` falls short; every evaluated point {n: score}) -- each point is a real supervised run,
+    so the search costs about log2((hi - lo) / tolerance) runs."""
+    if lo < 1 or hi < lo or tolerance < 1:
+        raise ConfigError(f"equivalent_labelling_work: need 1 <= lo <= hi and tolerance >= 1 (got {lo}, {hi}, {tolerance}).")
+    seen: dict[int, float] = {}
+
+    def f(n: int) -> float:
+        if n not in seen:
+            seen[n] = float(score_at(n))
+        return seen[n]
+
+    if f(hi) < target:
+        return None, seen
+    if f(lo) >= target:
+        return lo, seen
+    a, b = lo, hi  # invariant: f(a) < target <= f(b)
+    while b - a > tolerance:
+        m = (a + b) // 2
+        if f(m) >= target:
+            b = m
+        else:
+            a = m
+    return b, seen

@@ -15,5 +15,18 @@ OUT=leaderboards/qt
   echo
   benchbench table --output $OUT/results --tasks senteval-proto,sick-r,sts14 --columns train.steps,train.seconds,train.sentences,train.tokens,train.flops
   echo
-  echo "Rows by config hash: see the provenance lines above (config.encoder, config.steps, config.embeddings)."
+  echo "Legend (config hash -> what the row is):"
+  python - <<'PY'
+import json, pathlib
+seen = {}
+for f in sorted(pathlib.Path("leaderboards/qt/results").glob("*/*/*/*/seed1/*.json")):
+    r = json.loads(f.read_text())
+    c = r["config"]
+    if r["method"] == "glove-avg":
+        continue
+    kind = {"qt": f"{c.get('encoder')}-QT", "mc-qt": "mc-qt (bi GloVe-fixed + bi scratch)"}.get(r["method"], r["method"])
+    state = "UNTRAINED (steps=0)" if c.get("steps") == 0 else f"trained {c.get('epochs')} epoch(s)"
+    seen[r["config_hash"]] = f"- {r['method']} [{r['config_hash']}]: {kind}, {state}"
+print("\n".join(seen.values()))
+PY
 } > $OUT/learning_check.md

@@ -24,7 +24,7 @@ loop is called after the checkpoint is written, so an update made there would be
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ class BSLConfig:
     max_seq_length: int | None = 64
     max_sentences: int | None = None  # train on a seeded random subset of the corpus (small budgets)
     grad_accum: int = 1
-    checkpoint_every: int = 1000
+    checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
 def predictor(d: int, k: int) -> torch.nn.Sequential:

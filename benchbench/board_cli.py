@@ -13,6 +13,8 @@ def add_subcommands(sub) -> None:
     lb.add_argument("--out", default="leaderboards")
     lb.add_argument("--check", action="store_true", help="fail (exit 1) naming each generated file that differs from a rebuild")
     lb.add_argument("--screenshot", action="store_true", help="also refresh site/screenshot.png with headless chromium")
+    lb.add_argument("--committed", action="store_true",
+                    help="read the records as committed at git HEAD (what CI's clean clone sees), not the working tree")
     lb.set_defaults(func=cmd_leaderboard)
 
     rp = sub.add_parser("reproduce", help="run what a paper table needs and compare with the published numbers")
@@ -49,6 +51,15 @@ def add_subcommands(sub) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .site import build, check, screenshot
 
+    if args.committed:  # records as committed: others' uncommitted records must not leak into a committed build
+        import subprocess
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="benchbench-lb-")
+        rel = Path(args.results).resolve().relative_to(Path.cwd().resolve()).as_posix()
+        arch = subprocess.run(["git", "archive", "HEAD", rel], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
+        args.results = str(Path(tmp) / rel)
     if args.check:
         problems = check(args.results, args.out)
         for p in problems:

@@ -304,7 +304,8 @@ def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> 
            "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
            "LaTeX tables are in `latex/`.", ""]
     if topics:
-        out += ["Hand-written tables and bench logs by topic: " + ", ".join(f"`{t}/`" for t in topics), ""]
+        out += ["Hand-written tables, records and bench logs by topic (not generated; each states its command, "
+                "budget and device): " + ", ".join(f"`{t}`" for t in topics), ""]
     for t in tables:
         out += [f"## {escape_md(t.name)}", ""]
         if not t.rows:
@@ -613,7 +614,9 @@ def build(results: str | Path, out: str | Path) -> list[Path]:
     records = load_records(results)
     rows = build_rows(records)
     tables = suite_tables(rows)
-    topics = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name not in GENERATED) if out.is_dir() else []
+    res = Path(results)  # the topic list comes from the records' folder (what CI's clean clone has)
+    topics = sorted(p.name + ("/" if p.is_dir() else "") for p in res.iterdir()
+                    if p.name not in GENERATED and not p.name.startswith(".")) if res.is_dir() else []
     files: dict[str, str] = {"README.md": render_markdown(tables, rows, topics)}
     for t in tables:
         if t.rows:
@@ -653,9 +656,6 @@ def check(results: str | Path, out: str | Path) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "lb"
         fresh.mkdir()
-        for p in sorted(out.iterdir()) if out.is_dir() else []:  # the topic list in README reads out's folders
-            if p.is_dir() and p.name not in GENERATED:
-                (fresh / p.name).mkdir()
         build(results, fresh)
         want, have = _generated_files(fresh), _generated_files(out)
         problems = []

@@ -1,0 +1,86 @@
+"""benchbench reproduce: bundled data files are well-formed, the dry run lists exactly the runs the
+records lack, stored records are compared with the paper (difference signed ours - paper), an
+uninstalled method gives a clear line, and MTEB export/import round-trips a score."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from benchbench import mteb_io, reproduce
+from benchbench.reproduce import Budget
+
+REQUIRED = {"tsdae-table2", "tsdae-table3", "qt-table1", "bsl-table1", "tenc-table1", "tenc-pairs"}
+
+
+def test_data_files() -> None:
+    assert REQUIRED <= set(reproduce.available())
+    for name in REQUIRED:
+        spec = reproduce.load_spec(name)
+        assert spec["name"] == name and spec["paper"] and spec["table"] and spec["source"]
+        for row in spec["rows"]:
+            assert set(row["published"]) <= set(spec["tasks"]) | {"avg"}, (name, row["label"])
+    t2 = reproduce.load_spec("tsdae-table2")
+    assert t2["rows"][0]["published"]["avg"] == 55.2
+
+
+def _rec(method: str, task: str, score: float, steps: int | None, model: str = "sentence-transformers/all-MiniLM-L6-v2") -> dict:
+    return {"schema_version": 2, "task_version": 1, "method": method, "model": model, "setup": "unsupervised",
+            "config": {} if steps is None else {"steps": steps}, "config_hash": f"h{steps}", "seed": 1, "task": task,
+            "device": "cpu", "splits": {"test": {"main_metric": "ap", "main_score": score, "partial": False,
+                                                 "notes": ["x gap"], "scores": {"ap": score}}}}
+
+
+def _spec(tmp_path: Path) -> Path:
+    p = tmp_path / "t.toml"
+    p.write_text('name = "t"\npaper = "P"\ntable = "T1"\nsource = "s"\nmodel = "bert-base-uncased"\nsteps = 100000\n'
+                 'seeds = [1]\ntasks = ["twitterpara", "cqadupstack"]\n'
+                 '[[rows]]\nlabel = "TSDAE"\nmethod = "tsdae"\npublished = { twitterpara = 73.0, cqadupstack = 14.5, avg = 55.2 }\n'
+                 '[[rows]]\nlabel = "Nope"\nmethod = "no-such-method"\npublished = { twitterpara = 1.0 }\n')
+    return p
+
+
+def test_dry_run_and_compare(tmp_path: Path) -> None:
+    res = tmp_path / "res"
+    res.mkdir()
+    for i, r in enumerate([_rec("tsdae", "twitterpara", 70.0, 200), _rec("tsdae", "cqadupstack", 20.0, 2000)]):
+        (res / f"{i}.json").write_text(json.dumps(r))
+    out: list[str] = []
+    b = Budget(model="all-MiniLM-L6-v2", steps=200)
+    assert reproduce.reproduce(str(_spec(tmp_path)), str(res), b, dry_run=True, echo=out.append) == 0
+    text = "\n".join(out)
+    # twitterpara at 200 steps is stored; cqadupstack only at 2000 steps -> that one run is listed
+    assert "--tasks cqadupstack" in text and "--tasks twitterpara" not in text and "--steps 200" in text
+    assert "method not installed: 'no-such-method'" in text
+    out.clear()
+    assert reproduce.reproduce(str(_spec(tmp_path)), str(res), b, compare_only=True, echo=out.append) == 0
+    text = re.sub(r" +", " ", "\n".join(out))
+    assert "| TSDAE | twitterpara | 73.00 | 70.00 | -3.00 |" in text
+    assert "base model: paper bert-base-uncased; ours sentence-transformers/all-MiniLM-L6-v2" in text
+    assert "paper 100000 steps; ours 200 steps" in text and "data gap: twitterpara: x gap" in text
+
+
+def test_mteb_roundtrip(tmp_path: Path) -> None:
+    res = tmp_path / "res"
+    res.mkdir()
+    r = _rec("sbert", "stsb", 82.5, None)
+    (res / "a.json").write_text(json.dumps(r))
+    files = mteb_io.export(res, tmp_path / "mteb")
+    assert len(files) == 1
+    doc = json.loads(files[0].read_text())
+    assert doc["task_name"] == "stsb" and abs(doc["scores"]["test"][0]["main_score"] - 0.825) < 1e-9
+    # an MTEB-style file for STSBenchmark imports as an 'imported' record on stsb, x100
+    src = tmp_path / "mteb_in" / "some__model" / "rev"
+    src.mkdir(parents=True)
+    (src / "STSBenchmark.json").write_text(json.dumps({"task_name": "STSBenchmark", "mteb_version": "1.0",
+        "scores": {"test": [{"hf_subset": "default", "main_score": 0.8, "cosine_spearman": 0.8}]}}))
+    (src / "Unknown.json").write_text(json.dumps({"task_name": "Unknown", "scores": {"test": []}}))
+    written = mteb_io.import_dir(tmp_path / "mteb_in", tmp_path / "imp")
+    assert len(written) == 1
+    rec = json.loads(written[0].read_text())
+    assert rec["task"] == "stsb" and abs(rec["splits"]["test"]["main_score"] - 80.0) < 1e-9
+    assert rec["imported_from"] == "MTEB"
+    from benchbench import site
+
+    rows = site.build_rows(site.load_records(tmp_path / "imp"))
+    assert rows[0].label.endswith("(imported: MTEB)")

@@ -83,6 +83,7 @@ def test_default_is_jane_austen_from_the_data_dir(tmp_path):
     assert list(c.sentences) == ["EMMA", "Emma Woodhouse, handsome, clever, and rich.", "She was the youngest."]
 
 
-def test_missing_default_corpus_names_the_fix(tmp_path):
+def test_missing_default_corpus_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCHBENCH_DATA", raising=False)  # no data dir at all
     with pytest.raises(Exception, match="--corpus"):
         load_ordered(_store(tmp_path), None)

@@ -206,7 +206,7 @@ def eval_pairs(adapter: Any) -> set[frozenset[str]]:
     """The task's evaluation pairs (unordered, lower-cased) where the adapter exposes them."""
     try:
         tp = adapter.train_pairs()  # TwitterPara: its test pairs (labels unread)
-    except Exception:  # noqa: BLE001
+    except Exception:
         tp = None
     return {frozenset((a.strip().lower(), b.strip().lower())) for a, b in (tp or [])}
 
@@ -219,7 +219,7 @@ def in_domain_data(adapter: Any, labelled: int | None, seed: int) -> Labelled:
         d = adapter.param("train_dir", f"{adapter._dir()}/train")
         a, b, y = (adapter.file(f"{d}/{n}").read_text(encoding="utf-8").splitlines() for n in ("a.toks", "b.toks", "sim.txt"))
         test = eval_pairs(adapter)
-        rows = [(x.strip(), z.strip(), float(s)) for x, z, s in zip(a, b, y)
+        rows = [(x.strip(), z.strip(), float(s)) for x, z, s in zip(a, b, y, strict=True)
                 if x.strip() and z.strip() and frozenset((x.strip().lower(), z.strip().lower())) not in test]
         rng = np.random.default_rng(seed + 7919)
         perm = rng.permutation(len(rows))
@@ -321,7 +321,7 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
             total += 1
             if data.dev and (steps % cfg.eval_every == 0 or steps == cfg.steps):
                 score = _dev_spearman(encoder, data.dev)
-                if not best[0] == best[0] or score > best[0]:
+                if np.isnan(best[0]) or score > best[0]:
                     best = (score, copy.deepcopy(encoder.state_dict()), total)
         info["steps"][name] = steps
     if data.dev:

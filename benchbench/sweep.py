@@ -13,8 +13,8 @@ it; ``executor="local"`` runs the same expansion in this process, one run after 
 from __future__ import annotations
 
 import dataclasses
-import json
 import itertools
+import json
 import os
 import traceback
 from collections.abc import Sequence
@@ -70,7 +70,8 @@ def run_one(run: SweepRun, base: dict[str, Any], env: dict[str, str] | None = No
     """Execute one run with the runner (in a Ray worker or here); never raises: a failure is an Outcome."""
     for k, v in (env or {}).items():
         os.environ[k] = v
-    from .runner import RunOptions, run as run_fn
+    from .runner import RunOptions
+    from .runner import run as run_fn
 
     try:
         opts = RunOptions(**{**base, "method": run.method, "tasks": run.task, "seeds": [run.seed], "setup": run.setup})
@@ -78,7 +79,7 @@ def run_one(run: SweepRun, base: dict[str, Any], env: dict[str, str] | None = No
         scores = {r["task"]: next((s.get("main_score") for s in r.get("splits", {}).values()), None) for r in rep.records}
         status = "skipped" if rep.skipped and len(rep.skipped) == len(rep.records) else ("done" if rep.records else "nothing")
         return Outcome(run, status, scores)
-    except Exception as e:  # noqa: BLE001 - reported, the sweep goes on
+    except Exception as e:
         return Outcome(run, "failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
 
 
@@ -119,10 +120,10 @@ def run_sweep(runs: Sequence[SweepRun], base: dict[str, Any], executor: str = "r
         task = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)(run_one)
         refs = [task.remote(r, base, env) for r in runs]
         out: list[Outcome] = []
-        for r, ref in zip(runs, refs):
+        for r, ref in zip(runs, refs, strict=True):
             try:
                 out.append(ray.get(ref))
-            except Exception as e:  # noqa: BLE001 - a worker crash (not a run's own error)
+            except Exception as e:
                 out.append(Outcome(r, "failed", error=f"ray: {type(e).__name__}: {e}"))
         return out
     finally:
@@ -202,7 +203,7 @@ def add_subcommands(sub: Any) -> None:
 
         from .analysis import pos
         from .data import DataStore
-        from .encoding import EmbeddingCache, Embedder, default_cache_dir
+        from .encoding import Embedder, EmbeddingCache, default_cache_dir
         from .models import load_encoder
         from .registry import get_registry
         from .runner import make_adapter
@@ -240,7 +241,8 @@ def add_subcommands(sub: Any) -> None:
     lw.add_argument("--data-dir", default=None)
 
     def cmd_lw(args) -> int:
-        from .runner import RunOptions, run as run_fn
+        from .runner import RunOptions
+        from .runner import run as run_fn
         from .setups import equivalent_labelling_work, setup_string
 
         def score_at(n: int) -> float:  # one stored supervised@labelled=n run per point (resumable)

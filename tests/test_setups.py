@@ -9,12 +9,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers import FIXTURES, fixture_adapter
 
 from benchbench import setups
 from benchbench.errors import ConfigError
 from benchbench.setups import Labelled, parse_setup, run_stages, setup_string
-
-from helpers import FIXTURES, fixture_adapter
 
 TP = FIXTURES / "useb" / "native"
 
@@ -158,11 +157,10 @@ def test_train_supervised_uses_st_losses_and_early_stops(tiny_encoder):
 
 def test_run_supervised_setup_key_and_record(registry, tmp_path, monkeypatch):
     import dataclasses
+    import functools
 
     from benchbench.results import ResultKey, ResultStore
     from benchbench.runner import RunOptions, run
-
-    import functools
 
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(setups, "SupervisedConfig", functools.partial(setups.SupervisedConfig, batch_size=4, steps=1, eval_every=1))

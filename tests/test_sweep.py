@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench.sweep import SweepRun, base_options, expand, run_sweep
-
-from helpers import FIXTURES
 
 
 def test_expand_folds_sizes_into_setups():
@@ -45,7 +44,7 @@ def _records(root):
 
 
 RUNS = [SweepRun("simcse", "sts-mini", s, "unsupervised") for s in (1, 2)] + [SweepRun("nope", "sts-mini", 1, "unsupervised")]
-BASE = dict(model="tiny-bert:16:1:2:32", overrides={"steps": 2, "batch_size": 4}, device="cpu", progress=False)
+BASE = {"model": "tiny-bert:16:1:2:32", "overrides": {"steps": 2, "batch_size": 4}, "device": "cpu", "progress": False}
 
 
 def test_sweep_local_then_two_worker_ray_equals_sequential(env):
@@ -65,5 +64,5 @@ def test_sweep_local_then_two_worker_ray_equals_sequential(env):
     assert a.keys() == b.keys() and len(a) == 2
     for k in a:
         assert a[k] == pytest.approx(b[k], abs=1e-6)
-    for o, q in zip(seq[:2], par[:2]):
+    for o, q in zip(seq[:2], par[:2], strict=True):
         assert o.scores["sts-mini"] == pytest.approx(q.scores["sts-mini"], abs=1e-6)

@@ -98,7 +98,7 @@ def most_relevant(embedder: Any, pairs: Sequence[tuple[str, str]], tags: dict[st
         plan.append(rows)
     vecs = np.asarray(embedder.embed(texts, desc="pos deletions"), dtype=np.float64)
     out: list[Token | None] = []
-    for (ia, ib), rows in zip(base, plan):
+    for (ia, ib), rows in zip(base, plan, strict=True):
         if not rows:
             out.append(None)
             continue
@@ -123,7 +123,7 @@ def tag_all(tagger: Tagger, pairs: Sequence[tuple[str, str]], cache: Path | None
         done = {k: [Token(*t) for t in v] for k, v in json.loads(cache.read_text()).items()}
     todo = [t for t in texts if t not in done]
     if todo:
-        for t, toks in zip(todo, tagger(todo)):
+        for t, toks in zip(todo, tagger(todo), strict=True):
             done[t] = toks
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ def relevant_pairs(adapter: Any, split: str = "test", limit: int | None = None, 
     forums). ``limit`` samples that many pairs by ``seed`` (CPU budgets)."""
     kind = adapter.spec.kind
     if kind == "twitterpara":
-        pairs = [(x, y) for s1, s2, lab in adapter.load(split).values() for x, y, z in zip(s1, s2, lab) if z > 3]
+        pairs = [(x, y) for s1, s2, lab in adapter.load(split).values() for x, y, z in zip(s1, s2, lab, strict=True) if z > 3]
     elif kind == "cqadupstack":
         pairs = []
         for forum in adapter.available_forums(split):

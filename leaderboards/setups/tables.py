@@ -40,7 +40,7 @@ def main() -> None:
             for r, v in named.items():
                 try:
                     ps.append(f"{r}: {paired_test(by_seed, v).p_value:.3g}")
-                except Exception as e:  # noqa: BLE001 - too few shared seeds
+                except Exception as e:
                     ps.append(f"{r}: n/a ({str(e)[:40]})")
             p = "; ".join(ps)
         lines.append(f"| {m} | {st} | {t} | {','.join(map(str, sorted(by_seed)))} | {format_mean_std(by_seed)} | {d} | {p} |")

@@ -51,7 +51,7 @@ def add_subcommands(sub) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .site import build, check, screenshot
 
-    if args.committed:  # records as committed: others' uncommitted records must not leak into a committed build
+    if getattr(args, "committed", False):  # records as committed: others' uncommitted records must not leak into a committed build
         import subprocess
         import tempfile
 

@@ -211,13 +211,50 @@ def suites_with_tasks() -> list[tuple[str, list[str]]]:
     return [(name, list(reg[s].tasks) if s in reg else fallback) for name, s, fallback in SUITES]
 
 
-def cell(row: Row, task: str) -> tuple[str, float | None]:
+DAGGER_RIVALS = ("ct", "simcse")  # TSDAE paper, Table 2: dagger = better than both CT and SimCSE in every seed
+
+
+def seed_scores(row: Row, task: str) -> dict[int, float]:
+    out = {}
+    for r in row.records:
+        s = _num((r["splits"].get(SPLIT) or {}).get("main_score"))
+        if r["task"] == task and s is not None:
+            out[int(r.get("seed", 0))] = s
+    return out
+
+
+def dagger_mark(row: Row, task: str, rows: list[Row]) -> str:
+    """``†`` when ``benchbench.stats.dagger`` says the row beats every configuration of each rival
+    method (same base model) in every shared seed (at least two seeds)."""
+    try:
+        from .stats import dagger
+    except ImportError:  # stats module not installed: no marks, never invented ones
+        return ""
+    if row.method in DAGGER_RIVALS:
+        return ""
+    rivals = {}
+    for m in DAGGER_RIVALS:
+        cands = [r for r in rows if r.method == m and r.model == row.model and seed_scores(r, task)]
+        if not cands:
+            return ""
+        for c in cands:
+            rivals[c.label] = seed_scores(c, task)
+    return "†" if dagger(seed_scores(row, task), rivals) else ""
+
+
+def cell(row: Row, task: str, rows: list[Row] | None = None) -> tuple[str, float | None]:
     vals = row.scores(task)
     if not vals:
         return "", None
-    text = f"{mean(vals):.2f}" + (f" ± {pstdev(vals):.2f}" if len(vals) > 1 else "")
-    text += row.mark(task) + ("*" if row.partial(task) else "")
-    return text, mean(vals)
+    try:
+        from .stats import mean_std  # sample std (ddof=1), the setups module's convention
+
+        m, sd = mean_std(vals)
+    except ImportError:
+        m, sd = mean(vals), pstdev(vals)
+    text = f"{m:.2f}" + (f" ± {sd:.2f}" if len(vals) > 1 else "")
+    text += row.mark(task) + (dagger_mark(row, task, rows) if rows else "") + ("*" if row.partial(task) else "")
+    return text, m
 
 
 @dataclasses.dataclass
@@ -253,7 +290,7 @@ def suite_tables(rows: list[Row]) -> list[Table]:
                 continue
             texts, vals = [], []
             for t in present:
-                txt, v = cell(row, t)
+                txt, v = cell(row, t, rows)
                 texts.append(txt)
                 vals.append(v)
             have = [v for v in vals if v is not None]
@@ -271,7 +308,10 @@ def suite_tables(rows: list[Row]) -> list[Table]:
             notes.append("[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
                          "labels never read); not comparable with inductive rows")
         if any(len(row.seeds()) > 1 for row, _, _ in trs):
-            notes.append("cells are mean ± std over seeds (population std)")
+            notes.append("cells are mean ± std over seeds (sample std)")
+        if any("†" in c for _, cells, _ in trs for c in cells):
+            notes.append("† better than every ct and simcse configuration on the same base model in every shared "
+                         "seed (TSDAE's dagger; benchbench.stats.dagger)")
         for row, _, _ in trs:
             for r in row.records:
                 if r["task"] in present:

@@ -48,7 +48,7 @@ def test_labels_marks_and_means(tmp_path: Path, monkeypatch) -> None:
     t = {t.name: t for t in site.suite_tables(rows)}
     useb = t["USEB"]
     cells = {row.label: c for row, c, _ in useb.rows}["tsdae steps=2000"]
-    assert cells[useb.headers.index("twitterpara")] == "71.00 ± 1.00"
+    assert cells[useb.headers.index("twitterpara")] == "71.00 ± 1.41"  # sample std over 2 seeds
     assert cells[useb.headers.index("cqadupstack")] == "20.00*"
     assert cells[useb.headers.index("avg")].endswith("*")
     sts = {c[0]: c for row, c, _ in t["STS"].rows}
@@ -123,3 +123,15 @@ def test_every_suite_has_a_section(tmp_path: Path) -> None:
     readme = (tmp_path / "lb" / "README.md").read_text()
     for name in ["USEB", "STS", "STS17", "SentEval", "pairs", "AFS", "COCO"]:
         assert f"## {name}\n" in readme, name
+
+
+def test_dagger_from_stats(tmp_path: Path) -> None:
+    rs = []
+    for seed, (a, c, s) in enumerate(((70, 60, 61), (71, 62, 60)), start=1):
+        rs += [rec("tsdae", "askubuntu", a, seed, chash="t"), rec("ct", "askubuntu", c, seed, chash="c"),
+               rec("simcse", "askubuntu", s, seed, chash="s"), rec("mlm", "askubuntu", c + 0.5, seed, chash="m")]
+    write(tmp_path, rs)
+    t = {t.name: t for t in site.suite_tables(site.build_rows(site.load_records(tmp_path)))}["USEB"]
+    col = t.headers.index("askubuntu")
+    cells = {c[0]: c[col] for _, c, _ in t.rows}
+    assert cells["tsdae"].endswith("†") and "†" not in cells["mlm"] and "†" not in cells["ct"]

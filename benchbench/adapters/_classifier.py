@@ -198,68 +198,124 @@ def _map_groups(X, y, streams, nclasses, s, w0, b0, groups: list[list[int]]) -> 
 
 def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting,
                    w0: torch.Tensor, b0: torch.Tensor) -> list[list[Fitted]]:
-    dev_ = X.device
-    S = len(streams)
-    K = len(streams[0].l2)
-    if any(len(st.l2) != K for st in streams):
-        raise ValueError("all streams of one batch must hold the same number of models")
-    N, d = X.shape
-    C = nclasses
-    B = s.batch_size
-    KC = K * C
-    W = w0.to(dev_).repeat(1, K).unsqueeze(0).repeat(S, 1, 1).contiguous()  # (S, d, K*C): model k's class c at k*C+c
-    b = b0.to(dev_).repeat(K).unsqueeze(0).repeat(S, 1).contiguous()  # (S, K*C)
-    l2 = torch.tensor([[v for v in st.l2 for _ in range(C)] for st in streams], dtype=X.dtype, device=dev_)  # (S, KC)
-    mW, vW = torch.zeros_like(W), torch.zeros_like(W)
-    mb, vb = torch.zeros_like(b), torch.zeros_like(b)
-    steps = torch.zeros(S, dtype=torch.float64, device=dev_)
-    adam = s.optim == "adam"
-    if s.optim not in OPTIM_LR:
-        raise ConfigError(f"SentEval optimiser {s.optim!r} is not supported here; use 'adam' or 'rmsprop'.")
-    lr, b1, b2, eps, alpha = OPTIM_LR[s.optim], 0.9, 0.999, 1e-8, 0.99
+    """Train every model of every stream at once (SentEval's recipe per model, see ``_StreamBatch``)."""
+    return _StreamBatch(X, y, streams, nclasses, s, w0, b0).run()
 
-    perms: dict[tuple[int, int], _Permutations] = {}
-    pstream = []
-    for st in streams:
-        key = (len(st.train), st.split_from)
-        if key not in perms:
-            perms[key] = _Permutations(s.seed, len(st.train), st.split_from)
-        pstream.append(perms[key])
-    ntrain = np.array([len(st.train) for st in streams])
-    nbatches = -(-ntrain // B)
-    nb_max = int(nbatches.max())
-    # dev rows, padded; -1 labels never match a prediction
-    ndev = np.array([len(st.dev) for st in streams])
-    dev_idx = np.zeros((S, int(ndev.max())), dtype=np.int64)
-    dev_lab = np.full((S, int(ndev.max())), -1, dtype=np.int64)
-    y_np = y.cpu().numpy()
-    for i, st in enumerate(streams):
-        dev_idx[i, : len(st.dev)] = st.dev
-        dev_lab[i, : len(st.dev)] = y_np[st.dev]
-    dev_idx_t = torch.from_numpy(dev_idx).to(dev_)
-    dev_lab_t = torch.from_numpy(dev_lab).to(dev_)
 
-    best_acc = np.full((S, K), -1.0)
-    count = np.zeros((S, K), dtype=np.int64)
-    stopped = np.zeros((S, K), dtype=bool)
-    stop_epoch = np.zeros((S, K), dtype=np.int64)
-    bestW, bestb = W.clone(), b.clone()
-    alive = np.arange(S)  # streams still training (some model not stopped)
-    chunk = S if dev_.type != "cpu" else max(1, int(s.stream_chunk))
-    nepoch = 0
+class _StreamBatch:
+    """S streams (cross-validation folds) of K logistic-regression models each (one per L2 value),
+    trained together as batched matrix products: each model follows SentEval's recipe exactly
+    (its own shuffles, Adam/RMSprop step counts, dev checks every ``epoch_size`` epochs, early
+    stopping after ``tenacity`` checks without improvement, best weights kept). Written by hand
+    because no library trains thousands of tiny independent classifiers as one batched problem.
 
-    def step(sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor, tgt: torch.Tensor) -> None:
-        """One optimiser step for every stream in ``sel`` (None: all alive). ``wts``: 1/batch size per row
-        (0 = padding), so the loss is SentEval's mean cross-entropy; ``tgt``: one-hot labels times ``wts``."""
-        nonlocal steps  # W, b and the Adam moments are updated in place
-        Ws, bs_ = (W, b) if sel is None else (W[sel], b[sel])
+    Layout: ``W`` (S, d, K*C) holds model k's class c in column k*C+c; ``b`` (S, K*C). Streams whose
+    every model has stopped are dropped from ``W``/``b``/the optimiser state (``alive`` maps the
+    remaining rows to stream indices); ``bestW``/``bestb`` keep all S streams."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting,
+                 w0: torch.Tensor, b0: torch.Tensor):
+        if s.optim not in OPTIM_LR:
+            raise ConfigError(f"SentEval optimiser {s.optim!r} is not supported here; use 'adam' or 'rmsprop'.")
+        self.X, self.streams, self.s = X, streams, s
+        self.dev = X.device
+        self.S, self.K, self.C, self.B = len(streams), len(streams[0].l2), nclasses, s.batch_size
+        if any(len(st.l2) != self.K for st in streams):
+            raise ValueError("all streams of one batch must hold the same number of models")
+        S, K, C, dev = self.S, self.K, self.C, self.dev
+        self.W = w0.to(dev).repeat(1, K).unsqueeze(0).repeat(S, 1, 1).contiguous()
+        self.b = b0.to(dev).repeat(K).unsqueeze(0).repeat(S, 1).contiguous()
+        self.l2 = torch.tensor([[v for v in st.l2 for _ in range(C)] for st in streams], dtype=X.dtype, device=dev)
+        self.mW, self.vW = torch.zeros_like(self.W), torch.zeros_like(self.W)
+        self.mb, self.vb = torch.zeros_like(self.b), torch.zeros_like(self.b)
+        self.steps = torch.zeros(S, dtype=torch.float64, device=dev)
+        self.adam = s.optim == "adam"
+        self.lr = OPTIM_LR[s.optim]
+        self.y_np = y.cpu().numpy()
+        self._shuffles()
+        self._dev_rows()
+        self.best_acc = np.full((S, K), -1.0)
+        self.count = np.zeros((S, K), dtype=np.int64)
+        self.stopped = np.zeros((S, K), dtype=bool)
+        self.stop_epoch = np.zeros((S, K), dtype=np.int64)
+        self.bestW, self.bestb = self.W.clone(), self.b.clone()
+        self.alive = np.arange(S)  # streams still training (some model not stopped)
+        self.chunk = S if dev.type != "cpu" else max(1, int(s.stream_chunk))
+        self.nepoch = 0
+
+    # ---- setup ----------------------------------------------------------------------------------
+    def _shuffles(self) -> None:
+        """SentEval's per-epoch permutations; streams with the same train size and origin share them."""
+        perms: dict[tuple[int, int], _Permutations] = {}
+        self.pstream = []
+        for st in self.streams:
+            key = (len(st.train), st.split_from)
+            if key not in perms:
+                perms[key] = _Permutations(self.s.seed, len(st.train), st.split_from)
+            self.pstream.append(perms[key])
+        self.ntrain = np.array([len(st.train) for st in self.streams])
+        self.nbatches = -(-self.ntrain // self.B)
+        self.nb_max = int(self.nbatches.max())
+
+    def _dev_rows(self) -> None:
+        """Dev rows of every stream, padded; label -1 never matches a prediction."""
+        self.ndev = np.array([len(st.dev) for st in self.streams])
+        dev_idx = np.zeros((self.S, int(self.ndev.max())), dtype=np.int64)
+        dev_lab = np.full((self.S, int(self.ndev.max())), -1, dtype=np.int64)
+        for i, st in enumerate(self.streams):
+            dev_idx[i, : len(st.dev)] = st.dev
+            dev_lab[i, : len(st.dev)] = self.y_np[st.dev]
+        self.dev_idx_t = torch.from_numpy(dev_idx).to(self.dev)
+        self.dev_lab_t = torch.from_numpy(dev_lab).to(self.dev)
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def run(self) -> list[list[Fitted]]:
+        while len(self.alive) and self.nepoch <= self.s.max_epoch:
+            for e in range(self.nepoch, self.nepoch + self.s.epoch_size):
+                self._epoch(e)
+            self.nepoch += self.s.epoch_size
+            self._check_dev()
+            self._drop_finished()
+        self.stop_epoch[~self.stopped] = self.nepoch
+        C = self.C
+        return [[Fitted(float(self.best_acc[i, k]), self.bestW[i, :, k * C:(k + 1) * C].clone(),
+                        self.bestb[i, k * C:(k + 1) * C].clone(), int(self.stop_epoch[i, k]))
+                 for k in range(self.K)] for i in range(self.S)]
+
+    def _epoch(self, e: int) -> None:
+        """One epoch of minibatches for every alive stream (rows padded to the longest stream)."""
+        B, alive = self.B, self.alive
+        rows = np.zeros((len(alive), self.nb_max * B), dtype=np.int64)
+        wts = np.zeros((len(alive), self.nb_max * B), dtype=np.float32)
+        for j, i in enumerate(alive):
+            n = self.ntrain[i]
+            rows[j, :n] = self.streams[i].train[self.pstream[i].epoch(e)]
+            sizes = np.minimum(B, n - np.arange(self.nbatches[i]) * B)
+            wts[j, :n] = np.repeat(1.0 / sizes, sizes)
+        rows_t = torch.from_numpy(rows).to(self.dev)
+        wts_t = torch.from_numpy(wts).to(device=self.dev, dtype=self.X.dtype)
+        tgt_t = F.one_hot(torch.from_numpy(self.y_np[rows]).to(self.dev), self.C).to(self.X.dtype).mul_(wts_t.unsqueeze(-1))
+        nb_alive = self.nbatches[alive]
+        for bi in range(int(nb_alive.max())):
+            sl = slice(bi * B, (bi + 1) * B)
+            have = nb_alive > bi
+            if have.all():
+                self._step(None, rows_t[:, sl], wts_t[:, sl], tgt_t[:, sl])
+            else:  # a stream with one batch fewer takes no optimiser step here
+                sel = torch.from_numpy(np.flatnonzero(have)).to(self.dev)
+                self._step(sel, rows_t[sel, sl], wts_t[sel, sl], tgt_t[sel, sl])
+
+    def _gradients(self, Ws: torch.Tensor, bs_: torch.Tensor, rows: torch.Tensor, wts: torch.Tensor,
+                   tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients of SentEval's mean cross-entropy (``wts``: 1/batch size per row, 0 = padding;
+        ``tgt``: one-hot labels times ``wts``) plus torch's coupled weight decay."""
+        K, C = self.K, self.C
         A_, Bn = rows.shape
-        gW = torch.empty_like(Ws)
-        gb = torch.empty_like(bs_)
+        gW, gb = torch.empty_like(Ws), torch.empty_like(bs_)
         # streams in chunks: a chunk's gathered rows stay in cache between the forward and backward products
-        for c0 in range(0, A_, chunk):
-            c = slice(c0, c0 + chunk)
-            xb = F.embedding(rows[c], X)  # (c, B, d): torch's fastest row gather on CPU
+        for c0 in range(0, A_, self.chunk):
+            c = slice(c0, c0 + self.chunk)
+            xb = F.embedding(rows[c], self.X)  # (c, B, d): torch's fastest row gather on CPU
             z = torch.baddbmm(bs_[c].unsqueeze(1), xb, Ws[c]).view(-1, Bn, K, C)
             if C == 2:  # softmax over two logits is a sigmoid of their difference (torch's softmax is slow on a dim of 2)
                 p1 = torch.sigmoid(z[..., 1] - z[..., 0])
@@ -267,90 +323,85 @@ def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], ncla
             else:
                 g = z.softmax(-1)
             g.mul_(wts[c].view(-1, Bn, 1, 1)).sub_(tgt[c].unsqueeze(2))  # d(mean CE)/d(logits)
-            g = g.view(-1, Bn, KC)
+            g = g.view(-1, Bn, K * C)
             torch.bmm(xb.transpose(1, 2), g, out=gW[c])
             torch.sum(g, 1, out=gb[c])
-        l2s = l2 if sel is None else l2[sel]
+        return gW, gb
+
+    def _step(self, sel: torch.Tensor | None, rows: torch.Tensor, wts: torch.Tensor, tgt: torch.Tensor) -> None:
+        """One optimiser step for every stream in ``sel`` (None: all alive), in place."""
+        Ws, bs_ = (self.W, self.b) if sel is None else (self.W[sel], self.b[sel])
+        gW, gb = self._gradients(Ws, bs_, rows, wts, tgt)
+        l2s = self.l2 if sel is None else self.l2[sel]
         gW.addcmul_(l2s.unsqueeze(1), Ws)  # torch's coupled weight_decay: grad + l2 * param
         gb.addcmul_(l2s, bs_)
         if sel is None:
-            steps += 1
-            t = steps
+            self.steps += 1
+            t = self.steps
         else:
-            steps[sel] += 1
-            t = steps[sel]
-        if adam:  # torch.optim.Adam's single-tensor update, with a step count per stream
-            m1, v1, m2, v2 = (mW, vW, mb, vb) if sel is None else (mW[sel], vW[sel], mb[sel], vb[sel])
-            step_size = (lr / (1 - b1 ** t)).to(X.dtype)
-            bc2 = (1 - b2 ** t).sqrt().to(X.dtype)
-            for p_, g_, m_, v_, shape in ((Ws, gW, m1, v1, (-1, 1, 1)), (bs_, gb, m2, v2, (-1, 1))):
-                m_.lerp_(g_, 1 - b1)
-                v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
-                denom = v_.sqrt().div_(bc2.view(shape)).add_(eps)
-                p_.sub_(torch.div(m_, denom).mul_(step_size.view(shape)))
-        else:  # RMSprop (torch defaults: alpha 0.99, eps 1e-8, no momentum)
-            v1, v2 = (vW, vb) if sel is None else (vW[sel], vb[sel])
-            for p_, g_, v_ in ((Ws, gW, v1), (bs_, gb, v2)):
-                v_.mul_(alpha).addcmul_(g_, g_, value=1 - alpha)
-                p_.addcdiv_(g_, v_.sqrt().add_(eps), value=-lr)
+            self.steps[sel] += 1
+            t = self.steps[sel]
+        if self.adam:
+            m1, v1, m2, v2 = ((self.mW, self.vW, self.mb, self.vb) if sel is None else
+                              (self.mW[sel], self.vW[sel], self.mb[sel], self.vb[sel]))
+            self._adam((Ws, gW, m1, v1, (-1, 1, 1)), (bs_, gb, m2, v2, (-1, 1)), t=t)
+        else:
+            v1, v2 = (self.vW, self.vb) if sel is None else (self.vW[sel], self.vb[sel])
+            self._rmsprop((Ws, gW, v1), (bs_, gb, v2))
             m1 = m2 = None
         if sel is not None:  # indexing made copies: write the subset back
-            W[sel], b[sel] = Ws, bs_
-            if adam:
-                mW[sel], mb[sel] = m1, m2
-            vW[sel], vb[sel] = v1, v2
+            self.W[sel], self.b[sel] = Ws, bs_
+            if self.adam:
+                self.mW[sel], self.mb[sel] = m1, m2
+            self.vW[sel], self.vb[sel] = v1, v2
 
-    while len(alive) and nepoch <= s.max_epoch:
-        for e in range(nepoch, nepoch + s.epoch_size):
-            # rows of every alive stream for this epoch, padded to the longest
-            A = len(alive)
-            rows = np.zeros((A, nb_max * B), dtype=np.int64)
-            wts = np.zeros((A, nb_max * B), dtype=np.float32)
-            for j, i in enumerate(alive):
-                n = ntrain[i]
-                rows[j, :n] = streams[i].train[pstream[i].epoch(e)]
-                sizes = np.minimum(B, n - np.arange(nbatches[i]) * B)
-                wts[j, :n] = np.repeat(1.0 / sizes, sizes)
-            rows_t = torch.from_numpy(rows).to(dev_)
-            wts_t = torch.from_numpy(wts).to(device=dev_, dtype=X.dtype)
-            tgt_t = F.one_hot(torch.from_numpy(y_np[rows]).to(dev_), C).to(X.dtype).mul_(wts_t.unsqueeze(-1))
-            nb_alive = nbatches[alive]
-            for bi in range(int(nb_alive.max())):
-                sl = slice(bi * B, (bi + 1) * B)
-                have = nb_alive > bi
-                if have.all():
-                    step(None, rows_t[:, sl], wts_t[:, sl], tgt_t[:, sl])
-                else:  # a stream with one row fewer has no batch here: it takes no optimiser step
-                    sel = torch.from_numpy(np.flatnonzero(have)).to(dev_)
-                    step(sel, rows_t[sel, sl], wts_t[sel, sl], tgt_t[sel, sl])
-        nepoch += s.epoch_size
-        # evaluate every alive model on its dev rows
-        acc = _accuracy(X, W, b, dev_idx_t[alive], dev_lab_t[alive], K, C) / ndev[alive][:, None]
-        cur_best = best_acc[alive]
-        improved = (acc > cur_best) & ~stopped[alive]
+    def _adam(self, *groups, t: torch.Tensor) -> None:
+        """torch.optim.Adam's single-tensor update, with a step count per stream."""
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        step_size = (self.lr / (1 - b1 ** t)).to(self.X.dtype)
+        bc2 = (1 - b2 ** t).sqrt().to(self.X.dtype)
+        for p_, g_, m_, v_, shape in groups:
+            m_.lerp_(g_, 1 - b1)
+            v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
+            denom = v_.sqrt().div_(bc2.view(shape)).add_(eps)
+            p_.sub_(torch.div(m_, denom).mul_(step_size.view(shape)))
+
+    def _rmsprop(self, *groups) -> None:
+        """torch.optim.RMSprop's defaults: alpha 0.99, eps 1e-8, no momentum."""
+        alpha, eps = 0.99, 1e-8
+        for p_, g_, v_ in groups:
+            v_.mul_(alpha).addcmul_(g_, g_, value=1 - alpha)
+            p_.addcdiv_(g_, v_.sqrt().add_(eps), value=-self.lr)
+
+    def _check_dev(self) -> None:
+        """Score every alive model on its dev rows; keep improvements, count the rest (tenacity)."""
+        alive, C = self.alive, self.C
+        acc = _accuracy(self.X, self.W, self.b, self.dev_idx_t[alive], self.dev_lab_t[alive], self.K, C) / self.ndev[alive][:, None]
+        improved = (acc > self.best_acc[alive]) & ~self.stopped[alive]
         for j, i in enumerate(alive):
-            for k in range(K):
-                if stopped[i, k]:
+            for k in range(self.K):
+                if self.stopped[i, k]:
                     continue
                 if improved[j, k]:
-                    best_acc[i, k] = acc[j, k]
+                    self.best_acc[i, k] = acc[j, k]
                     cols = slice(k * C, (k + 1) * C)
-                    bestW[i, :, cols] = W[j, :, cols]
-                    bestb[i, cols] = b[j, cols]
+                    self.bestW[i, :, cols] = self.W[j, :, cols]
+                    self.bestb[i, cols] = self.b[j, cols]
                 else:
-                    if count[i, k] >= s.tenacity:
-                        stopped[i, k] = True
-                        stop_epoch[i, k] = nepoch
-                    count[i, k] += 1
-        keep = ~stopped[alive].all(1)
+                    if self.count[i, k] >= self.s.tenacity:
+                        self.stopped[i, k] = True
+                        self.stop_epoch[i, k] = self.nepoch
+                    self.count[i, k] += 1
+
+    def _drop_finished(self) -> None:
+        """Streams whose every model stopped leave the batch (and its optimiser state)."""
+        keep = ~self.stopped[self.alive].all(1)
         if not keep.all():
-            kt = torch.from_numpy(np.flatnonzero(keep)).to(dev_)
-            W, b, mW, vW, mb, vb, steps = (t[kt] for t in (W, b, mW, vW, mb, vb, steps))
-            l2 = l2[kt]
-            alive = alive[keep]
-    stop_epoch[~stopped] = nepoch
-    return [[Fitted(float(best_acc[i, k]), bestW[i, :, k * C:(k + 1) * C].clone(), bestb[i, k * C:(k + 1) * C].clone(),
-                    int(stop_epoch[i, k])) for k in range(K)] for i in range(S)]
+            kt = torch.from_numpy(np.flatnonzero(keep)).to(self.dev)
+            self.W, self.b, self.mW, self.vW, self.mb, self.vb, self.steps = (
+                t[kt] for t in (self.W, self.b, self.mW, self.vW, self.mb, self.vb, self.steps))
+            self.l2 = self.l2[kt]
+            self.alive = self.alive[keep]
 
 
 def _accuracy(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, idx: torch.Tensor, lab: torch.Tensor, K: int, C: int,

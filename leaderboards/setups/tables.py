@@ -35,13 +35,14 @@ def main() -> None:
         d, p = "", ""
         if m == args.method:
             named = {r: scores[(r, "unsupervised", t)] for r in rivals if (r, "unsupervised", t) in scores}
-            d = "†" if dagger(by_seed, named) else "no"
+            shared = min((len(set(by_seed) & set(v)) for v in named.values()), default=0)
+            d = "†" if dagger(by_seed, named) else ("no" if shared >= 2 else "n/a (< 2 shared seeds)")
             ps = []
             for r, v in named.items():
                 try:
                     ps.append(f"{r}: {paired_test(by_seed, v).p_value:.3g}")
                 except Exception as e:
-                    ps.append(f"{r}: n/a ({str(e)[:40]})")
+                    ps.append(f"{r}: n/a ({type(e).__name__}: < 2 shared seeds)")
             p = "; ".join(ps)
         lines.append(f"| {m} | {st} | {t} | {','.join(map(str, sorted(by_seed)))} | {format_mean_std(by_seed)} | {d} | {p} |")
     lines += ["", f"† = beats every named rival ({', '.join(rivals)}) in every shared seed (benchbench.stats.dagger).",

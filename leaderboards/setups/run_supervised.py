@@ -1,0 +1,13 @@
+"""SBERT-sup. upper bound on TwitterPara from TURL train (setup `supervised`), a CPU smoke budget:
+cosine-MSE (sentence-transformers CosineSimilarityLoss) 20 steps x batch 32, dev = 10% of TURL train
+(capped at 2000 pairs), dev checked at steps 0 and 20, best kept. Seed 1.
+    OMP_NUM_THREADS=1 BENCHBENCH_DATA=../shared/data python leaderboards/setups/run_supervised.py"""
+import functools
+
+from benchbench import setups
+from benchbench.runner import RunOptions, run
+
+setups.SupervisedConfig = functools.partial(setups.SupervisedConfig, batch_size=32, steps=20, eval_every=20)
+rep = run(RunOptions(method="sbert", model="all-MiniLM-L6-v2", tasks="twitterpara", seeds=[1], setup="supervised",
+                     output="leaderboards/setups/records", progress=False))
+print({r["setup"]: r["splits"]["test"]["main_score"] for r in rep.records}, rep.records[0]["train"]["stages"])

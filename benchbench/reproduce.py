@@ -78,7 +78,7 @@ def _method_info(method: str) -> tuple[bool, bool, bool]:
         from .registry import get_registry
 
         m = get_registry().methods.get(method)
-    except Exception:  # noqa: BLE001 - a broken registry means the method cannot run: said per row
+    except Exception:
         m = None
     if m is None:
         return False, False, False
@@ -166,7 +166,7 @@ def compare(spec: dict[str, Any], planned: list[Planned]) -> tuple[str, list[str
     cols = [] if spec.get("only_avg") else list(spec["tasks"])
     cols += ["avg"]
     lines = []
-    for p, row in zip(planned, spec["rows"]):
+    for p, row in zip(planned, spec["rows"], strict=True):
         ours: dict[str, float] = {}
         for t in spec["tasks"]:
             vals = [r["splits"]["test"]["main_score"] for r in p.matched[t]]

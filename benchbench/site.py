@@ -54,16 +54,14 @@ def load_records(root: str | Path) -> list[dict[str, Any]]:
     """Every result record under ``root`` (recursively; generated dirs and ``runs/`` skipped), in a
     stable order. A file is a record when it is a JSON object with a readable ``schema_version``,
     ``method``, ``task`` and ``splits`` (other JSON, e.g. bench logs, is ignored)."""
-    from .results import READABLE_SCHEMAS, migrate
-
-    from .results import key_of
+    from .results import READABLE_SCHEMAS, key_of, migrate
 
     root = Path(root)
     out = []
     seen: set[tuple[Any, ...]] = set()  # one record copied into two folders counts once (first path wins)
     for p in sorted(root.rglob("*.json")):
         rel = p.relative_to(root).parts
-        if rel and rel[0] in ("site", "latex") or "runs" in rel or ".locks" in rel:
+        if (rel and rel[0] in ("site", "latex")) or "runs" in rel or ".locks" in rel:
             continue
         try:
             r = json.loads(p.read_text())
@@ -271,11 +269,11 @@ def suite_tables(rows: list[Row]) -> list[Table]:
     covered: set[str] = set()
     suites = suites_with_tasks()
     all_tasks = sorted({r["task"] for row in rows for r in row.records})
-    for name, _ in suites:
-        covered |= set(_)
+    for _, members in suites:
+        covered |= set(members)
     extra = [t for t in all_tasks if t not in covered]
     if extra:
-        suites = suites + [("other tasks", extra)]
+        suites = [*suites, ("other tasks", extra)]
     for name, tasks in suites:
         present = [t for t in tasks if any(row.scores(t) for row in rows)]
         if not present:
@@ -303,7 +301,7 @@ def suite_tables(rows: list[Row]) -> list[Table]:
             label = row.label + (" [T]" if row.transductive else "")
             costs = [row.cost(f) for f, _ in cost_cols]
             trs.append((row, [label, row.model] + texts + [avg_txt] + [f"{c:.4g}" if c is not None else "" for c in costs],
-                        [None, None] + vals + [mean(have)] + costs))
+                        [None, None, *vals, mean(have), *costs]))
         if any(row.transductive for row, _, _ in trs):
             notes.append("[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
                          "labels never read); not comparable with inductive rows")
@@ -503,7 +501,7 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
               for t in sorted({r["task"] for r in row.records}) if len(row.scores(t)) > 1]
     if spread:
         fig, ax = plt.subplots(figsize=(6.4, max(2.0, 0.3 * len(spread) + 1)))
-        for i, (lab, vals) in enumerate(spread):
+        for i, (_, vals) in enumerate(spread):
             ax.scatter(vals, [i] * len(vals))
         ax.set_yticks(range(len(spread)), [s[0][:40] for s in spread], fontsize=6)
         ax.set_xlabel("score (x100)")
@@ -566,7 +564,7 @@ def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
         if only is not None and row is not only:
             continue
         tds = []
-        for i, (c, v) in enumerate(zip(cells, vals)):
+        for i, (c, v) in enumerate(zip(cells, vals, strict=True)):
             sort_v = escape_html(c if v is None else f"{v:.6f}") if c != "" else ""
             if i == 0:
                 inner = f"<a href=\"{up}methods/{_slug(row.method)}.html\">{escape_html(c)}</a>"

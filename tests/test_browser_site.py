@@ -44,7 +44,8 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         page.wait_for_load_state("load")
         table = "#t-sts"
         col = page.eval_on_selector_all(f"{table} th", "hs => hs.map(h => h.textContent)").index("stsb")
-        first = lambda: page.eval_on_selector_all(f"{table} tbody tr", f"rs => rs.map(r => r.cells[{col}].textContent)")
+        def first() -> list[str]:
+            return page.eval_on_selector_all(f"{table} tbody tr", f"rs => rs.map(r => r.cells[{col}].textContent)")
         before = first()
         page.click(f"{table} th:nth-child({col + 1})")
         asc = first()

@@ -22,7 +22,7 @@ def rec(method: str, task: str, score: float, seed: int = 1, config: dict | None
 
 
 def write(root: Path, records: list[dict]) -> None:
-    for i, r in enumerate(records):
+    for r in records:
         p = root / "results" / r["method"].replace("<", "_").replace(">", "_").replace("/", "_") / f"{r['config_hash']}-{r['seed']}-{r['task']}.json"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(r))

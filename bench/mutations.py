@@ -134,8 +134,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="", help="run only mutations whose name contains this")
     ap.add_argument("--json", default="", help="write the table as JSON here")
+    ap.add_argument("--range", default="", help="A:B: only mutations A..B-1 of the list (to split the run over processes)")
     args = ap.parse_args()
-    chosen = [m for m in MUTATIONS if args.only.lower() in m[0].lower()]
+    lo, _, hi = args.range.partition(":")
+    listed = MUTATIONS[int(lo or 0):int(hi) if hi else None]
+    chosen = [m for m in listed if args.only.lower() in m[0].lower()]
     rows, t0 = [], time.time()
     with tempfile.TemporaryDirectory(prefix="bb-mut-") as tmp:
         dst = Path(tmp)

@@ -85,7 +85,7 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
      [("checkpoint_every=c.checkpoint_every, max_grad_norm=c.max_grad_norm)", "checkpoint_every=c.checkpoint_every)")],
      [F + "test_every_method_passes_max_grad_norm_to_the_loop"]),
     ("(extra) SimCSE training length leaks into the encoder", "plugins/simcse.py",
-     [("obj.encoder.max_seq_length = eval_length", "pass")],
+     [("obj.encoder.max_seq_length = eval_length  # the training", "pass  # the training")],
      [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"]),
     ("(extra) TSDAE decoder head never loaded", "plugins/tsdae.py",
      [("decoder = pretrained  # the checkpoint", "decoder = None  # the checkpoint")],

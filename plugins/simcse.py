@@ -22,6 +22,7 @@ official HF-Trainer default), max length 32 (training only: the saved encoder ke
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass, field
@@ -120,6 +121,15 @@ class SimCSEObjective(Objective):
         self.encoder = encoder
         self.temperature = temperature
         self.mlp = make_mlp(encoder) if mlp else torch.nn.Identity()
+        self.keep_mlp = False  # set by SimCSE.train: the MLP is part of the returned encoder ("train_and_test")
+        self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
+
+    def result(self) -> TransformerEncoder:
+        """The encoder ``SimCSE.train`` would return now (what a learning-curve monitor scores): a
+        copy at the evaluation max length, with the MLP when it is kept at test time."""
+        enc = self.encoder.clone()
+        enc.max_seq_length = self.eval_length
+        return MLPEncoder(enc, copy.deepcopy(self.mlp)) if self.keep_mlp else enc
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         tok = self.encoder.tokenize(items)
@@ -158,6 +168,7 @@ class SimCSE(Method):
         if c.max_seq_length:
             encoder.max_seq_length = int(c.max_seq_length)  # SimCSE's training truncation only
         obj = SimCSEObjective(encoder, c.temperature, c.mlp != "none")
+        obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None
         loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,

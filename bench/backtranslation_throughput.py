@@ -7,6 +7,7 @@ The first pass translates ``--n`` NLI sentences (a seeded sample of the offline 
 each pivot; the second pass asks for the same views again and must transform nothing (cache hits).
 A fresh cache file is used, so the first pass is a cold measurement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchbench_plugins.augmenters import BackTranslate, BackTranslateConfig
 
 from benchbench import ViewCache
 from benchbench.data import DataStore
 from benchbench.nli import nli_sentences
-from benchbench_plugins.augmenters import BackTranslate, BackTranslateConfig
 
 
 def main() -> None:
@@ -33,28 +34,42 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     sents = nli_sentences(DataStore(a.data_dir))
-    pick = np.sort(np.random.default_rng(0).permutation(len(sents))[:a.n])
+    pick = np.sort(np.random.default_rng(0).permutation(len(sents))[: a.n])
     texts = [sents[i] for i in pick]
     with tempfile.TemporaryDirectory() as d:
         cache = ViewCache(Path(d) / "views.sqlite")
-        bt = BackTranslate(BackTranslateConfig(pivots=tuple(a.pivots.split(",")), batch_lines=a.batch_lines), cache=cache)
+        bt = BackTranslate(
+            BackTranslateConfig(pivots=tuple(a.pivots.split(",")), batch_lines=a.batch_lines), cache=cache
+        )
         rows = {}
         for v, pivot in enumerate(bt.cfg.pivots):
             t0 = time.perf_counter()
             out = bt.apply(texts, v)
             dt = time.perf_counter() - t0
             changed = sum(x != y for x, y in zip(texts, out)) / len(texts)
-            rows[pivot] = {"seconds": round(dt, 2), "sentences_per_s": round(len(texts) / dt, 1),
-                           "changed_share": round(changed, 3)}
+            rows[pivot] = {
+                "seconds": round(dt, 2),
+                "sentences_per_s": round(len(texts) / dt, 1),
+                "changed_share": round(changed, 3),
+            }
         misses = cache.misses
         t0 = time.perf_counter()
         for v in range(len(bt.cfg.pivots)):
             bt.apply(texts, v)
         second = time.perf_counter() - t0
-    rec = {"bench": "backtranslation_throughput", "engine": "apertium", "sentences": len(texts), "pivots": rows,
-           "second_pass": {"seconds": round(second, 3), "transformed": cache.misses - misses,
-                           "sentences_per_s": round(len(texts) * len(rows) / max(second, 1e-9), 1)},
-           "batch_lines": a.batch_lines, "device": f"cpu ({platform.processor() or platform.machine()}), shared 2 cores"}
+    rec = {
+        "bench": "backtranslation_throughput",
+        "engine": "apertium",
+        "sentences": len(texts),
+        "pivots": rows,
+        "second_pass": {
+            "seconds": round(second, 3),
+            "transformed": cache.misses - misses,
+            "sentences_per_s": round(len(texts) * len(rows) / max(second, 1e-9), 1),
+        },
+        "batch_lines": a.batch_lines,
+        "device": f"cpu ({platform.processor() or platform.machine()}), shared 2 cores",
+    }
     print(json.dumps(rec, indent=1))
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ cross-encoder built from --model (head untrained: speed does not depend on the w
 max 64 tokens per pair as the paper; the bi-encoder encodes both sides at max 32 tokens and takes
 the cosine (no embedding cache). Prints one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,11 +17,11 @@ import platform
 import time
 
 import torch
+from benchbench_plugins.trans_encoder import CrossEncoderScorer
 
 from benchbench import Embedder, load_encoder, make_adapter
 from benchbench.data import DataStore
 from benchbench.registry import get_registry
-from benchbench_plugins.trans_encoder import CrossEncoderScorer
 
 
 def main() -> None:
@@ -42,9 +43,19 @@ def main() -> None:
     t0 = time.perf_counter()
     Embedder(bi, cache=None, batch_size=args.batch_size, progress=False).cosine_pairs(a, b)
     t_bi = time.perf_counter() - t0
-    print(json.dumps({"model": args.model, "pairs": len(a), "device": args.device,
-                      "cpu": f"{platform.machine()} x{os.cpu_count()}", "torch_threads": torch.get_num_threads(),
-                      "cross_pairs_per_s": round(len(a) / t_cross, 1), "bi_cosine_pairs_per_s": round(len(a) / t_bi, 1)}))
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "pairs": len(a),
+                "device": args.device,
+                "cpu": f"{platform.machine()} x{os.cpu_count()}",
+                "torch_threads": torch.get_num_threads(),
+                "cross_pairs_per_s": round(len(a) / t_cross, 1),
+                "bi_cosine_pairs_per_s": round(len(a) / t_bi, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

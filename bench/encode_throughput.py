@@ -9,6 +9,7 @@ the ratios (2)/(1) and (3)/(1), and the largest difference between the two sets 
 
     BENCHBENCH_DATA=../shared/data python bench/encode_throughput.py [--tasks sts] [--batch-size 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ def main() -> None:
         for a, b, _ in adapter.load(adapter.spec.default_splits[0]).values():
             texts += a + b
     texts = texts[: args.limit] if args.limit else texts
-    print(f"{len(texts)} texts ({len(set(texts))} distinct) from {args.tasks}; batch size {args.batch_size}; "
-          f"torch threads {torch.get_num_threads()}; device cpu")
+    print(
+        f"{len(texts)} texts ({len(set(texts))} distinct) from {args.tasks}; batch size {args.batch_size}; "
+        f"torch threads {torch.get_num_threads()}; device cpu"
+    )
 
     st = SentenceTransformer(resolve_model_path(args.model), device="cpu")
     ours = load_encoder(args.model)
@@ -77,11 +80,18 @@ def main() -> None:
 
     n = len(texts)
     print(f"{'pipeline':40s} {'seconds':>9s} {'sent/s':>9s} {'vs ST':>7s}")
-    for name, sec in (("sentence-transformers encode", t_st), ("benchbench embed (no cache)", t_ours),
-                      ("benchbench embed (warm cache, new process)", t_cached)):
+    for name, sec in (
+        ("sentence-transformers encode", t_st),
+        ("benchbench embed (no cache)", t_ours),
+        ("benchbench embed (warm cache, new process)", t_cached),
+    ):
         print(f"{name:40s} {sec:9.2f} {n / sec:9.1f} {t_st / sec:7.2f}x")
-    print(f"max |difference| of the vectors: ours vs ST {np.abs(got - ref).max():.2e}; cached vs ST {np.abs(cached - ref).max():.2e}")
-    print(f"ratio no-cache: {t_st / t_ours:.2f}x (target >= 1.3x); ratio cached: {t_st / t_cached:.1f}x (target >= 20x)")
+    print(
+        f"max |difference| of the vectors: ours vs ST {np.abs(got - ref).max():.2e}; cached vs ST {np.abs(cached - ref).max():.2e}"
+    )
+    print(
+        f"ratio no-cache: {t_st / t_ours:.2f}x (target >= 1.3x); ratio cached: {t_st / t_cached:.1f}x (target >= 20x)"
+    )
 
 
 if __name__ == "__main__":

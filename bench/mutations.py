@@ -11,6 +11,7 @@ finder, and a sanity import checks that the copy is what gets imported.
 Exit status 1 if any mutation survives (or a target string no longer matches the code: then the
 mutation list must be updated with the code; tests/test_mutations_meta.py checks that in CI).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,68 +29,154 @@ F = "tests/test_fidelity.py::"
 
 # (name, file, [(old, new), ...], tests)
 MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
-    ("TSDAE noise removed entirely", "plugins/tsdae.py",
-     [("src = self.encoder.tokenize(self.noise(items, rng))", "src = self.encoder.tokenize(items)")],
-     [F + "test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean"]),
-    ("TSDAE noise applied to the target instead of the input", "plugins/tsdae.py",
-     [("src = self.encoder.tokenize(self.noise(items, rng))\n        tgt = self.encoder.tokenize(items)",
-       "src = self.encoder.tokenize(items)\n        tgt = self.encoder.tokenize(self.noise(items, rng))")],
-     [F + "test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean"]),
-    ("TSDAE loss summed instead of averaged over tokens", "plugins/tsdae.py",
-     [("return F.cross_entropy(logits.float(), labels[where])",
-       "return F.cross_entropy(logits.float(), labels[where], reduction=\"sum\")")],
-     [F + "test_tsdae_loss_equals_denoising_auto_encoder_loss"]),
-    ("attention dropout dropped from the one-vector shortcut", "plugins/tsdae.py",
-     [("p = core.dropout.p if self.training else 0.0", "p = 0.0")],
-     [F + "test_one_vector_shortcut_keeps_attention_dropout_in_training"]),
-    ("noise RNG fixed across micro-batches", "benchbench/training.py",
-     [("np.random.default_rng([seed, state.micro, rank])", "np.random.default_rng([seed, 0, rank])")],
-     [F + "test_collate_rng_is_fresh_per_micro_batch"]),
-    ("scheduler stepped once per micro-batch", "benchbench/training.py",
-     [("            state.micro += 1\n",
-       "            state.micro += 1\n            if scheduler is not None:\n                scheduler.step()\n"),
-      ("        if scheduler is not None:\n            scheduler.step()\n        state.step += 1",
-       "        state.step += 1")],
-     [F + "test_scheduler_steps_once_per_optimizer_step"]),
-    ("CT labels inverted", "plugins/ct.py",
-     [("binary_cross_entropy_with_logits(logits, labels.float(),", "binary_cross_entropy_with_logits(logits, 1 - labels.float(),")],
-     [F + "test_ct_loss_equals_contrastive_tension_loss"]),
-    ("CT cosine instead of dot product", "plugins/ct.py",
-     [("logits = (a.float() * b.float()).sum(-1)", "logits = F.cosine_similarity(a.float(), b.float(), dim=-1)")],
-     [F + "test_ct_loss_equals_contrastive_tension_loss"]),
-    ("CT scheduler removed", "plugins/ct.py",
-     [("make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),", "")],
-     [F + "test_ct_uses_the_segmented_schedule"]),
-    ("SimCSE dot product instead of cosine", "plugins/simcse.py",
-     [("sim = F.cosine_similarity(z1.float()[:, None], z2.float()[None], dim=-1) / self.temperature",
-       "sim = (z1.float() @ z2.float().T) / self.temperature")],
-     [F + "test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors"]),
-    ("SimCSE MLP never used at test time (paper's setting)", "plugins/simcse.py",
-     [("if c.mlp == \"train_and_test\":", "if False:")],
-     [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"]),
-    ("MLM pretrained head never loaded", "plugins/mlm.py",
-     [("model = pretrained or AutoModelForMaskedLM.from_config(encoder.model.config)",
-       "model = AutoModelForMaskedLM.from_config(encoder.model.config)")],
-     [F + "test_mlm_train_uses_the_checkpoint_head"]),
-    ("BERT-flow NLL without the log-determinant", "plugins/bertflow.py",
-     [("return -((log_pz + logdet) / self.dim).mean()", "return -(log_pz / self.dim).mean()")],
-     [F + "test_flow_nll_is_the_exact_change_of_variables"]),
-    ("gradient clipping removed", "benchbench/training.py",
-     [("if acc.sync_gradients and loop.max_grad_norm:", "if False:")],
-     [F + "test_gradient_clipping_is_on_by_default_at_norm_1"]),
+    (
+        "TSDAE noise removed entirely",
+        "plugins/tsdae.py",
+        [("src = self.encoder.tokenize(self.noise(items, rng))", "src = self.encoder.tokenize(items)")],
+        [F + "test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean"],
+    ),
+    (
+        "TSDAE noise applied to the target instead of the input",
+        "plugins/tsdae.py",
+        [
+            (
+                "src = self.encoder.tokenize(self.noise(items, rng))\n        tgt = self.encoder.tokenize(items)",
+                "src = self.encoder.tokenize(items)\n        tgt = self.encoder.tokenize(self.noise(items, rng))",
+            )
+        ],
+        [F + "test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean"],
+    ),
+    (
+        "TSDAE loss summed instead of averaged over tokens",
+        "plugins/tsdae.py",
+        [
+            (
+                "return F.cross_entropy(logits.float(), labels[where])",
+                'return F.cross_entropy(logits.float(), labels[where], reduction="sum")',
+            )
+        ],
+        [F + "test_tsdae_loss_equals_denoising_auto_encoder_loss"],
+    ),
+    (
+        "attention dropout dropped from the one-vector shortcut",
+        "plugins/tsdae.py",
+        [("p = core.dropout.p if self.training else 0.0", "p = 0.0")],
+        [F + "test_one_vector_shortcut_keeps_attention_dropout_in_training"],
+    ),
+    (
+        "noise RNG fixed across micro-batches",
+        "benchbench/training.py",
+        [("np.random.default_rng([seed, state.micro, rank])", "np.random.default_rng([seed, 0, rank])")],
+        [F + "test_collate_rng_is_fresh_per_micro_batch"],
+    ),
+    (
+        "scheduler stepped once per micro-batch",
+        "benchbench/training.py",
+        [
+            (
+                "            state.micro += 1\n",
+                "            state.micro += 1\n            if scheduler is not None:\n                scheduler.step()\n",
+            ),
+            (
+                "        if scheduler is not None:\n            scheduler.step()\n        state.step += 1",
+                "        state.step += 1",
+            ),
+        ],
+        [F + "test_scheduler_steps_once_per_optimizer_step"],
+    ),
+    (
+        "CT labels inverted",
+        "plugins/ct.py",
+        [
+            (
+                "binary_cross_entropy_with_logits(logits, labels.float(),",
+                "binary_cross_entropy_with_logits(logits, 1 - labels.float(),",
+            )
+        ],
+        [F + "test_ct_loss_equals_contrastive_tension_loss"],
+    ),
+    (
+        "CT cosine instead of dot product",
+        "plugins/ct.py",
+        [("logits = (a.float() * b.float()).sum(-1)", "logits = F.cosine_similarity(a.float(), b.float(), dim=-1)")],
+        [F + "test_ct_loss_equals_contrastive_tension_loss"],
+    ),
+    (
+        "CT scheduler removed",
+        "plugins/ct.py",
+        [("make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),", "")],
+        [F + "test_ct_uses_the_segmented_schedule"],
+    ),
+    (
+        "SimCSE dot product instead of cosine",
+        "plugins/simcse.py",
+        [
+            (
+                "sim = F.cosine_similarity(z1.float()[:, None], z2.float()[None], dim=-1) / self.temperature",
+                "sim = (z1.float() @ z2.float().T) / self.temperature",
+            )
+        ],
+        [F + "test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors"],
+    ),
+    (
+        "SimCSE MLP never used at test time (paper's setting)",
+        "plugins/simcse.py",
+        [('if c.mlp == "train_and_test":', "if False:")],
+        [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"],
+    ),
+    (
+        "MLM pretrained head never loaded",
+        "plugins/mlm.py",
+        [
+            (
+                "model = pretrained or AutoModelForMaskedLM.from_config(encoder.model.config)",
+                "model = AutoModelForMaskedLM.from_config(encoder.model.config)",
+            )
+        ],
+        [F + "test_mlm_train_uses_the_checkpoint_head"],
+    ),
+    (
+        "BERT-flow NLL without the log-determinant",
+        "plugins/bertflow.py",
+        [("return -((log_pz + logdet) / self.dim).mean()", "return -(log_pz / self.dim).mean()")],
+        [F + "test_flow_nll_is_the_exact_change_of_variables"],
+    ),
+    (
+        "gradient clipping removed",
+        "benchbench/training.py",
+        [("if acc.sync_gradients and loop.max_grad_norm:", "if False:")],
+        [F + "test_gradient_clipping_is_on_by_default_at_norm_1"],
+    ),
     # beyond the issue's 14: the other ways clipping or the head could silently go
-    ("(extra) clipping default off in LoopConfig", "benchbench/training.py",
-     [("max_grad_norm: float | None = 1.0", "max_grad_norm: float | None = None")],
-     [F + "test_gradient_clipping_is_on_by_default_at_norm_1"]),
-    ("(extra) TSDAE max_grad_norm not passed to the loop", "plugins/tsdae.py",
-     [("checkpoint_every=c.checkpoint_every, max_grad_norm=c.max_grad_norm)", "checkpoint_every=c.checkpoint_every)")],
-     [F + "test_every_method_passes_max_grad_norm_to_the_loop"]),
-    ("(extra) SimCSE training length leaks into the encoder", "plugins/simcse.py",
-     [("obj.encoder.max_seq_length = eval_length  # the training", "pass  # the training")],
-     [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"]),
-    ("(extra) TSDAE decoder head never loaded", "plugins/tsdae.py",
-     [("decoder = pretrained  # the checkpoint", "decoder = None  # the checkpoint")],
-     [F + "test_pretrained_heads_load_from_a_local_and_a_sentence_transformers_folder"]),
+    (
+        "(extra) clipping default off in LoopConfig",
+        "benchbench/training.py",
+        [("max_grad_norm: float | None = 1.0", "max_grad_norm: float | None = None")],
+        [F + "test_gradient_clipping_is_on_by_default_at_norm_1"],
+    ),
+    (
+        "(extra) TSDAE max_grad_norm not passed to the loop",
+        "plugins/tsdae.py",
+        [
+            (
+                "checkpoint_every=c.checkpoint_every, max_grad_norm=c.max_grad_norm)",
+                "checkpoint_every=c.checkpoint_every)",
+            )
+        ],
+        [F + "test_every_method_passes_max_grad_norm_to_the_loop"],
+    ),
+    (
+        "(extra) SimCSE training length leaks into the encoder",
+        "plugins/simcse.py",
+        [("obj.encoder.max_seq_length = eval_length  # the training", "pass  # the training")],
+        [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"],
+    ),
+    (
+        "(extra) TSDAE decoder head never loaded",
+        "plugins/tsdae.py",
+        [("decoder = pretrained  # the checkpoint", "decoder = None  # the checkpoint")],
+        [F + "test_pretrained_heads_load_from_a_local_and_a_sentence_transformers_folder"],
+    ),
 ]
 
 
@@ -109,14 +196,30 @@ def make_copy(dst: Path) -> dict[str, str]:
     shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
     links = dst / "_path"
     links.mkdir()
-    for name, target in (("benchbench", "benchbench"), ("benchbench_plugins", "plugins"), ("benchbench_tasks", "tasks")):
+    for name, target in (
+        ("benchbench", "benchbench"),
+        ("benchbench_plugins", "plugins"),
+        ("benchbench_tasks", "tasks"),
+    ):
         (links / name).symlink_to(dst / target)
-    env = {**os.environ, "PYTHONPATH": str(links) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(links) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     env.setdefault("BENCHBENCH_DATA", str(ROOT.parent / "shared" / "data"))
-    check = subprocess.run([sys.executable, "-c", "import benchbench, benchbench_plugins.tsdae as t; "
-                            "print(benchbench.__file__); print(t.__file__)"], cwd=dst, env=env,
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import benchbench, benchbench_plugins.tsdae as t; print(benchbench.__file__); print(t.__file__)",
+        ],
+        cwd=dst,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     files = check.stdout.split()
     if check.returncode or len(files) != 2 or not all(f.startswith(str(dst)) for f in files):
         raise RuntimeError(f"the copy is not what gets imported: {check.stdout} {check.stderr[-500:]}")
@@ -124,20 +227,29 @@ def make_copy(dst: Path) -> dict[str, str]:
 
 
 def run_tests(dst: Path, env: dict, tests: list[str]) -> tuple[bool, str]:
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests], cwd=dst,
-                       env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        cwd=dst,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     failed = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
-    return r.returncode == 0, (", ".join(failed) or r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:])
+    return r.returncode == 0, (
+        ", ".join(failed) or r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="", help="run only mutations whose name contains this")
     ap.add_argument("--json", default="", help="write the table as JSON here")
-    ap.add_argument("--range", default="", help="A:B: only mutations A..B-1 of the list (to split the run over processes)")
+    ap.add_argument(
+        "--range", default="", help="A:B: only mutations A..B-1 of the list (to split the run over processes)"
+    )
     args = ap.parse_args()
     lo, _, hi = args.range.partition(":")
-    listed = MUTATIONS[int(lo or 0):int(hi) if hi else None]
+    listed = MUTATIONS[int(lo or 0) : int(hi) if hi else None]
     chosen = [m for m in listed if args.only.lower() in m[0].lower()]
     rows, t0 = [], time.time()
     with tempfile.TemporaryDirectory(prefix="bb-mut-") as tmp:
@@ -156,7 +268,7 @@ def main() -> int:
                 (dst / rel).write_text(original)
             rows.append({"mutation": name, "file": rel, "caught": not passed, "caught_by": out if not passed else "-"})
             print(f"{'caught' if not passed else 'SURVIVED'}: {name} ({out})", flush=True)
-    print(f"\n| mutation | file | caught by |\n|---|---|---|")
+    print("\n| mutation | file | caught by |\n|---|---|---|")
     for r in rows:
         print(f"| {r['mutation']} | {r['file']} | {r['caught_by'] if r['caught'] else '**NOT CAUGHT**'} |")
     print(f"\n{sum(r['caught'] for r in rows)}/{len(rows)} caught in {time.time() - t0:.0f} s")

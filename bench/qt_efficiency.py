@@ -12,6 +12,7 @@ the prototyping classifier setting, SICK-R Pearson), x100.
 
 Writes leaderboards/qt/efficiency.json, efficiency.md and efficiency.png.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
+    from benchbench_plugins import qt
 
     from benchbench.data import DataStore
     from benchbench.encoding import Embedder
@@ -50,7 +52,6 @@ def main() -> int:
     from benchbench.ordered import load_ordered
     from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
-    from benchbench_plugins import qt
 
     reg = get_registry()
     data = DataStore(args.data_dir)
@@ -62,21 +63,35 @@ def main() -> int:
         out = {}
         for name, a in tasks.items():
             r = a.evaluate(emb, "test")
-            out[name] = round(float(r.scores.get("pearson", r.main_score)) if name == "sick-r" else float(r.main_score), 2)
+            out[name] = round(
+                float(r.scores.get("pearson", r.main_score)) if name == "sick-r" else float(r.main_score), 2
+            )
         out["avg"] = round(sum(out.values()) / len(out), 2)
         return out
 
-    common = dict(hidden=args.hidden, emb_dim=args.emb_dim, vocab_size=args.vocab_size, max_tokens=args.max_tokens,
-                  batch_size=400, lr=5e-4, steps=10**7, checkpoint_every=0)
-    methods = {"qt": qt.QT(qt.QTConfig(encoder="gru", test_vector="f", **common)),
-               "skip-thought": qt.SkipThought(qt.SkipThoughtConfig(encoder="gru", **common))}
+    common = dict(
+        hidden=args.hidden,
+        emb_dim=args.emb_dim,
+        vocab_size=args.vocab_size,
+        max_tokens=args.max_tokens,
+        batch_size=400,
+        lr=5e-4,
+        steps=10**7,
+        checkpoint_every=0,
+    )
+    methods = {
+        "qt": qt.QT(qt.QTConfig(encoder="gru", test_vector="f", **common)),
+        "skip-thought": qt.SkipThought(qt.SkipThoughtConfig(encoder="gru", **common)),
+    }
     thresholds = [args.budget * (k + 1) / args.points for k in range(args.points)]
     results: dict[str, list[dict]] = {}
     for name, method in methods.items():
         points: list[dict] = []
         eval_seconds = [0.0]
         holder: dict = {}
-        ctx = TrainContext(model=None, seed=0, output_dir=Path(tempfile.mkdtemp(prefix=f"qt-eff-{name}-")), progress=False)
+        ctx = TrainContext(
+            model=None, seed=0, output_dir=Path(tempfile.mkdtemp(prefix=f"qt-eff-{name}-")), progress=False
+        )
         orig_train_loop = qt.train_loop
 
         def spy_loop(objective, items, ctx_, loop, **kw):  # keep the objective to evaluate it mid-training
@@ -93,17 +108,27 @@ def main() -> int:
                     with torch.no_grad():
                         scores = evaluate(enc)
                     holder["obj"].train()
-                    points.append({"train_seconds": round(trained, 1), "steps": state.step,
-                                   "sentences": state.items * (400 if name == "qt" else 1), "tokens": state.tokens, **scores})
+                    points.append(
+                        {
+                            "train_seconds": round(trained, 1),
+                            "steps": state.step,
+                            "sentences": state.items * (400 if name == "qt" else 1),
+                            "tokens": state.tokens,
+                            **scores,
+                        }
+                    )
                     print(name, points[-1], flush=True)
                     eval_seconds[0] += time.perf_counter() - t0
                     if len(points) == len(thresholds):
                         raise _Done
+
             return orig_train_loop(objective, items, ctx_, loop, on_step=on_step, **kw)
 
         qt.train_loop = spy_loop
         try:
-            untrained = method.__class__(method.config.__class__(**{**vars(method.config), "steps": 0})).train(corpus.sentences, ctx)
+            untrained = method.__class__(method.config.__class__(**{**vars(method.config), "steps": 0})).train(
+                corpus.sentences, ctx
+            )
             untrained.pairs = [(untrained.pairs[0][0], None)]
             start = {"train_seconds": 0.0, "steps": 0, "sentences": 0, "tokens": 0, **evaluate(untrained)}
             print(name, start, flush=True)
@@ -119,30 +144,57 @@ def main() -> int:
     # when skip-thought never reaches it within the budget)
     q_final = results["qt"][-1]
     st_reach = next((p["train_seconds"] for p in results["skip-thought"] if p["avg"] >= q_final["avg"]), None)
-    q_reach_st = next((p["train_seconds"] for p in results["qt"] if p["avg"] >= results["skip-thought"][-1]["avg"]), None)
-    sps = {n: round(r[-1]["sentences"] / r[-1]["train_seconds"], 1) if r[-1]["train_seconds"] else None for n, r in results.items()}
-    record = {"budget_seconds": args.budget, "points": args.points, "device": f"cpu:{platform.processor() or platform.machine()}",
-              "threads": torch.get_num_threads(), "corpus": corpus.describe(), "config": {k: v for k, v in common.items() if k != "steps"},
-              "tasks": list(tasks), "results": results, "sentences_per_second": sps,
-              "qt_time_to_reach_skipthought_final": q_reach_st,
-              "speedup_time_to_equal_quality": (round(results["skip-thought"][-1]["train_seconds"] / q_reach_st, 2) if q_reach_st else None),
-              "skipthought_time_to_reach_qt_final": st_reach,
-              "speedup_sentences_per_second": round(sps["qt"] / sps["skip-thought"], 2) if sps.get("skip-thought") else None,
-              "paper_speedup": 4.8,
-              "command": "OMP_NUM_THREADS=1 python bench/qt_efficiency.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items())}
+    q_reach_st = next(
+        (p["train_seconds"] for p in results["qt"] if p["avg"] >= results["skip-thought"][-1]["avg"]), None
+    )
+    sps = {
+        n: round(r[-1]["sentences"] / r[-1]["train_seconds"], 1) if r[-1]["train_seconds"] else None
+        for n, r in results.items()
+    }
+    record = {
+        "budget_seconds": args.budget,
+        "points": args.points,
+        "device": f"cpu:{platform.processor() or platform.machine()}",
+        "threads": torch.get_num_threads(),
+        "corpus": corpus.describe(),
+        "config": {k: v for k, v in common.items() if k != "steps"},
+        "tasks": list(tasks),
+        "results": results,
+        "sentences_per_second": sps,
+        "qt_time_to_reach_skipthought_final": q_reach_st,
+        "speedup_time_to_equal_quality": (
+            round(results["skip-thought"][-1]["train_seconds"] / q_reach_st, 2) if q_reach_st else None
+        ),
+        "skipthought_time_to_reach_qt_final": st_reach,
+        "speedup_sentences_per_second": round(sps["qt"] / sps["skip-thought"], 2) if sps.get("skip-thought") else None,
+        "paper_speedup": 4.8,
+        "command": "OMP_NUM_THREADS=1 python bench/qt_efficiency.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "efficiency.json").write_text(json.dumps(record, indent=1))
 
     from tabulate import tabulate
 
-    rows = [[n, p["train_seconds"], p["steps"], p["sentences"], *[p[t] for t in tasks], p["avg"]] for n, r in results.items() for p in r]
-    md = ["# QT vs skip-thought: same encoder, same wall-clock budgets (Jane Austen, CPU)", "",
-          f"Command: `{record['command']}`", f"Device: {record['device']}, torch threads {record['threads']}.", "",
-          tabulate(rows, headers=["objective", "train s", "steps", "sentences", *tasks, "avg"], tablefmt="github"), "",
-          f"Training throughput (sentences/s): {sps}; ratio QT/ST {record['speedup_sentences_per_second']}.",
-          f"QT reaches skip-thought's final average after {q_reach_st} s (skip-thought: {results['skip-thought'][-1]['train_seconds']} s) "
-          f"-> speed-up to equal quality {record['speedup_time_to_equal_quality']} (paper: 4.8x).", ""]
+    rows = [
+        [n, p["train_seconds"], p["steps"], p["sentences"], *[p[t] for t in tasks], p["avg"]]
+        for n, r in results.items()
+        for p in r
+    ]
+    md = [
+        "# QT vs skip-thought: same encoder, same wall-clock budgets (Jane Austen, CPU)",
+        "",
+        f"Command: `{record['command']}`",
+        f"Device: {record['device']}, torch threads {record['threads']}.",
+        "",
+        tabulate(rows, headers=["objective", "train s", "steps", "sentences", *tasks, "avg"], tablefmt="github"),
+        "",
+        f"Training throughput (sentences/s): {sps}; ratio QT/ST {record['speedup_sentences_per_second']}.",
+        f"QT reaches skip-thought's final average after {q_reach_st} s (skip-thought: {results['skip-thought'][-1]['train_seconds']} s) "
+        f"-> speed-up to equal quality {record['speedup_time_to_equal_quality']} (paper: 4.8x).",
+        "",
+    ]
     (out / "efficiency.md").write_text("\n".join(md))
 
     import matplotlib
@@ -154,7 +206,9 @@ def main() -> int:
     fig, axes = plt.subplots(1, len(cols), figsize=(2.6 * len(cols), 2.6), sharex=True)
     for ax, t in zip(axes, cols):
         for n, r in results.items():
-            ax.plot([p["train_seconds"] / 60 for p in r], [p[t] for p in r], marker="o", label="QT" if n == "qt" else "ST")
+            ax.plot(
+                [p["train_seconds"] / 60 for p in r], [p[t] for p in r], marker="o", label="QT" if n == "qt" else "ST"
+            )
         ax.set_title(t)
         ax.set_xlabel("training min")
     axes[0].legend()

@@ -7,6 +7,7 @@ excluded by timing two runs: warmup steps, and warmup + steps). On a GPU pass --
 
     OMP_NUM_THREADS=1 python bench/qt_throughput.py --encoder gru --hidden 1200 --steps 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ def main() -> int:
 
     import numpy as np
     import torch
+    from benchbench_plugins import qt
 
     from benchbench.methods import TrainContext
-    from benchbench_plugins import qt
 
     corpus_name = "janeausten"
     try:
@@ -47,26 +48,46 @@ def main() -> int:
         from benchbench.ordered import load_ordered
 
         sentences = load_ordered(DataStore(args.data_dir), None).sentences
-    except Exception:  # noqa: BLE001 - no data dir: synthetic text of the same shape
+    except Exception:
         rng = np.random.default_rng(0)
         sentences = [" ".join(f"w{rng.integers(0, 5000)}" for _ in range(rng.integers(20, 40))) for _ in range(20000)]
         corpus_name = "synthetic"
-    cfg = dict(encoder=args.encoder, hidden=args.hidden, emb_dim=args.emb_dim, vocab_size=args.vocab_size,
-               batch_size=args.batch_size, max_tokens=args.max_tokens, checkpoint_every=0)
+    cfg = dict(
+        encoder=args.encoder,
+        hidden=args.hidden,
+        emb_dim=args.emb_dim,
+        vocab_size=args.vocab_size,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        checkpoint_every=0,
+    )
     acc = {}
     for label, steps in (("warmup", args.warmup), ("timed", args.warmup + args.steps)):
-        ctx = TrainContext(model=None, seed=0, output_dir=Path(tempfile.mkdtemp(prefix="qt-tp-")), device=args.device, progress=False)
+        ctx = TrainContext(
+            model=None, seed=0, output_dir=Path(tempfile.mkdtemp(prefix="qt-tp-")), device=args.device, progress=False
+        )
         qt.QT(qt.QTConfig(steps=steps, **cfg)).train(sentences, ctx)
         acc[label] = dict(ctx.accounting)
     secs = acc["timed"]["seconds"] - acc["warmup"]["seconds"]
     sents = acc["timed"]["sentences"] - acc["warmup"]["sentences"]
     toks = acc["timed"]["tokens"] - acc["warmup"]["tokens"]
-    res = {"encoder": args.encoder, "hidden": args.hidden, "emb_dim": args.emb_dim, "vocab_size": args.vocab_size,
-           "batch_size": args.batch_size, "steps": args.steps, "corpus": corpus_name, "device": acc["timed"]["device"],
-           "cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
-           "mixed_precision": acc["timed"]["mixed_precision"], "seconds": round(secs, 2),
-           "sentences_per_second": round(sents / secs, 1), "tokens_per_second": round(toks / secs, 1),
-           "flops_per_second_estimate": round((acc["timed"]["flops"] - acc["warmup"]["flops"]) / secs, 1)}
+    res = {
+        "encoder": args.encoder,
+        "hidden": args.hidden,
+        "emb_dim": args.emb_dim,
+        "vocab_size": args.vocab_size,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "corpus": corpus_name,
+        "device": acc["timed"]["device"],
+        "cpu": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "mixed_precision": acc["timed"]["mixed_precision"],
+        "seconds": round(secs, 2),
+        "sentences_per_second": round(sents / secs, 1),
+        "tokens_per_second": round(toks / secs, 1),
+        "flops_per_second_estimate": round((acc["timed"]["flops"] - acc["warmup"]["flops"]) / secs, 1),
+    }
     print(json.dumps(res))
     if args.out:
         with open(args.out, "a") as f:

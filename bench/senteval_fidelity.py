@@ -10,6 +10,7 @@ result records of ``benchbench run`` (--records the --output folder; --method), 
     BENCHBENCH_DATA=../shared/data python bench/senteval_fidelity.py \
         --reference ../shared/reference/senteval_default.json [--results speed.json] [--markdown]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,25 @@ import os
 import sys
 from pathlib import Path
 
-OURS = {"MR": "mr", "CR": "cr", "SUBJ": "subj", "MPQA": "mpqa", "SST2": "sst2", "TREC": "trec", "MRPC": "mrpc",
-        "SICKEntailment": "sicke"}
+OURS = {
+    "MR": "mr",
+    "CR": "cr",
+    "SUBJ": "subj",
+    "MPQA": "mpqa",
+    "SST2": "sst2",
+    "TREC": "trec",
+    "MRPC": "mrpc",
+    "SICKEntailment": "sicke",
+}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", default=None, help="SentEval's numbers (JSON lines); default: "
-                    "$BENCHBENCH_DATA/../reference/senteval_<setting>.json")
+    ap.add_argument(
+        "--reference",
+        default=None,
+        help="SentEval's numbers (JSON lines); default: $BENCHBENCH_DATA/../reference/senteval_<setting>.json",
+    )
     ap.add_argument("--results", default=None, help="JSON written by bench/senteval_speed.py --json")
     ap.add_argument("--records", default=None, help="a benchbench results folder (the run's --output)")
     ap.add_argument("--method", default="sbert", help="with --records: whose records")
@@ -56,7 +68,11 @@ def main() -> int:
             rec = json.loads(f.read_text())
             res = rec.get("splits", {}).get("test", {})
             det = res.get("details", {})
-            if rec.get("task_kind") == "senteval" and args.model in rec.get("model", "") and det.get("setting") == args.setting:
+            if (
+                rec.get("task_kind") == "senteval"
+                and args.model in rec.get("model", "")
+                and det.get("setting") == args.setting
+            ):
                 ours[rec["task"]] = {**res["scores"], "seconds": det.get("classifier_seconds")}
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -79,8 +95,10 @@ def main() -> int:
     print(f"setting {args.setting}; reference {ref_path}")
     print(tabulate(rows, head, tablefmt="github" if args.markdown else "simple", floatfmt=".2f", missingval="-"))
     missing = [r[0] for r in rows if r[4] is None]
-    print(f"largest |test diff| = {worst:.2f} (tolerance {args.tolerance})"
-          + (f"; no result of ours for {', '.join(missing)}" if missing else ""))
+    print(
+        f"largest |test diff| = {worst:.2f} (tolerance {args.tolerance})"
+        + (f"; no result of ours for {', '.join(missing)}" if missing else "")
+    )
     return 0 if worst <= args.tolerance and not missing else 1
 
 

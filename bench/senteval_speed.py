@@ -16,6 +16,7 @@ minibatches), then the same N models batched; prints both times and the ratio.
 --workers: processes the classifier splits its models over (0, the default: one per core, as the
 harness runs it; 1: a single core). Numbers are identical either way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,21 +26,22 @@ import resource
 import sys
 import time
 
-
 TASKS = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]
 
 
 def cpu_seconds() -> float:
     """CPU seconds of this process and of its finished worker processes (the classifier forks one per core)."""
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return sum(
+        r.ru_utime + r.ru_stime
+        for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
 
 
 def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     """task -> (TransferData, features, setting name), through the harness's cache."""
     from benchbench.adapters import senteval as se
     from benchbench.data import DataStore
-    from benchbench.encoding import EmbeddingCache, Embedder, default_cache_dir
+    from benchbench.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.models import load_encoder
     from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
@@ -65,12 +67,21 @@ def run_suite(feats: dict, setting: str | None, workers: int = 0) -> dict:
         s = setting or spec_setting
         w0, c0 = time.perf_counter(), cpu_seconds()
         out = se.run_protocol(data, f, C.with_overrides(s, workers=workers))
-        results[t] = {"senteval_task": data.task, "setting": s, "workers": workers, "seconds": time.perf_counter() - w0,
-                      "cpu_seconds": cpu_seconds() - c0, **{k: out[k] for k in ("devacc", "acc", "f1") if k in out},
-                      "l2": out.get("l2")}
+        results[t] = {
+            "senteval_task": data.task,
+            "setting": s,
+            "workers": workers,
+            "seconds": time.perf_counter() - w0,
+            "cpu_seconds": cpu_seconds() - c0,
+            **{k: out[k] for k in ("devacc", "acc", "f1") if k in out},
+            "l2": out.get("l2"),
+        }
         r = results[t]
-        print(f"{t:6s} {data.task:15s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s cpu   dev {r['devacc']:6.2f}  "
-              f"test {r['acc']:6.2f}" + (f"  F1 {r['f1']:.2f}" if "f1" in r else ""), flush=True)
+        print(
+            f"{t:6s} {data.task:15s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s cpu   dev {r['devacc']:6.2f}  "
+            f"test {r['acc']:6.2f}" + (f"  F1 {r['f1']:.2f}" if "f1" in r else ""),
+            flush=True,
+        )
     return results
 
 
@@ -105,16 +116,30 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
         streams.setdefault(fold, (rows, dev, []))[2].append(l2)
     fits = []
     for rows, dev, l2s in streams.values():
-        fits += [f.dev_acc for f in C.train_streams(torch.as_tensor(X), torch.as_tensor(y), [C.Stream(rows, dev, tuple(l2s))], 2, s)[0]]
+        fits += [
+            f.dev_acc
+            for f in C.train_streams(torch.as_tensor(X), torch.as_tensor(y), [C.Stream(rows, dev, tuple(l2s))], 2, s)[0]
+        ]
     t_bat, c_bat = time.perf_counter() - t0, cpu_seconds() - c0
     agree = sum(a == b for a, b in zip(seq, fits))
-    print(f"\n{n} {task.upper()} inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
-          f"batched {t_bat:.1f} s wall / {c_bat:.1f} s cpu; speed-up {t_seq / t_bat:.1f}x wall, {c_seq / c_bat:.1f}x cpu; "
-          f"identical dev accuracies: {agree}/{n}")
+    print(
+        f"\n{n} {task.upper()} inner models ({setting}): SentEval-style sequential {t_seq:.1f} s wall / {c_seq:.1f} s cpu; "
+        f"batched {t_bat:.1f} s wall / {c_bat:.1f} s cpu; speed-up {t_seq / t_bat:.1f}x wall, {c_seq / c_bat:.1f}x cpu; "
+        f"identical dev accuracies: {agree}/{n}"
+    )
     if agree < n:
         print("  sequential:", [round(a, 4) for a in seq], "\n  batched:   ", [round(a, 4) for a in fits])
-    return {"task": task, "n": n, "sequential_s": t_seq, "sequential_cpu_s": c_seq, "batched_s": t_bat, "batched_cpu_s": c_bat,
-            "identical_dev_acc": agree, "sequential_dev_acc": seq, "batched_dev_acc": fits}
+    return {
+        "task": task,
+        "n": n,
+        "sequential_s": t_seq,
+        "sequential_cpu_s": c_seq,
+        "batched_s": t_bat,
+        "batched_cpu_s": c_bat,
+        "identical_dev_acc": agree,
+        "sequential_dev_acc": seq,
+        "batched_dev_acc": fits,
+    }
 
 
 def main() -> int:
@@ -123,7 +148,9 @@ def main() -> int:
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--setting", default=None, help="default | prototyping (default: each task spec's own)")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--workers", type=int, default=0, help="classifier worker processes (0: one per core); 1 = one core")
+    ap.add_argument(
+        "--workers", type=int, default=0, help="classifier worker processes (0: one per core); 1 = one core"
+    )
     ap.add_argument("--compare", type=int, default=0, help="also time N models sequentially vs batched")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -138,9 +165,16 @@ def main() -> int:
     w0, c0 = time.perf_counter(), cpu_seconds()
     results = run_suite(feats, args.setting, args.workers)
     total, total_cpu = time.perf_counter() - w0, cpu_seconds() - c0
-    print(f"\ntotal {total:.1f} s wall ({total / 60:.2f} min), {total_cpu:.1f} s cpu; load average now {os.getloadavg()[0]:.1f}")
-    report = {"model": args.model, "tasks": results, "total_seconds": total, "total_cpu_seconds": total_cpu,
-              "load_average_end": os.getloadavg()[0]}
+    print(
+        f"\ntotal {total:.1f} s wall ({total / 60:.2f} min), {total_cpu:.1f} s cpu; load average now {os.getloadavg()[0]:.1f}"
+    )
+    report = {
+        "model": args.model,
+        "tasks": results,
+        "total_seconds": total,
+        "total_cpu_seconds": total_cpu,
+        "load_average_end": os.getloadavg()[0],
+    }
     if args.compare:
         report["compare"] = compare_sequential(feats, args.compare, args.setting or "default")
     if args.json:

@@ -11,6 +11,7 @@ for a pre-trained BERT and move a random model too little in a few hundred steps
 keeps its own optimizer and schedule shape. A trained encoder is compared with the untrained start
 under the SAME pooling (TSDAE and SimCSE use [CLS]; MLM, CT and BERT-flow mean pooling).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,14 +53,27 @@ def main() -> int:
     ap.add_argument("--corpus-size", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
-    ap.add_argument("--eval-every", type=int, default=0,
-                    help="learning curve: every N steps evaluate the encoder as it stands on STSb dev (and, as a "
-                         "diagnostic, both test sets); also report the test scores at the best STSb-dev step")
-    ap.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE",
-                    help="override one method option for this probe, e.g. simcse.pooling=mean (repeatable)")
-    ap.add_argument("--position-init", choices=["random", "zero"], default="random",
-                    help="experiment: 'zero' starts the tiny BERT's position embeddings at zero (the untrained start "
-                         "and every method alike), which takes the random init's length code out of the start")
+    ap.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="learning curve: every N steps evaluate the encoder as it stands on STSb dev (and, as a "
+        "diagnostic, both test sets); also report the test scores at the best STSb-dev step",
+    )
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="METHOD.KEY=VALUE",
+        help="override one method option for this probe, e.g. simcse.pooling=mean (repeatable)",
+    )
+    ap.add_argument(
+        "--position-init",
+        choices=["random", "zero"],
+        default="random",
+        help="experiment: 'zero' starts the tiny BERT's position embeddings at zero (the untrained start "
+        "and every method alike), which takes the random init's length code out of the start",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if not args.data_dir:
@@ -112,7 +126,7 @@ def main() -> int:
         emb = Embedder(encoder, cache=cache, progress=False)
         return {t: round(a.evaluate(emb, "test").main_score, 2) for t, a in tasks.items()}
 
-    (sts_a, sts_b, sts_gold), = tasks["stsb"].load("test").values()  # STSb is one subset
+    ((sts_a, sts_b, sts_gold),) = tasks["stsb"].load("test").values()  # STSb is one subset
 
     def length_rho(encoder, scores=None) -> float:
         """Diagnostic: Spearman x100 between the encoder's cosines on STSb test pairs (or ``scores``)
@@ -135,7 +149,11 @@ def main() -> int:
     untrained = {}
     for p in ("cls", "mean"):
         start = load_encoder(args.model, pooling=p, max_seq_length=args.max_seq_length)
-        untrained[p] = {**evaluate(start), "length_rho": length_rho(start), **({"stsb_dev": stsb_dev(start)} if args.eval_every else {})}
+        untrained[p] = {
+            **evaluate(start),
+            "length_rho": length_rho(start),
+            **({"stsb_dev": stsb_dev(start)} if args.eval_every else {}),
+        }
     print(f"untrained {args.model}: cls {untrained['cls']}  mean {untrained['mean']}", flush=True)
     gold_length_rho = length_rho(start, sts_gold)  # the tokenizer's lengths; pooling does not matter
     lexical = evaluate(WordOverlap())
@@ -143,7 +161,12 @@ def main() -> int:
     rows, records, curves = [], [], []
     for name in args.methods.split(","):
         cls = reg.method(name)
-        overrides = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "max_seq_length": args.max_seq_length}
+        overrides = {
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "max_seq_length": args.max_seq_length,
+        }
         if name == "simcse":
             overrides["checkpoint_every"] = 0
         for opt in args.option:
@@ -165,40 +188,124 @@ def main() -> int:
         pooling = getattr(config, "pooling", "mean")
         base = untrained[pooling]
         curve = ctx.accounting.get("loss_curve", [])
-        rows.append([name, pooling, ctx.accounting["steps"], round(secs), f"{curve[0][1]:.3f} -> {curve[-1][1]:.3f}" if curve else "",
-                     base["stsb"], scores["stsb"], round(scores["stsb"] - base["stsb"], 2),
-                     base["twitterpara"], scores["twitterpara"], round(scores["twitterpara"] - base["twitterpara"], 2),
-                     f"{base['length_rho']} -> {scores['length_rho']}"])
-        records.append({"method": name, "config": config.__dict__, "seconds": secs, "untrained": base, "trained": scores,
-                        "accounting": {k: v for k, v in ctx.accounting.items() if k != "loss_curve"}, "loss_curve": curve})
+        rows.append(
+            [
+                name,
+                pooling,
+                ctx.accounting["steps"],
+                round(secs),
+                f"{curve[0][1]:.3f} -> {curve[-1][1]:.3f}" if curve else "",
+                base["stsb"],
+                scores["stsb"],
+                round(scores["stsb"] - base["stsb"], 2),
+                base["twitterpara"],
+                scores["twitterpara"],
+                round(scores["twitterpara"] - base["twitterpara"], 2),
+                f"{base['length_rho']} -> {scores['length_rho']}",
+            ]
+        )
+        records.append(
+            {
+                "method": name,
+                "config": config.__dict__,
+                "seconds": secs,
+                "untrained": base,
+                "trained": scores,
+                "accounting": {k: v for k, v in ctx.accounting.items() if k != "loss_curve"},
+                "loss_curve": curve,
+            }
+        )
         print(tabulate(rows[-1:], tablefmt="plain"), flush=True)
         if ctx.accounting.get("monitor"):
             points = ctx.accounting["monitor"]
-            print(tabulate([[s, d["stsb_dev"], d["stsb"], d["twitterpara"], d["length_rho"]] for s, d in points],
-                           headers=["step", "STSb dev", "STSb test", "TwitterPara test", "length rho"], tablefmt="github"))
+            print(
+                tabulate(
+                    [[s, d["stsb_dev"], d["stsb"], d["twitterpara"], d["length_rho"]] for s, d in points],
+                    headers=["step", "STSb dev", "STSb test", "TwitterPara test", "length rho"],
+                    tablefmt="github",
+                )
+            )
             best_step, best = max(points, key=lambda p: p[1]["stsb_dev"])  # the first step reaching the best dev score
             records[-1]["dev_selected"] = {"step": best_step, **best}
-            curves.append([name, pooling, base["stsb_dev"], best_step, best["stsb_dev"], best["stsb"],
-                           round(best["stsb"] - base["stsb"], 2), best["twitterpara"], round(best["twitterpara"] - base["twitterpara"], 2)])
+            curves.append(
+                [
+                    name,
+                    pooling,
+                    base["stsb_dev"],
+                    best_step,
+                    best["stsb_dev"],
+                    best["stsb"],
+                    round(best["stsb"] - base["stsb"], 2),
+                    best["twitterpara"],
+                    round(best["twitterpara"] - base["twitterpara"], 2),
+                ]
+            )
     print()
-    print(f"tiny BERT from scratch ({args.model}, {args.position_init} position init), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
-          f"{len(corpus)} wiki sentences, seed {args.seed}")
-    print(tabulate(rows, headers=["method", "pooling", "steps", "train s", "loss first -> last", "STSb untrained",
-                                  "STSb trained", "delta", "TwitterPara untrained", "TwitterPara trained", "delta",
-                                  "length rho (diagnostic)"],
-                   tablefmt="github"))
+    print(
+        f"tiny BERT from scratch ({args.model}, {args.position_init} position init), {args.steps} steps x batch {args.batch_size}, lr {args.lr}, "
+        f"{len(corpus)} wiki sentences, seed {args.seed}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "method",
+                "pooling",
+                "steps",
+                "train s",
+                "loss first -> last",
+                "STSb untrained",
+                "STSb trained",
+                "delta",
+                "TwitterPara untrained",
+                "TwitterPara trained",
+                "delta",
+                "length rho (diagnostic)",
+            ],
+            tablefmt="github",
+        )
+    )
     if curves:
-        print(f"\nselected on STSb dev (the best of steps {args.eval_every}, {2 * args.eval_every}, ... and the last; "
-              f"not step 0), scored on test:")
-        print(tabulate(curves, headers=["method", "pooling", "STSb dev untrained", "best step", "STSb dev", "STSb test",
-                                        "delta", "TwitterPara test", "delta"], tablefmt="github"))
+        print(
+            f"\nselected on STSb dev (the best of steps {args.eval_every}, {2 * args.eval_every}, ... and the last; "
+            f"not step 0), scored on test:"
+        )
+        print(
+            tabulate(
+                curves,
+                headers=[
+                    "method",
+                    "pooling",
+                    "STSb dev untrained",
+                    "best step",
+                    "STSb dev",
+                    "STSb test",
+                    "delta",
+                    "TwitterPara test",
+                    "delta",
+                ],
+                tablefmt="github",
+            )
+        )
     print(f"reference, no model: word overlap {lexical}")
-    print(f"length rho: Spearman x100 of the encoder's STSb-test cosines with minus the pairs' token-count difference "
-          f"(the gold scores: {gold_length_rho}); high = the encoder ranks pairs by length")
+    print(
+        f"length rho: Spearman x100 of the encoder's STSb-test cosines with minus the pairs' token-count difference "
+        f"(the gold scores: {gold_length_rho}); high = the encoder ranks pairs by length"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "untrained": untrained, "word_overlap": lexical,
-                                               "gold_length_rho": gold_length_rho,
-                                               "methods": records}, indent=2, default=str))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "untrained": untrained,
+                    "word_overlap": lexical,
+                    "gold_length_rho": gold_length_rho,
+                    "methods": records,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     return 0
 
 

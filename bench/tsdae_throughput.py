@@ -13,6 +13,7 @@ must agree to |diff| < 1e-3 (the script exits 1 otherwise).
 On CUDA both sides run under bf16 autocast, and the script reports model FLOP utilisation (FLOPs of
 one benchbench step counted by torch's FlopCounterMode, times steps/s, over --peak-tflops).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,22 +65,29 @@ def main() -> int:
     ap.add_argument("--noise-ratio", type=float, default=0.6)
     ap.add_argument("--device", default=None)
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100 SXM: 989)")
-    ap.add_argument("--group", action="store_true", help="benchbench with per-length-group padding (group_by_length; off by default, as in the method)")
-    ap.add_argument("--dense-embedding-grad", action="store_true",
-                    help="benchbench with dense lookup gradients (sparse_embedding_grad=False; the method's default on CPU is sparse)")
+    ap.add_argument(
+        "--group",
+        action="store_true",
+        help="benchbench with per-length-group padding (group_by_length; off by default, as in the method)",
+    )
+    ap.add_argument(
+        "--dense-embedding-grad",
+        action="store_true",
+        help="benchbench with dense lookup gradients (sparse_embedding_grad=False; the method's default on CPU is sparse)",
+    )
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     args = ap.parse_args()
 
     import tempfile
 
+    from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
     from sentence_transformers.models import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
 
     from benchbench.models import load_encoder
     from benchbench.noise import WordNoise
     from benchbench.training import adamw
-    from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(0)
@@ -92,11 +100,17 @@ def main() -> int:
     ref = DenoisingAutoEncoderLoss(st_model, tie_encoder_decoder=True).to(device)
 
     enc = load_encoder(path, pooling="cls", max_seq_length=args.max_seq_length, normalize=False).to(device)
-    missing, _ = enc.model.load_state_dict(st_model[0].auto_model.state_dict(), strict=False)  # ST keeps an unused pooler
+    missing, _ = enc.model.load_state_dict(
+        st_model[0].auto_model.state_dict(), strict=False
+    )  # ST keeps an unused pooler
     assert not missing, missing
-    ours = TSDAEObjective(enc, build_decoder(enc, tie=True), WordNoise("delete", args.noise_ratio),
-                          group_by_length=args.group,
-                          sparse_embedding_grad=False if args.dense_embedding_grad else None).to(device)
+    ours = TSDAEObjective(
+        enc,
+        build_decoder(enc, tie=True),
+        WordNoise("delete", args.noise_ratio),
+        group_by_length=args.group,
+        sparse_embedding_grad=False if args.dense_embedding_grad else None,
+    ).to(device)
     missing, unexpected = ours.decoder.load_state_dict(ref.decoder.state_dict(), strict=False)
     assert not missing and not unexpected, (missing, unexpected)
 
@@ -104,7 +118,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     batches = []
     for i in range(args.steps + args.warmup + 1):
-        clean = sents[i * args.batch_size:(i + 1) * args.batch_size]
+        clean = sents[i * args.batch_size : (i + 1) * args.batch_size]
         batches.append((WordNoise("delete", args.noise_ratio)(clean, rng), clean))
 
     def ref_loss(noisy, clean):
@@ -122,7 +136,9 @@ def main() -> int:
     with torch.no_grad():
         diffs = [abs(float(ref_loss(*b)) - float(our_loss(*b))) for b in batches[:3]]
         l_ref, l_ours = float(ref_loss(*batches[0])), float(our_loss(*batches[0]))
-    print(f"loss on the same batch: sentence-transformers {l_ref:.6f}  benchbench {l_ours:.6f}  max |diff| over 3 batches {max(diffs):.2e}")
+    print(
+        f"loss on the same batch: sentence-transformers {l_ref:.6f}  benchbench {l_ours:.6f}  max |diff| over 3 batches {max(diffs):.2e}"
+    )
     same = max(diffs) < 1e-3
 
     # 2. interleaved timing, training mode
@@ -160,14 +176,26 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = rate["benchbench"] / rate["sentence-transformers"]
     ratio_med = med["sentence-transformers"] / med["benchbench"]
-    print(f"device {device} threads {torch.get_num_threads()}  model {args.model}  batch {args.batch_size}  "
-          f"timed steps {args.steps} per side (interleaved)")
+    print(
+        f"device {device} threads {torch.get_num_threads()}  model {args.model}  batch {args.batch_size}  "
+        f"timed steps {args.steps} per side (interleaved)"
+    )
     for k in times:
         print(f"  {k:22s} {rate[k]:7.3f} steps/s   median step {med[k] * 1000:8.1f} ms")
     print(f"  speed-up benchbench / sentence-transformers: {ratio:.2f}x (mean)  {ratio_med:.2f}x (median)")
-    out = {"device": str(device), "model": args.model, "batch_size": args.batch_size, "steps": args.steps,
-           "steps_per_s": rate, "median_step_s": med, "speedup_mean": ratio, "speedup_median": ratio_med,
-           "loss_ref": l_ref, "loss_benchbench": l_ours, "max_abs_loss_diff": max(diffs)}
+    out = {
+        "device": str(device),
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "steps_per_s": rate,
+        "median_step_s": med,
+        "speedup_mean": ratio,
+        "speedup_median": ratio_med,
+        "loss_ref": l_ref,
+        "loss_benchbench": l_ours,
+        "max_abs_loss_diff": max(diffs),
+    }
     if device.type == "cuda":
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -178,7 +206,9 @@ def main() -> int:
         flops = fc.get_total_flops()
         mfu = flops * rate["benchbench"] / (args.peak_tflops * 1e12)
         out.update(flops_per_step=flops, mfu=mfu)
-        print(f"  model FLOPs per benchbench step {flops / 1e9:.1f} GFLOP; MFU {100 * mfu:.2f}% of {args.peak_tflops} TFLOPS")
+        print(
+            f"  model FLOPs per benchbench step {flops / 1e9:.1f} GFLOP; MFU {100 * mfu:.2f}% of {args.peak_tflops} TFLOPS"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

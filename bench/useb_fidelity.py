@@ -22,6 +22,7 @@ TwitterPara and CQADupStack use the real data (CQADupStack: the forums whose vec
 cache, unless --encode-missing); AskUbuntu and SciDocs use the fixtures in tests/fixtures/useb
 (their real text is not available offline).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -117,15 +118,20 @@ def worker(args) -> None:
         import faiss  # noqa: F401  (imported lazily by the adapters; useb's torch/sklearn are imported above too)
         import pyarrow.json  # noqa: F401
         from isal import igzip  # noqa: F401  (the .gz reader)
+
         before = _rss_mb()
         t0 = time.perf_counter()
         ad = _make_adapter(args.task, Path(args.root), args.fixture)
         forums_file = work / args.task / "forums.json"
         if forums_file.exists():  # CQADupStack restricted to the forums whose vectors were prepared
-            ad.spec = dataclasses.replace(ad.spec, params={**ad.spec.params, "forums": json.loads(forums_file.read_text())})
+            ad.spec = dataclasses.replace(
+                ad.spec, params={**ad.spec.params, "forums": json.loads(forums_file.read_text())}
+            )
         look = LookupEncoder(table, vecs)
         for split in SPLITS[args.task]:
-            out["splits"][split] = _ours_scores(args.task, ad.evaluate(Embedder(look, progress=False), split))  # useb runs with show=False
+            out["splits"][split] = _ours_scores(
+                args.task, ad.evaluate(Embedder(look, progress=False), split)
+            )  # useb runs with show=False
         out["seconds"] = time.perf_counter() - t0
     else:
         import torch
@@ -135,8 +141,12 @@ def worker(args) -> None:
 
         look = LookupEncoder(table, vecs)
         semb_fn = lambda batch: torch.from_numpy(look(batch))  # noqa: E731
-        cls = {"twitterpara": TwitterParaEvaluator, "cqadupstack": CQADupStackEvaluator, "askubuntu": AskubuntuEvaluator,
-               "scidocs": SciDocsEvaluator}[args.task]
+        cls = {
+            "twitterpara": TwitterParaEvaluator,
+            "cqadupstack": CQADupStackEvaluator,
+            "askubuntu": AskubuntuEvaluator,
+            "scidocs": SciDocsEvaluator,
+        }[args.task]
         before = _rss_mb()
         t0 = time.perf_counter()
         ev = cls(semb_fn, str(work / "useb" / args.task), show=False)
@@ -278,7 +288,7 @@ def run_worker(side: str, task: str, work: Path, root: Path, fixture: bool) -> d
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if p.returncode != 0 or line is None:
         raise RuntimeError(f"{side} worker for {task} failed:\n{p.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _median_run(runs: list[dict]) -> dict:
@@ -288,8 +298,12 @@ def _median_run(runs: list[dict]) -> dict:
         if r["splits"] != first["splits"]:
             raise RuntimeError("an evaluator gave different scores on a repeated run")
     net = [r["seconds"] - r["lookup_seconds"] for r in runs]
-    return {**first, "seconds": float(np.median([r["seconds"] for r in runs])), "all_seconds": [r["seconds"] for r in runs],
-            "net_seconds": float(np.median(net))}
+    return {
+        **first,
+        "seconds": float(np.median([r["seconds"] for r in runs])),
+        "all_seconds": [r["seconds"] for r in runs],
+        "net_seconds": float(np.median(net)),
+    }
 
 
 def main() -> int:
@@ -299,7 +313,9 @@ def main() -> int:
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
     ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those >= 99%% in the embedding cache)")
     ap.add_argument("--encode-missing", action="store_true", help="encode CQADupStack forums not in the cache (slow)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each evaluator (alternated); the median time is reported")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="runs of each evaluator (alternated); the median time is reported"
+    )
     ap.add_argument("--keep", default=None, help="keep the work folder here")
     ap.add_argument("--worker", choices=["ours", "useb"], help=argparse.SUPPRESS)
     ap.add_argument("--task", help=argparse.SUPPRESS)
@@ -313,7 +329,7 @@ def main() -> int:
 
     from tabulate import tabulate
 
-    from benchbench.encoding import EmbeddingCache, Embedder, default_cache_dir
+    from benchbench.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.models import load_encoder
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -338,8 +354,10 @@ def main() -> int:
                 forums, cov = cached_forums(ad, embedder)
                 skipped = {f: c for f, c in cov.items() if f not in forums}
                 if skipped:
-                    notes.append("cqadupstack forums skipped (not fully cached; --encode-missing to encode): "
-                                 + ", ".join(f"{f} ({100 * c:.0f}% cached)" for f, c in skipped.items()))
+                    notes.append(
+                        "cqadupstack forums skipped (not fully cached; --encode-missing to encode): "
+                        + ", ".join(f"{f} ({100 * c:.0f}% cached)" for f, c in skipped.items())
+                    )
                 if not forums:
                     notes.append("cqadupstack: no forum fully cached; skipped")
                     continue
@@ -363,23 +381,64 @@ def main() -> int:
             for m in sorted(o):
                 d = abs(o[m] - u[m]) if m in u else np.inf
                 worst = max(worst, d)
-                rows.append([task + ("" if not fixture else " (fixture)"), split, m, f"{o[m]:.4f}",
-                             f"{u.get(m, np.nan):.4f}", f"{d:.4f}", "ok" if d <= 0.01 else "FAIL"])
-        timing.append([task, f"{ours['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in ours['all_seconds'])})",
-                       f"{theirs['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in theirs['all_seconds'])})", f"{theirs['seconds'] / ours['seconds']:.1f}x",
-                       f"{ours['net_seconds']:.2f} / {theirs['net_seconds']:.2f}", f"{theirs['net_seconds'] / ours['net_seconds']:.1f}x",
-                       f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
-                       f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})", f"{prep:.0f}"])
+                rows.append(
+                    [
+                        task + ("" if not fixture else " (fixture)"),
+                        split,
+                        m,
+                        f"{o[m]:.4f}",
+                        f"{u.get(m, np.nan):.4f}",
+                        f"{d:.4f}",
+                        "ok" if d <= 0.01 else "FAIL",
+                    ]
+                )
+        timing.append(
+            [
+                task,
+                f"{ours['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in ours['all_seconds'])})",
+                f"{theirs['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in theirs['all_seconds'])})",
+                f"{theirs['seconds'] / ours['seconds']:.1f}x",
+                f"{ours['net_seconds']:.2f} / {theirs['net_seconds']:.2f}",
+                f"{theirs['net_seconds'] / ours['net_seconds']:.1f}x",
+                f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
+                f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})",
+                f"{prep:.0f}",
+            ]
+        )
         if task == "cqadupstack":
-            notes.append(f"cqadupstack forums compared: {', '.join(forums or ad.available_forums('test'))} "
-                         "(BEIR title-only layout, test split; the offline data has 11 of 12 forums, no tex)")
-    print(f"model: {args.model}; same vectors to both evaluators (x100 scores); pytrec_eval: "
-          f"{'real (pytrec-eval-terrier)' if have_trec else 'missing'}")
-    print(tabulate(rows, headers=["dataset", "split", "useb metric", "benchbench", "useb", "|diff|", "<=0.01"], tablefmt="github"))
+            notes.append(
+                f"cqadupstack forums compared: {', '.join(forums or ad.available_forums('test'))} "
+                "(BEIR title-only layout, test split; the offline data has 11 of 12 forums, no tex)"
+            )
+    print(
+        f"model: {args.model}; same vectors to both evaluators (x100 scores); pytrec_eval: "
+        f"{'real (pytrec-eval-terrier)' if have_trec else 'missing'}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=["dataset", "split", "useb metric", "benchbench", "useb", "|diff|", "<=0.01"],
+            tablefmt="github",
+        )
+    )
     print()
-    print(tabulate(timing, headers=["dataset", "benchbench s, median (runs)", "useb s, median (runs)", "speed-up",
-                                    "without the shared lookup: benchbench / useb s (median)", "speed-up (evaluators alone)", "benchbench peak MB (+eval)",
-                                    "useb peak MB (+eval)", "vector prep s"], tablefmt="github"))
+    print(
+        tabulate(
+            timing,
+            headers=[
+                "dataset",
+                "benchbench s, median (runs)",
+                "useb s, median (runs)",
+                "speed-up",
+                "without the shared lookup: benchbench / useb s (median)",
+                "speed-up (evaluators alone)",
+                "benchbench peak MB (+eval)",
+                "useb peak MB (+eval)",
+                "vector prep s",
+            ],
+            tablefmt="github",
+        )
+    )
     for n in notes:
         print("note:", n)
     print(f"largest difference: {worst:.4f} points -> {'PASS' if worst <= 0.01 else 'FAIL'}")

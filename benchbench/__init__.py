@@ -14,6 +14,7 @@ Encoder protocols: ``Encoder`` (``encode``), ``PairScorer`` (``score_pairs``), `
 (``search``).
 Errors: ``BenchbenchError``, ``ConfigError``, ``DataError``, ``PluginError``, ``UnknownNameError``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -95,8 +96,17 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .hookspecs import hookimpl, hookspec
     from .methods import Method, TrainContext, build_config, config_hash
     from .models import TransformerEncoder, load_encoder, resolve_model_path, tiny_bert
-    from .runner import make_adapter
     from .noise import NOISE_KINDS, WordNoise, register_noise
+    from .runner import make_adapter
     from .tasks import TaskSpec
-    from .training import (LoopConfig, LoopState, Objective, adamw, length_groups, method_fingerprint, resolve_steps,
-                            seed_everything, train_loop)
+    from .training import (
+        LoopConfig,
+        LoopState,
+        Objective,
+        adamw,
+        length_groups,
+        method_fingerprint,
+        resolve_steps,
+        seed_everything,
+        train_loop,
+    )

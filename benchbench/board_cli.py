@@ -1,5 +1,6 @@
 """Subcommands ``leaderboard``, ``reproduce``, ``export`` and ``import-mteb`` (added to ``benchbench``'s
 parser by ``cli.build_parser``; kept here so the shared cli.py only needs a one-line hook)."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,14 +12,21 @@ def add_subcommands(sub) -> None:
     lb = sub.add_parser("leaderboard", help="build leaderboards/README.md, latex/ and site/ from stored records")
     lb.add_argument("--results", default="leaderboards", help="folder searched recursively for result records")
     lb.add_argument("--out", default="leaderboards")
-    lb.add_argument("--check", action="store_true", help="fail (exit 1) naming each generated file that differs from a rebuild")
+    lb.add_argument(
+        "--check", action="store_true", help="fail (exit 1) naming each generated file that differs from a rebuild"
+    )
     lb.add_argument("--screenshot", action="store_true", help="also refresh site/screenshot.png with headless chromium")
-    lb.add_argument("--committed", action="store_true",
-                    help="read the records as committed at git HEAD (what CI's clean clone sees), not the working tree")
+    lb.add_argument(
+        "--committed",
+        action="store_true",
+        help="read the records as committed at git HEAD (what CI's clean clone sees), not the working tree",
+    )
     lb.set_defaults(func=cmd_leaderboard)
 
     rp = sub.add_parser("reproduce", help="run what a paper table needs and compare with the published numbers")
-    rp.add_argument("name", help="tsdae-table2, tsdae-table3, qt-table1, bsl-table1, tenc-table1, tenc-pairs, or a .toml")
+    rp.add_argument(
+        "name", help="tsdae-table2, tsdae-table3, qt-table1, bsl-table1, tenc-table1, tenc-pairs, or a .toml"
+    )
     rp.add_argument("--results", default="leaderboards/results", help="records are read from and written to here")
     rp.add_argument("--dry-run", action="store_true", help="list the runs, run nothing")
     rp.add_argument("--compare-only", action="store_true", help="run nothing; compare what is stored")
@@ -51,7 +59,9 @@ def add_subcommands(sub) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .site import build, check, screenshot
 
-    if getattr(args, "committed", False):  # records as committed: others' uncommitted records must not leak into a committed build
+    if getattr(
+        args, "committed", False
+    ):  # records as committed: others' uncommitted records must not leak into a committed build
         import subprocess
         import tempfile
 
@@ -65,8 +75,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"stale leaderboard: {p}", file=sys.stderr)
         if problems:
-            print("regenerate with: benchbench leaderboard --results leaderboards --out leaderboards --screenshot "
-                  "and commit leaderboards/README.md, leaderboards/latex, leaderboards/site", file=sys.stderr)
+            print(
+                "regenerate with: benchbench leaderboard --results leaderboards --out leaderboards --screenshot "
+                "and commit leaderboards/README.md, leaderboards/latex, leaderboards/site",
+                file=sys.stderr,
+            )
             return 1
         print("leaderboard up to date")
         return 0
@@ -82,9 +95,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from .reproduce import Budget, reproduce
 
     sets = dict(s.split("=", 1) for s in args.set)
-    b = Budget(model=args.model, steps=args.steps, seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
-               batch_size=args.batch_size, lr=args.lr, sets=sets, device=args.device, data_dir=args.data_dir,
-               encode_batch_size=args.encode_batch_size, tasks=args.tasks.split(",") if args.tasks else None)
+    b = Budget(
+        model=args.model,
+        steps=args.steps,
+        seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        sets=sets,
+        device=args.device,
+        data_dir=args.data_dir,
+        encode_batch_size=args.encode_batch_size,
+        tasks=args.tasks.split(",") if args.tasks else None,
+    )
     return reproduce(args.name, args.results, b, dry_run=args.dry_run, md=args.md, compare_only=args.compare_only)
 
 

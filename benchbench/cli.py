@@ -1,4 +1,5 @@
 """The command line: ``benchbench run | list | plugins | table``."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,9 @@ def _parse_set(items: list[str]) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods.")
+    p = argparse.ArgumentParser(
+        prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods."
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -55,11 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--setup", default="unsupervised")
     r.add_argument("--data-dir", default=None, help="data root (default: $BENCHBENCH_DATA)")
     r.add_argument("--output", default="results")
-    r.add_argument("--force", action="store_true",
-                   help="re-evaluate the requested splits even if stored (other stored splits are kept; the trained "
-                        "encoder is reused, embeddings stay cached); does not retrain")
-    r.add_argument("--retrain", action="store_true",
-                   help="discard the trained encoder and its checkpoints, train again and re-evaluate every stored split")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="re-evaluate the requested splits even if stored (other stored splits are kept; the trained "
+        "encoder is reused, embeddings stay cached); does not retrain",
+    )
+    r.add_argument(
+        "--retrain",
+        action="store_true",
+        help="discard the trained encoder and its checkpoints, train again and re-evaluate every stored split",
+    )
     r.add_argument("--json", action="store_true", help="print the result records as JSON")
     r.add_argument("--device", default=None)
     r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
@@ -69,15 +78,28 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", default=None)
     r.add_argument("--max-seq-length", default=None)
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any method option")
-    r.add_argument("--eval-every", type=int, default=0, metavar="N",
-                   help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
-                        "record's train.monitor; the result is still the encoder at the end of the budget)")
+    r.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
+        "record's train.monitor; the result is still the encoder at the end of the budget)",
+    )
     r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
-    r.add_argument("--score", default="bi", choices=["bi", "cross"],
-                   help="pairwise tasks: cosine of the bi-encoder (default) or the method's cross-encoder")
-    r.add_argument("--corpus", default=None, metavar="PATH",
-                   help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
-                        "general corpus (BSL); part of the result key. Default: the method's own default corpus")
+    r.add_argument(
+        "--score",
+        default="bi",
+        choices=["bi", "cross"],
+        help="pairwise tasks: cosine of the bi-encoder (default) or the method's cross-encoder",
+    )
+    r.add_argument(
+        "--corpus",
+        default=None,
+        metavar="PATH",
+        help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
+        "general corpus (BSL); part of the result key. Default: the method's own default corpus",
+    )
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
 
     ls = sub.add_parser("list", help="list methods, tasks or suites")
@@ -91,14 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--format", default="github")
     t.add_argument("--method", default=None, help="comma list of methods to include")
     t.add_argument("--no-provenance", action="store_true")
-    nb = sub.add_parser("neighbours", help="nearest sentences of a text corpus to query sentences under a trained encoder (faiss)")
+    nb = sub.add_parser(
+        "neighbours", help="nearest sentences of a text corpus to query sentences under a trained encoder (faiss)"
+    )
     nb.add_argument("--model", required=True, help="a saved encoder folder (e.g. a run's encoder/) or a model name")
     nb.add_argument("--corpus", required=True, help="text file or folder (one sentence a line, or running text)")
     nb.add_argument("--query", action="append", required=True, help="query sentence; repeat for several")
     nb.add_argument("-k", type=int, default=5)
     nb.add_argument("--batch-size", type=int, default=1024, help="sentences encoded at a time (the corpus is streamed)")
-    t.add_argument("--columns", default=None, help="comma list of record fields shown as extra columns, e.g. "
-                   "train.seconds,train.flops,train.tokens (training cost)")
+    t.add_argument(
+        "--columns",
+        default=None,
+        help="comma list of record fields shown as extra columns, e.g. "
+        "train.seconds,train.flops,train.tokens (training cost)",
+    )
     from .board_cli import add_subcommands  # leaderboard, reproduce, export, import-mteb
 
     add_subcommands(sub)
@@ -114,15 +142,34 @@ def cmd_run(args) -> int:
     from .runner import RunOptions, run
 
     reg = get_registry()
-    overrides = {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None}
+    overrides = {
+        k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None
+    }
     overrides.update(_parse_set(args.set))
     t0 = time.perf_counter()
-    report = run(RunOptions(method=args.method, tasks=args.tasks, model=args.model, seeds=args.seeds, setup=args.setup,
-                            overrides=overrides, data_dir=args.data_dir, output=args.output, force=args.force, retrain=args.retrain,
-                            splits=args.split.split(",") if args.split else None, device=args.device,
-                            no_cache=args.no_cache, encode_batch_size=args.encode_batch_size,
-                            eval_every=args.eval_every, eval_split=args.eval_split, corpus=args.corpus,
-                            score=args.score), reg)
+    report = run(
+        RunOptions(
+            method=args.method,
+            tasks=args.tasks,
+            model=args.model,
+            seeds=args.seeds,
+            setup=args.setup,
+            overrides=overrides,
+            data_dir=args.data_dir,
+            output=args.output,
+            force=args.force,
+            retrain=args.retrain,
+            splits=args.split.split(",") if args.split else None,
+            device=args.device,
+            no_cache=args.no_cache,
+            encode_batch_size=args.encode_batch_size,
+            eval_every=args.eval_every,
+            eval_split=args.eval_split,
+            corpus=args.corpus,
+            score=args.score,
+        ),
+        reg,
+    )
     elapsed = time.perf_counter() - t0
     if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
         return 0
@@ -138,8 +185,11 @@ def cmd_run(args) -> int:
         for s in suites:
             notes.extend(f"{s}: {n}" for n in reg.suites[s].notes)
         print(render(headers, rows, notes, fmt=args.format, title=f"split: {split} (scores x100)"))
-    print(f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to re-evaluate, --retrain to train again) "
-          f"in {elapsed:.1f}s; results in {args.output}/", file=sys.stderr)
+    print(
+        f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to re-evaluate, --retrain to train again) "
+        f"in {elapsed:.1f}s; results in {args.output}/",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -150,14 +200,18 @@ def cmd_list(args) -> int:
 
     reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
     if args.what == "methods":
-        rows = [(n, reg.owner[("methods", n)], "yes" if getattr(c, "trains", True) else "no", getattr(c, "description", ""))
-                for n, c in sorted(reg.methods.items())]
+        rows = [
+            (n, reg.owner[("methods", n)], "yes" if getattr(c, "trains", True) else "no", getattr(c, "description", ""))
+            for n, c in sorted(reg.methods.items())
+        ]
         print(tabulate(rows, headers=["method", "plugin", "trains", "description"]))
     elif args.what == "tasks":
         rows = []
         for n, t in sorted(reg.tasks.items()):
             kind = getattr(t, "kind", getattr(t, "kind", "?"))
-            rows.append((n, kind, ",".join(getattr(t, "splits", [])), getattr(t, "main_metric", ""), ",".join(reg.suites_of(n))))
+            rows.append(
+                (n, kind, ",".join(getattr(t, "splits", [])), getattr(t, "main_metric", ""), ",".join(reg.suites_of(n)))
+            )
         print(tabulate(rows, headers=["task", "kind", "splits", "main metric", "suites"]))
     else:
         rows = [(n, ", ".join(s.tasks), s.description) for n, s in sorted(reg.suites.items())]
@@ -197,14 +251,23 @@ def cmd_table(args) -> int:
     if args.method:
         records = [r for r in records if r["method"] in args.method.split(",")]
     records = [r for r in records if r["task"] in tasks]
-    headers, rows, notes = summarise(records, tasks, suites, split=args.split,
-                                     columns=[c.strip() for c in args.columns.split(",")] if args.columns else None)
+    headers, rows, notes = summarise(
+        records,
+        tasks,
+        suites,
+        split=args.split,
+        columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
+    )
     print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
     if not args.no_provenance:
         from .escaping import escape_text
 
-        print("\n" + escape_text("How these numbers were produced:", args.format) + "\n"
-              + "\n".join(escape_text(line, args.format) for line in provenance(records)))
+        print(
+            "\n"
+            + escape_text("How these numbers were produced:", args.format)
+            + "\n"
+            + "\n".join(escape_text(line, args.format) for line in provenance(records))
+        )
     return 0
 
 
@@ -227,7 +290,7 @@ def cmd_neighbours(args) -> int:
 
     index = None
     for a in range(0, len(sentences), args.batch_size):
-        v = unit(sentences[a:a + args.batch_size])
+        v = unit(sentences[a : a + args.batch_size])
         if index is None:
             index = faiss.IndexFlatIP(v.shape[1])
         index.add(v)
@@ -244,7 +307,9 @@ def cmd_neighbours(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     if not args.verbose:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
@@ -253,11 +318,16 @@ def main(argv: list[str] | None = None) -> int:
 
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     try:
-        return {"run": cmd_run, "list": cmd_list, "plugins": cmd_plugins, "table": cmd_table,
-                "neighbours": cmd_neighbours}.get(args.cmd, getattr(args, "func", None))(args)
+        return {
+            "run": cmd_run,
+            "list": cmd_list,
+            "plugins": cmd_plugins,
+            "table": cmd_table,
+            "neighbours": cmd_neighbours,
+        }.get(args.cmd, getattr(args, "func", None))(args)
     except BenchbenchError as e:
         print(f"benchbench: error: {e}", file=sys.stderr)
         return 2

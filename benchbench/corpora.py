@@ -16,6 +16,7 @@ The runner calls :func:`training_corpus` and hands ``corpus.sentences`` (a seque
 integer indexing; for ordered corpora item ``i`` is the i-th sentence in reading order) to
 ``Method.train``; ``corpus.describe()`` goes into every record's ``train.corpus``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,8 +45,14 @@ class Corpus:
 
     def describe(self) -> dict[str, Any]:
         """The record's ``train.corpus`` entry."""
-        out = {"kind": self.kind, "name": self.name, "sha256": self.sha256, "sentences": len(self.sentences),
-               "ordered": self.ordered, **self.info}
+        out = {
+            "kind": self.kind,
+            "name": self.name,
+            "sha256": self.sha256,
+            "sentences": len(self.sentences),
+            "ordered": self.ordered,
+            **self.info,
+        }
         if self.pairs is not None:
             out["pairs"] = len(self.pairs)
         return out
@@ -83,8 +90,10 @@ def corpus_kind(method_cls: type) -> str:
     if getattr(method_cls, "transductive", False) and kind == "task":
         kind = "pairs"
     if kind not in CORPUS_KINDS:
-        raise ConfigError(f"Method {getattr(method_cls, 'name', method_cls)!r} declares corpus kind {kind!r}; "
-                          f"expected one of {CORPUS_KINDS}.")
+        raise ConfigError(
+            f"Method {getattr(method_cls, 'name', method_cls)!r} declares corpus kind {kind!r}; "
+            f"expected one of {CORPUS_KINDS}."
+        )
     return kind
 
 
@@ -95,9 +104,11 @@ def training_corpus(method_cls: type, adapter: Any, data: Any, corpus_path: str 
     kind = corpus_kind(method_cls)
     if kind in ("task", "pairs"):
         if corpus_path:
-            raise ConfigError(f"--corpus {corpus_path}: method {method_cls.name!r} trains on each task's own "
-                              f"{'pairs' if kind == 'pairs' else 'sentences'}; --corpus applies to methods that "
-                              f"train on ordered or general text.")
+            raise ConfigError(
+                f"--corpus {corpus_path}: method {method_cls.name!r} trains on each task's own "
+                f"{'pairs' if kind == 'pairs' else 'sentences'}; --corpus applies to methods that "
+                f"train on ordered or general text."
+            )
         sentences = adapter.train_sentences()
         pairs = adapter.train_pairs() if kind == "pairs" else None
         h = hashlib.sha256()  # one stream over the sentences, then the pairs (the runner's historic run-folder key)

@@ -1,4 +1,5 @@
 """Finding a dataset file: the data dir, then the user cache, then a checksummed download."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,9 +26,11 @@ def _gzip():
     the same bytes out), else the standard gzip module; both have ``open`` and ``decompress``."""
     try:
         from isal import igzip
+
         return igzip
     except ImportError:  # pragma: no cover - isal is a dependency; stay readable without it
         import gzip
+
         return gzip
 
 
@@ -55,7 +58,7 @@ def _decode_error_line(path, encoding: str) -> tuple[int, str] | None:
         raw = read_bytes(path)
         raw.decode(encoding)
     except UnicodeDecodeError as e:
-        return raw.count(b"\n", 0, e.start) + 1, f"byte {raw[e.start:e.start + 1]!r} is not valid {encoding}"
+        return raw.count(b"\n", 0, e.start) + 1, f"byte {raw[e.start : e.start + 1]!r} is not valid {encoding}"
     except (OSError, DataError):
         return None
     return None
@@ -108,8 +111,10 @@ def read_text(path, encoding: str = "utf-8") -> str:
         return raw.decode(encoding)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path}:{line}: byte {raw[e.start:e.start + 1]!r} is not valid {encoding}. "
-                        f"Is it the published file, unmodified?") from e
+        raise DataError(
+            f"{path}:{line}: byte {raw[e.start : e.start + 1]!r} is not valid {encoding}. "
+            f"Is it the published file, unmodified?"
+        ) from e
 
 
 def read_lines(path, encoding: str = "utf-8", universal: bool = False) -> list[str]:
@@ -142,10 +147,14 @@ def ensure_writable_dir(path: str | Path, what: str) -> Path:
             os.unlink(tmp)
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            raise DataError(f"{what}: no space left on the device holding {p}. Free space there (old run folders, "
-                            f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another folder.") from e
-        raise DataError(f"{what}: {p} is not a writable folder ({e.strerror or e}). Choose a writable folder "
-                        f"or fix its permissions.") from e
+            raise DataError(
+                f"{what}: no space left on the device holding {p}. Free space there (old run folders, "
+                f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another folder."
+            ) from e
+        raise DataError(
+            f"{what}: {p} is not a writable folder ({e.strerror or e}). Choose a writable folder "
+            f"or fix its permissions."
+        ) from e
     return p
 
 
@@ -158,7 +167,9 @@ def sha256_file(path: Path) -> str:
 
 
 def default_data_cache() -> Path:
-    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
+    )
     return Path(base) / "data"
 
 
@@ -166,12 +177,19 @@ class DataStore:
     """Resolve relative dataset paths. Order: ``data_dir`` (``--data-dir`` or ``BENCHBENCH_DATA``),
     then the user cache, then download into the cache (verified against sha256 before it is kept)."""
 
-    def __init__(self, data_dir: str | Path | None = None, cache_dir: str | Path | None = None, allow_download: bool = True,
-                 timeout: float = 60.0):
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        allow_download: bool = True,
+        timeout: float = 60.0,
+    ):
         d = data_dir or os.environ.get("BENCHBENCH_DATA")
         self.data_dir = Path(d).expanduser() if d else None
         if self.data_dir is not None and not self.data_dir.is_dir():
-            raise DataError(f"Data dir {self.data_dir} (from {'--data-dir' if data_dir else 'BENCHBENCH_DATA'}) does not exist.")
+            raise DataError(
+                f"Data dir {self.data_dir} (from {'--data-dir' if data_dir else 'BENCHBENCH_DATA'}) does not exist."
+            )
         self.cache_dir = Path(cache_dir) if cache_dir else default_data_cache()
         self.allow_download = allow_download and os.environ.get("BENCHBENCH_OFFLINE") != "1"
         self.timeout = timeout
@@ -195,8 +213,10 @@ class DataStore:
         digest = self._verified.get(key) or sha256_file(path)
         self._verified[key] = digest
         if entry.sha256 and digest != entry.sha256:
-            raise DataError(f"Data file {path} is corrupt or a different version: sha256 {digest}, expected {entry.sha256}. "
-                            f"Replace it with the published file (see {entry.url or 'the task spec'}).")
+            raise DataError(
+                f"Data file {path} is corrupt or a different version: sha256 {digest}, expected {entry.sha256}. "
+                f"Replace it with the published file (see {entry.url or 'the task spec'})."
+            )
         self.used[entry.path] = digest
 
     def fetch(self, entry: FileEntry | str) -> Path:
@@ -209,9 +229,15 @@ class DataStore:
         if entry.url and self.allow_download:
             return self._download(entry)
         where = " or ".join(str(p) for p in self.candidates(entry.path)) or f"<data dir>/{entry.path}"
-        how = (f" Download: {entry.url}" if entry.url else " It has no public download; obtain it as the task spec describes.")
+        how = (
+            f" Download: {entry.url}"
+            if entry.url
+            else " It has no public download; obtain it as the task spec describes."
+        )
         hint = "" if self.data_dir else " No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
-        raise DataError(f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}). Put it at {where}.{how}{hint}")
+        raise DataError(
+            f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}). Put it at {where}.{how}{hint}"
+        )
 
     def missing_help(self, entries: list[FileEntry]) -> str:
         """For files that are not there: each one's sha256, where to put it and where to get it
@@ -229,16 +255,22 @@ class DataStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")
         try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=self.timeout) as resp:  # noqa: S310
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=self.timeout) as resp:
                 shutil.copyfileobj(resp, out)
             digest = sha256_file(Path(tmp))
             if entry.sha256 and digest != entry.sha256:
-                raise DataError(f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
-                                f"not kept. Put a verified copy at {target}.")
+                raise DataError(
+                    f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
+                    f"not kept. Put a verified copy at {target}."
+                )
             os.replace(tmp, target)
         except (urllib.error.URLError, OSError, TimeoutError) as e:
-            raise DataError(f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}) and its download from "
-                            f"{entry.url} failed ({e}). Put it at {target}" + (f" or {self.data_dir / entry.path}" if self.data_dir else "") + ".") from e
+            raise DataError(
+                f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}) and its download from "
+                f"{entry.url} failed ({e}). Put it at {target}"
+                + (f" or {self.data_dir / entry.path}" if self.data_dir else "")
+                + "."
+            ) from e
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -5,6 +5,7 @@ lives here, once, for every method: de-duplication, length-sorted batching (litt
 restoring input order, a progress bar, and an on-disk embedding cache keyed by the encoder's
 fingerprint and a hash of each text, so a second evaluation of the same encoder encodes nothing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,42 +38,54 @@ def _clip(text: str, n: int = 80) -> str:
     return repr(text if len(text) <= n else text[:n] + "...")
 
 
-def check_encoder_output(out: object, batch: list[str], encoder: object, owner: str | None = None,
-                         dim: int | None = None) -> np.ndarray:
+def check_encoder_output(
+    out: object, batch: list[str], encoder: object, owner: str | None = None, dim: int | None = None
+) -> np.ndarray:
     """The encoder's output as float32 (n, d), or an ``EncoderOutputError``. Checked right after
     ``encode`` so that NaN/Inf or a wrong shape is never cached, stored or scored (a NaN score
     would otherwise end up as invalid JSON in the record)."""
     who = f"{_describe_owner(encoder, owner)}: {type(encoder).__name__}.encode"
     try:
         arr = np.asarray(out)
-    except Exception as e:  # noqa: BLE001 - anything array-like is accepted, nothing else
-        raise EncoderOutputError(f"{who} returned {type(out).__name__}, not an array ({e}); "
-                                 f"first text of the batch: {_clip(batch[0])}") from e
+    except Exception as e:
+        raise EncoderOutputError(
+            f"{who} returned {type(out).__name__}, not an array ({e}); first text of the batch: {_clip(batch[0])}"
+        ) from e
     if arr.dtype.kind not in "fiub":
-        raise EncoderOutputError(f"{who} returned dtype {arr.dtype}; expected a real float array "
-                                 f"(float32). First text of the batch: {_clip(batch[0])}")
+        raise EncoderOutputError(
+            f"{who} returned dtype {arr.dtype}; expected a real float array "
+            f"(float32). First text of the batch: {_clip(batch[0])}"
+        )
     if arr.ndim != 2 or arr.shape[0] != len(batch) or arr.shape[1] == 0:
-        raise EncoderOutputError(f"{who} returned shape {arr.shape} for {len(batch)} texts; expected "
-                                 f"({len(batch)}, d). First text of the batch: {_clip(batch[0])}")
+        raise EncoderOutputError(
+            f"{who} returned shape {arr.shape} for {len(batch)} texts; expected "
+            f"({len(batch)}, d). First text of the batch: {_clip(batch[0])}"
+        )
     if dim is not None and arr.shape[1] != dim:
-        raise EncoderOutputError(f"{who} changed dimension ({arr.shape[1]} vs {dim}) between batches; "
-                                 f"its fingerprint is not unique to its weights. First text: {_clip(batch[0])}")
+        raise EncoderOutputError(
+            f"{who} changed dimension ({arr.shape[1]} vs {dim}) between batches; "
+            f"its fingerprint is not unique to its weights. First text: {_clip(batch[0])}"
+        )
     arr = np.asarray(arr, dtype=np.float32)
     finite = np.isfinite(arr).all(axis=1)
     if not finite.all():
         i = int(np.flatnonzero(~finite)[0])
-        raise EncoderOutputError(f"{who} returned a non-finite vector (NaN or Inf) for text {_clip(batch[i])} "
-                                 f"({int((~finite).sum())} of {len(batch)} in the batch); nothing was cached or stored. "
-                                 f"Fix the method (e.g. a diverged training run, lower the learning rate).")
+        raise EncoderOutputError(
+            f"{who} returned a non-finite vector (NaN or Inf) for text {_clip(batch[i])} "
+            f"({int((~finite).sum())} of {len(batch)} in the batch); nothing was cached or stored. "
+            f"Fix the method (e.g. a diverged training run, lower the learning rate)."
+        )
     return arr
 
 
 def disk_error_message(e: OSError, path: str | Path, what: str) -> str:
     """A write failure in words a user can act on: the path, and for a full disk, what to free."""
     if e.errno == errno.ENOSPC:
-        return (f"no space left on the device holding {path} while writing {what}. Free space there (e.g. delete "
-                f"old embedding caches under {default_cache_dir()}, or stale run folders), or point the output/"
-                f"cache elsewhere (--output, BENCHBENCH_CACHE).")
+        return (
+            f"no space left on the device holding {path} while writing {what}. Free space there (e.g. delete "
+            f"old embedding caches under {default_cache_dir()}, or stale run folders), or point the output/"
+            f"cache elsewhere (--output, BENCHBENCH_CACHE)."
+        )
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{path} is not writable ({e.strerror}) while writing {what}; choose a writable folder."
     return f"writing {what} to {path} failed: {e}"
@@ -153,7 +166,7 @@ class EmbeddingCache:
                     vecs = np.load(vf, mmap_mode="r")
                     if keys.ndim != 1 or vecs.ndim != 2 or len(keys) != len(vecs):
                         raise ValueError(f"shape mismatch {keys.shape} vs {vecs.shape}")
-                except Exception as e:  # noqa: BLE001 - a bad shard is skipped, never trusted
+                except Exception as e:
                     log.warning("embedding cache: ignoring unreadable shard %s (%s)", kf, e)
                     continue
                 sid = len(shards)
@@ -224,7 +237,9 @@ FLUSH_EVERY = 20000  # texts: an interrupted encoding of a large corpus keeps wh
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
+    )
     return Path(base) / "embeddings"
 
 
@@ -281,7 +296,9 @@ def embed(
         else:
             order = todo
         in_order = len(order) == len(uniq) and bool((np.diff(order) > 0).all())  # order is 0..n-1
-        order_list = None if in_order else order.tolist()  # list indexing with Python ints: numpy scalars are slow list indices
+        order_list = (
+            None if in_order else order.tolist()
+        )  # list indexing with Python ints: numpy scalars are slow list indices
         show = progress if progress is not None else len(order) > 2000
         flushed = 0  # rows of `order` already in the cache: long encodings are saved as they go
         with tqdm(total=len(order), desc=desc, unit="sent", disable=not show, leave=False) as bar:
@@ -291,17 +308,27 @@ def embed(
                     raw = encoder.encode(batch)
                 except PluginError:
                     raise
-                except Exception as e:  # noqa: BLE001 - the method's encoder failed, not the task
-                    raise PluginError(f"{_describe_owner(encoder, owner)}: encode() raised {type(e).__name__}: {e} "
-                                      f"(first text of the batch: {_clip(batch[0])})") from e
+                except Exception as e:
+                    raise PluginError(
+                        f"{_describe_owner(encoder, owner)}: encode() raised {type(e).__name__}: {e} "
+                        f"(first text of the batch: {_clip(batch[0])})"
+                    ) from e
                 out = check_encoder_output(raw, batch, encoder, owner, None if vectors is None else vectors.shape[1])
-                if vectors is None and len(batch) == len(uniq) and in_order and out.flags.owndata and out.flags.writeable:
+                if (
+                    vectors is None
+                    and len(batch) == len(uniq)
+                    and in_order
+                    and out.flags.owndata
+                    and out.flags.writeable
+                ):
                     vectors = out  # one batch in input order (a lookup): the encoder's fresh array is the result
                 elif vectors is None:
                     vectors = np.empty((len(uniq), out.shape[1]), dtype=np.float32)
                 elif vectors.shape[1] != out.shape[1]:
-                    raise ValueError(f"encoder dimension changed ({out.shape[1]} vs {vectors.shape[1]}); "
-                                     f"fingerprint {fp!r} is not unique to the weights")
+                    raise ValueError(
+                        f"encoder dimension changed ({out.shape[1]} vs {vectors.shape[1]}); "
+                        f"fingerprint {fp!r} is not unique to the weights"
+                    )
                 if vectors is not out:  # straight into place: no concatenated copy of the whole corpus
                     if order_list is None:
                         vectors[s : s + len(batch)] = out
@@ -316,8 +343,10 @@ def embed(
                     try:
                         cache.put(fp, [keys[i] for i in rows.tolist()], vectors[rows])
                     except OSError as e:  # the cache is an optimisation: never the reason a run fails
-                        log.warning("embedding cache: %s; going on without writing to the cache",
-                                    disk_error_message(e, cache.root, "embedding-cache shards"))
+                        log.warning(
+                            "embedding cache: %s; going on without writing to the cache",
+                            disk_error_message(e, cache.root, "embedding-cache shards"),
+                        )
                         cache.writable = False
                         cache = None
                     flushed = done
@@ -332,8 +361,14 @@ class Embedder:
     """What an adapter evaluates: ``embed(texts)`` through the harness pipeline, and pair scores
     (cosine of the vectors, or the method's own cross-encoder when it has one)."""
 
-    def __init__(self, encoder: Encoder, cache: EmbeddingCache | None = None, batch_size: int | None = None,
-                 progress: bool | None = None, owner: str | None = None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        cache: EmbeddingCache | None = None,
+        batch_size: int | None = None,
+        progress: bool | None = None,
+        owner: str | None = None,
+    ):
         self.encoder = encoder
         self.owner = owner  # "method X (plugin P)": named in errors about the encoder's output
         self.cache = cache
@@ -351,8 +386,15 @@ class Embedder:
     def embed(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
         """(n, d) float32 vectors in input order, in a new array the caller owns (it may be modified
         in place: the adapters normalise corpus blocks that way)."""
-        return embed(self.encoder, texts, cache=self.cache, batch_size=self.batch_size, progress=self.progress, desc=desc,
-                     owner=self.owner)
+        return embed(
+            self.encoder,
+            texts,
+            cache=self.cache,
+            batch_size=self.batch_size,
+            progress=self.progress,
+            desc=desc,
+            owner=self.owner,
+        )
 
     def cosine_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         v = self.embed(list(a) + list(b))  # one call: shared sentences are encoded once
@@ -363,9 +405,11 @@ class Embedder:
             scores = np.asarray(self.encoder.score_pairs(list(a), list(b)), dtype=np.float64)  # type: ignore[attr-defined]
             if scores.shape != (len(a),) or not np.isfinite(scores).all():
                 bad = next((i for i, v in enumerate(np.ravel(scores)) if not np.isfinite(v)), 0)
-                raise EncoderOutputError(f"{_describe_owner(self.encoder, self.owner)}: score_pairs() returned shape "
-                                         f"{scores.shape} for {len(a)} pairs or a non-finite score (first pair at "
-                                         f"fault: {_clip(list(a)[bad] if len(a) else '')}).")
+                raise EncoderOutputError(
+                    f"{_describe_owner(self.encoder, self.owner)}: score_pairs() returned shape "
+                    f"{scores.shape} for {len(a)} pairs or a non-finite score (first pair at "
+                    f"fault: {_clip(list(a)[bad] if len(a) else '')})."
+                )
             return scores
         return self.cosine_pairs(a, b)
 

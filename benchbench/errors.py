@@ -1,4 +1,5 @@
 """Errors a user can act on: each names the file, option or plugin at fault."""
+
 from __future__ import annotations
 
 import difflib

@@ -4,6 +4,7 @@ Method, model and task names, footnotes and provenance come from records and plu
 data, never markup: in HTML every piece is escaped (``html.escape``, quotes included), and in a
 Markdown table a ``|`` or a line break inside a cell would end the cell or the row.
 """
+
 from __future__ import annotations
 
 import html

@@ -3,6 +3,7 @@
 Registration hooks receive a ``register`` callback instead of returning values, so one
 plugin can register several things and errors point at the call that was wrong.
 """
+
 from __future__ import annotations
 
 import pluggy

@@ -1,4 +1,5 @@
 """Tables from result records: rows = method/model, columns = tasks and suite averages (x100)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -18,9 +19,14 @@ def main_score(record: dict[str, Any], split: str) -> tuple[float | None, bool]:
     return res.get("main_score"), bool(res.get("partial"))
 
 
-def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[str, list[str]] | None = None,
-              split: str = "test", missing: dict[str, list[str]] | None = None,
-              columns: list[str] | None = None) -> tuple[list[str], list[list[Any]], list[str]]:
+def summarise(
+    records: Iterable[dict[str, Any]],
+    tasks: list[str],
+    suites: dict[str, list[str]] | None = None,
+    split: str = "test",
+    missing: dict[str, list[str]] | None = None,
+    columns: list[str] | None = None,
+) -> tuple[list[str], list[list[Any]], list[str]]:
     """Headers, rows and footnotes. Scores are averaged over seeds (with their std when >1 seed).
     A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent.
     ``columns``: dotted record fields (``train.seconds``, ``train.flops``) added as columns, the mean
@@ -43,8 +49,10 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
             label += " (cross-encoder)"
         if r.get("transductive"):  # trained on the evaluation task's own unlabelled pairs: never silent
             label += " [TRANSDUCTIVE]"
-            task_notes.append("[TRANSDUCTIVE]: trained on the evaluated tasks' own unlabelled pairs (test pairs "
-                              "included, labels never read), as Trans-Encoder; not comparable with inductive rows")
+            task_notes.append(
+                "[TRANSDUCTIVE]: trained on the evaluated tasks' own unlabelled pairs (test pairs "
+                "included, labels never read), as Trans-Encoder; not comparable with inductive rows"
+            )
         row = (label, r["model"], r.get("setup", "unsupervised"), r.get("config_hash", ""))
         score, partial = main_score(r, split)
         if score is None:
@@ -56,7 +64,9 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
                 extra[row][col].append(float(val))
         if partial:
             partial_cells.add((row, r["task"]))
-        task_notes.extend(f"{r['task']}: {n}" for n in r["splits"][split].get("notes", []))  # e.g. which subsets are missing
+        task_notes.extend(
+            f"{r['task']}: {n}" for n in r["splits"][split].get("notes", [])
+        )  # e.g. which subsets are missing
     headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + list(columns or [])
     rows, notes = [], []
     seeds_seen = max((len(v) for cols in by_row.values() for v in cols.values()), default=1)
@@ -78,8 +88,10 @@ def summarise(records: Iterable[dict[str, Any]], tasks: list[str], suites: dict[
             cell = f"{mean(have):.2f}"
             if incomplete:
                 cell += "*"
-                notes.append(f"* {s} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
-                             f"(missing or partial: {', '.join(incomplete)})")
+                notes.append(
+                    f"* {s} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
+                    f"(missing or partial: {', '.join(incomplete)})"
+                )
             line.append(cell)
         line.extend(f"{mean(extra[row][c]):.4g}" if extra[row][c] else "" for c in columns or [])
         rows.append(line)
@@ -101,8 +113,12 @@ def _field(record: dict[str, Any], dotted: str) -> Any:
 def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str = "github", title: str = "") -> str:
     """The table in ``fmt``; names come from records and plugins, so everything is escaped for the
     format (``benchbench.escaping``): HTML cells, title and footnotes; Markdown cells (a ``|``)."""
-    table = tabulate(escape_cells(rows, fmt), headers=escape_cells([headers], fmt)[0], tablefmt=table_format(fmt),
-                     disable_numparse=True)
+    table = tabulate(
+        escape_cells(rows, fmt),
+        headers=escape_cells([headers], fmt)[0],
+        tablefmt=table_format(fmt),
+        disable_numparse=True,
+    )
     out = (f"{escape_text(title, fmt)}\n" if title else "") + table
     if notes:
         out += "\n" + "\n".join(escape_text(n, fmt) for n in dict.fromkeys(notes))
@@ -126,7 +142,9 @@ def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
             secs = [t.get("seconds", 0) for t in trains if not t.get("reused_from_task")]
             budget = f"; training: steps {steps or '?'}, {sum(secs) / max(len(secs), 1):.0f}s per trained encoder"
         v = recs[0].get("versions", {})
-        lines.append(f"- {method} / {model} [config {chash}: {recs[0].get('config')}]: seeds {seeds}; device {', '.join(devices)}"
-                     f"{budget}; torch {v.get('torch', '?')}, transformers {v.get('transformers', '?')}; "
-                     f"git {str(recs[0].get('git_sha'))[:10]}; {recs[0].get('created_at', '')[:10]}")
+        lines.append(
+            f"- {method} / {model} [config {chash}: {recs[0].get('config')}]: seeds {seeds}; device {', '.join(devices)}"
+            f"{budget}; torch {v.get('torch', '?')}, transformers {v.get('transformers', '?')}; "
+            f"git {str(recs[0].get('git_sha'))[:10]}; {recs[0].get('created_at', '')[:10]}"
+        )
     return lines

@@ -11,6 +11,7 @@ it waits at most that long and then fails with :class:`LockedError` naming the h
 ``fcntl``/``flock`` locks (the ``filelock`` library), so the kernel releases them when the holder dies,
 even by ``kill -9``: a stale lock file never blocks anyone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -65,17 +66,26 @@ def hold(lock_path: str | Path, what: str) -> Iterator[None]:
         lock.acquire(timeout=0)
     except Timeout:
         limit = _timeout()
-        log.warning("waiting: another run holds %s (%s)%s", what, holder(lock_path),
-                    f"; giving up after {limit:g}s" if limit >= 0 else "")
+        log.warning(
+            "waiting: another run holds %s (%s)%s",
+            what,
+            holder(lock_path),
+            f"; giving up after {limit:g}s" if limit >= 0 else "",
+        )
         try:
             lock.acquire(timeout=limit)
         except Timeout:
-            raise LockedError(f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
-                              f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s).") from None
+            raise LockedError(
+                f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
+                f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s)."
+            ) from None
     try:
         with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
-            Path(f"{lock_path}.owner").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                              "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+            Path(f"{lock_path}.owner").write_text(
+                json.dumps(
+                    {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                )
+            )
         yield
     finally:
         lock.release()

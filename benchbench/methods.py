@@ -1,5 +1,6 @@
 """The method contract: a class with a ``name``, a typed ``Config`` dataclass holding the paper's
 defaults, and ``train(corpus, ctx) -> Encoder``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,7 @@ class Method:
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.Config()
 
-    def train(self, corpus: list[str], ctx: "TrainContext"):
+    def train(self, corpus: list[str], ctx: TrainContext):
         raise NotImplementedError
 
 
@@ -86,9 +87,13 @@ class TrainContext:
 
 def validate_method_class(obj: Any, name: str, plugin: str) -> None:
     if not isinstance(obj, type) or not callable(getattr(obj, "train", None)):
-        raise PluginError(f"Plugin {plugin!r} registered method {name!r} as {obj!r}; expected a class with train(corpus, ctx).")
+        raise PluginError(
+            f"Plugin {plugin!r} registered method {name!r} as {obj!r}; expected a class with train(corpus, ctx)."
+        )
     if not dataclasses.is_dataclass(getattr(obj, "Config", None)):
-        raise PluginError(f"Plugin {plugin!r}: method {name!r} needs a dataclass ``Config`` (got {getattr(obj, 'Config', None)!r}).")
+        raise PluginError(
+            f"Plugin {plugin!r}: method {name!r} needs a dataclass ``Config`` (got {getattr(obj, 'Config', None)!r})."
+        )
 
 
 def _coerce(value: str, typ: Any, where: str) -> Any:
@@ -127,9 +132,14 @@ def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
             continue
         k = key.replace("-", "_")
         if k not in fields:
-            raise ConfigError(f"Method {method_cls.name!r} has no option {key!r}. Its options: "
-                              f"{', '.join(fields) or '(none)'}.")
-        kwargs[k] = _coerce(value, hints[k], f"option {key!r} of method {method_cls.name!r}") if isinstance(value, str) else value
+            raise ConfigError(
+                f"Method {method_cls.name!r} has no option {key!r}. Its options: {', '.join(fields) or '(none)'}."
+            )
+        kwargs[k] = (
+            _coerce(value, hints[k], f"option {key!r} of method {method_cls.name!r}")
+            if isinstance(value, str)
+            else value
+        )
     try:
         return cfg_cls(**kwargs)
     except (TypeError, ValueError) as e:

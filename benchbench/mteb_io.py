@@ -2,6 +2,7 @@
 result files (their JSON schema: ``task_name``, ``scores: {split: [{hf_subset, main_score, ...}]}``,
 scores in 0..1) as benchbench records labelled as imported, so a leaderboard can show MTEB's baselines
 next to ours without pretending they were run here."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,18 @@ from typing import Any
 from .errors import ConfigError
 
 # MTEB task name -> benchbench task (only tasks whose protocol matches ours on the main score)
-MTEB_TASKS = {"STS12": "sts12", "STS13": "sts13", "STS14": "sts14", "STS15": "sts15", "STS16": "sts16",
-              "STSBenchmark": "stsb", "SICK-R": "sickr", "AskUbuntuDupQuestions": "askubuntu",
-              "SciDocsRR": "scidocs", "CQADupstackRetrieval": "cqadupstack"}
+MTEB_TASKS = {
+    "STS12": "sts12",
+    "STS13": "sts13",
+    "STS14": "sts14",
+    "STS15": "sts15",
+    "STS16": "sts16",
+    "STSBenchmark": "stsb",
+    "SICK-R": "sickr",
+    "AskUbuntuDupQuestions": "askubuntu",
+    "SciDocsRR": "scidocs",
+    "CQADupstackRetrieval": "cqadupstack",
+}
 
 
 def _slug(s: str) -> str:
@@ -29,12 +39,20 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
     for r in load_records(results):
         if r.get("imported_from"):
             continue
-        d = Path(out) / _slug(str(r.get("model", "-"))) / _slug(f"{r['method']}__{r.get('config_hash', '')}__seed{r.get('seed')}")
+        d = (
+            Path(out)
+            / _slug(str(r.get("model", "-")))
+            / _slug(f"{r['method']}__{r.get('config_hash', '')}__seed{r.get('seed')}")
+        )
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"{_slug(r['task'])}.json"
         doc = to_mteb({k: v for k, v in r.items() if k != "_path"})
-        doc["benchbench"] = {"method": r["method"], "config": r.get("config"), "seed": r.get("seed"),
-                             "setup": r.get("setup")}
+        doc["benchbench"] = {
+            "method": r["method"],
+            "config": r.get("config"),
+            "seed": r.get("seed"),
+            "setup": r.get("setup"),
+        }
         p.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         written.append(p)
     return written
@@ -58,19 +76,40 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
         model = json.loads(meta.read_text()).get("name") if meta.is_file() else path.parent.parent.name
     splits = {}
     for split, entries in doc["scores"].items():
-        ent = next((e for e in entries if e.get("hf_subset") in ("default", "en", "en-en")), entries[0] if entries else None)
+        ent = next(
+            (e for e in entries if e.get("hf_subset") in ("default", "en", "en-en")), entries[0] if entries else None
+        )
         if not ent or ent.get("main_score") is None:
             continue
-        splits[split] = {"main_metric": "main_score", "main_score": 100 * float(ent["main_score"]), "partial": False,
-                         "notes": [f"imported from MTEB {doc.get('mteb_version') or '?'} ({path.name})"],
-                         "scores": {k: 100 * float(v) for k, v in ent.items()
-                                    if isinstance(v, (int, float)) and not isinstance(v, bool)}}
+        splits[split] = {
+            "main_metric": "main_score",
+            "main_score": 100 * float(ent["main_score"]),
+            "partial": False,
+            "notes": [f"imported from MTEB {doc.get('mteb_version') or '?'} ({path.name})"],
+            "scores": {
+                k: 100 * float(v) for k, v in ent.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            },
+        }
     if "test" not in splits:
         return []
-    return [{"schema_version": 2, "task_version": 1, "method": str(model).split("/")[-1], "model": str(model),
-             "setup": "unsupervised", "config": {}, "config_hash": "mteb", "seed": 0, "task": task,
-             "splits": splits, "imported_from": "MTEB", "device": "?", "git_sha": None,
-             "versions": {"mteb": doc.get("mteb_version")}}]
+    return [
+        {
+            "schema_version": 2,
+            "task_version": 1,
+            "method": str(model).split("/")[-1],
+            "model": str(model),
+            "setup": "unsupervised",
+            "config": {},
+            "config_hash": "mteb",
+            "seed": 0,
+            "task": task,
+            "splits": splits,
+            "imported_from": "MTEB",
+            "device": "?",
+            "git_sha": None,
+            "versions": {"mteb": doc.get("mteb_version")},
+        }
+    ]
 
 
 def import_dir(src: str | Path, out: str | Path, model: str | None = None) -> list[Path]:

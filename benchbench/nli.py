@@ -10,6 +10,7 @@ NEVER part of the general corpus; :func:`entailment_pairs` reads them ONLY to ch
 (premise, hypothesis) pairs are entailments (BSL Table 4's "NLI entailment" views, and the
 supervised stage of setups). Files are found through the DataStore, never by a fixed path.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,8 +40,10 @@ def nli_triples(data: Any) -> list[tuple[str, str, str, str]]:
         s2 = read_lines(_fetch(data, f"nli/snli/s2.{split}"))
         lab = read_lines(_fetch(data, f"nli/snli/labels.{split}"))
         if not len(s1) == len(s2) == len(lab):
-            raise DataError(f"nli/snli/*.{split}: s1, s2 and labels have {len(s1)}, {len(s2)}, {len(lab)} lines; "
-                            f"they must be parallel. Is it SentEval's published SNLI?")
+            raise DataError(
+                f"nli/snli/*.{split}: s1, s2 and labels have {len(s1)}, {len(s2)}, {len(lab)} lines; "
+                f"they must be parallel. Is it SentEval's published SNLI?"
+            )
         rows += [(a.strip(), b.strip(), c.strip(), f"snli/{split}") for a, b, c in zip(s1, s2, lab)]
     for rel in XNLI_FILES:
         for i, line in enumerate(read_lines(_fetch(data, rel)), 1):
@@ -89,12 +92,24 @@ def load_general_corpus(data: Any, path: str | None = None) -> Corpus:
         sents = _file_sentences(path)
         if not sents:
             raise DataError(f"--corpus {path}: no non-empty lines; expected one sentence a line.")
-        return Corpus(kind="general", name=f"file:{Path(path).resolve()}", sentences=sents,
-                      sha256=sha256_of_lines(sents), info={"source": str(Path(path).resolve())})
+        return Corpus(
+            kind="general",
+            name=f"file:{Path(path).resolve()}",
+            sentences=sents,
+            sha256=sha256_of_lines(sents),
+            info={"source": str(Path(path).resolve())},
+        )
     sents = nli_sentences(data)
-    return Corpus(kind="general", name=CORPUS_NAME, sentences=sents, sha256=sha256_of_lines(sents),
-                  info={"files": [f"nli/snli/{w}.{s}" for s in SNLI_SPLITS for w in ("s1", "s2")] + list(XNLI_FILES),
-                        "note": "premises and hypotheses, de-duplicated; NLI labels not used"})
+    return Corpus(
+        kind="general",
+        name=CORPUS_NAME,
+        sentences=sents,
+        sha256=sha256_of_lines(sents),
+        info={
+            "files": [f"nli/snli/{w}.{s}" for s in SNLI_SPLITS for w in ("s1", "s2")] + list(XNLI_FILES),
+            "note": "premises and hypotheses, de-duplicated; NLI labels not used",
+        },
+    )
 
 
 register_corpus_loader("general", load_general_corpus)

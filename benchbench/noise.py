@@ -6,6 +6,7 @@ data download is needed (sentence-transformers' ``DenoisingAutoEncoderDataset`` 
 punkt tokenizer and Treebank detokenizer). All randomness comes from the ``rng`` argument, so the
 caller (the training loop) decides how noise is drawn and replayed on resume.
 """
+
 from __future__ import annotations
 
 import re

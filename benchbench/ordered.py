@@ -18,6 +18,7 @@ model download) paragraph by paragraph, streaming, into a one-sentence-per-line 
 cache. Either way the sentences file gets a byte-offset index cached next to it in the user cache,
 keyed by the source's size, mtime and sha256 (the sha256 is also the corpus identity in records).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -87,7 +88,7 @@ class LineSequence(Sequence[str]):
 
     def _read(self, i: int) -> str:
         if self._fh is None:
-            self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open for random access
+            self._fh = open(self.path, "rb")
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         self._fh.seek(a)
         return self._fh.read(b - a).decode("utf-8", "replace").rstrip("\r\n")
@@ -196,8 +197,12 @@ def open_ordered(sources: list[Path], name: str, cache: Path) -> Corpus:
             text = sources[0]
         else:
             text = split_running_text(sources, cache / f"{key}.sentences.txt")
-        meta = {"text": str(text), "sha256": h.hexdigest(), "format": "sentence-per-line" if per_line else
-                f"running text, split by {SPLITTER}", "files": [str(p) for p in sources]}
+        meta = {
+            "text": str(text),
+            "sha256": h.hexdigest(),
+            "format": "sentence-per-line" if per_line else f"running text, split by {SPLITTER}",
+            "files": [str(p) for p in sources],
+        }
         build_line_index(Path(text), cache / f"{key}.idx")
         tmp = meta_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(meta))
@@ -216,8 +221,10 @@ def load_ordered(data: Any, path: str | None) -> Corpus:
         elif data is not None and getattr(data, "locate", None) and data.locate(f"{JANEAUSTEN}/emma.txt"):
             root = data.locate(f"{JANEAUSTEN}/emma.txt").parent
         if root is None:
-            raise DataError(f"the default ordered corpus {JANEAUSTEN}/ (the Jane Austen novels) is not in the data dir; "
-                            f"pass --data-dir, or name a text file/folder with --corpus.")
+            raise DataError(
+                f"the default ordered corpus {JANEAUSTEN}/ (the Jane Austen novels) is not in the data dir; "
+                f"pass --data-dir, or name a text file/folder with --corpus."
+            )
         return open_ordered(_sources(root), "janeausten", _cache_root(data))
     p = Path(path).expanduser()
     if not p.exists():

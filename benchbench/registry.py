@@ -1,5 +1,6 @@
 """Plugin loading. Built-in methods and tasks load exactly like third-party ones: through the
 ``benchbench`` entry-point group, plus an optional ``benchbench_plugin.py`` in the working directory."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -62,8 +63,9 @@ class Registry:
         """Unknown name; when some plugin failed to import, say so: it may be the one providing it."""
         if self.broken:
             listing = "; ".join(f"{p!r}: {m}" for p, m in self.broken.items())
-            return PluginError(f"Unknown {what} {name!r}. Plugins that failed to import (one of them may provide it): "
-                               f"{listing}")
+            return PluginError(
+                f"Unknown {what} {name!r}. Plugins that failed to import (one of them may provide it): {listing}"
+            )
         return UnknownNameError(what, name, known)
 
     def method(self, name: str):
@@ -84,17 +86,27 @@ class Registry:
             return legacy
         from .errors import ConfigError
 
-        raise ConfigError(f"Model {str(model)!r}: benchbench_wrapper.json names loader {name!r}, which no loaded plugin "
-                          f"registers (registered: {sorted(self.loaders) or 'none'}). Install the plugin that saved this "
-                          f"model; benchbench never imports what a model folder names.")
+        raise ConfigError(
+            f"Model {str(model)!r}: benchbench_wrapper.json names loader {name!r}, which no loaded plugin "
+            f"registers (registered: {sorted(self.loaders) or 'none'}). Install the plugin that saved this "
+            f"model; benchbench never imports what a model folder names."
+        )
 
     def _legacy_loader(self, target: str) -> Any:
         mod_name, _, attr = target.partition(":")
         parts = attr.split(".")
         if self.pm is None or len(parts) != 2 or any(not p.isidentifier() or p.startswith("_") for p in parts):
             return None
-        module = next((m for m in self.pm.get_plugins() if getattr(m, "__name__", None) == mod_name
-                       and isinstance(m, type(sys)) and m.__name__ != "benchbench.adapters"), None)
+        module = next(
+            (
+                m
+                for m in self.pm.get_plugins()
+                if getattr(m, "__name__", None) == mod_name
+                and isinstance(m, type(sys))
+                and m.__name__ != "benchbench.adapters"
+            ),
+            None,
+        )
         if module is None:
             return None
         cls = module.__dict__.get(parts[0])
@@ -164,8 +176,9 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
 
 
-def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir: str | Path | None = None,
-                  strict: bool = False) -> Registry:
+def load_registry(
+    extra_plugins: list[tuple[str, Any]] | None = None, local_dir: str | Path | None = None, strict: bool = False
+) -> Registry:
     """Load every plugin and collect what it registers. ``extra_plugins`` ((name, module) pairs)
     is for tests and embedding applications. A plugin that fails to import is reported (a warning
     naming it and how to disable it; ``Registry.broken``) and left out, so that commands that do
@@ -186,9 +199,11 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
             continue
         try:
             module = ep.load()
-        except Exception as e:  # noqa: BLE001 - any import failure must name the plugin
-            msg = (f"Plugin {ep.name!r} (entry point {ep.value!r} from {ep.dist.name if ep.dist else '?'}) failed to import: "
-                   f"{type(e).__name__}: {e}; {_disable_hint(ep.name)}")
+        except Exception as e:
+            msg = (
+                f"Plugin {ep.name!r} (entry point {ep.value!r} from {ep.dist.name if ep.dist else '?'}) failed to import: "
+                f"{type(e).__name__}: {e}; {_disable_hint(ep.name)}"
+            )
             if strict:
                 raise PluginError(msg) from e
             broken[ep.name] = msg
@@ -204,7 +219,7 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
         sys.modules["benchbench_local_plugin"] = module
         try:
             spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise PluginError(f"Local plugin {local} failed to import: {type(e).__name__}: {e}") from e
         _register_plugin(pm, module, str(local))
     for name, module in extra_plugins or []:
@@ -217,8 +232,14 @@ def load_registry(extra_plugins: list[tuple[str, Any]] | None = None, local_dir:
     for name in pm.list_name_plugin():
         reg.plugins.setdefault(name[0], [])
     # adapters first: TOML task specs name an adapter kind
-    for hook in ["benchbench_register_adapters", "benchbench_register_methods", "benchbench_register_augmenters",
-                 "benchbench_register_taggers", "benchbench_register_loaders", "benchbench_register_tasks"]:
+    for hook in [
+        "benchbench_register_adapters",
+        "benchbench_register_methods",
+        "benchbench_register_augmenters",
+        "benchbench_register_taggers",
+        "benchbench_register_loaders",
+        "benchbench_register_tasks",
+    ]:
         for impl in getattr(pm.hook, hook).get_hookimpls():  # registration order: built-ins first
             _call_register(reg, hook, impl.plugin_name, impl.function)
     _register_task_path(reg)
@@ -279,7 +300,7 @@ def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:
         fn(register=register)
     except PluginError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise PluginError(f"Plugin {plugin_name!r} raised in {hook}: {type(e).__name__}: {e}") from e
 
 
@@ -294,7 +315,9 @@ def _plugin_dir(fn: Any) -> Path:
 def _put(reg: Registry, kind: str, name: str, obj: Any, plugin_name: str) -> None:
     table = getattr(reg, kind)
     if name in table:
-        raise PluginError(f"Plugin {plugin_name!r} registers {kind[:-1]} {name!r}, already registered by {reg.owner[(kind, name)]!r}.")
+        raise PluginError(
+            f"Plugin {plugin_name!r} registers {kind[:-1]} {name!r}, already registered by {reg.owner[(kind, name)]!r}."
+        )
     table[name] = obj
     reg.owner[(kind, name)] = plugin_name
     reg.plugins.setdefault(plugin_name, []).append(f"{kind[:-1]} {name}")
@@ -321,8 +344,10 @@ def call_observers(result: dict) -> None:
     for impl in reg.pm.hook.benchbench_result_recorded.get_hookimpls():
         try:
             impl.function(result=result)
-        except Exception as e:  # noqa: BLE001
-            raise PluginError(f"Plugin {impl.plugin_name!r} raised in benchbench_result_recorded: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise PluginError(
+                f"Plugin {impl.plugin_name!r} raised in benchbench_result_recorded: {type(e).__name__}: {e}"
+            ) from e
 
 
 # ---- a fast summary for `list` and `plugins` ------------------------------------------------------
@@ -340,8 +365,10 @@ def _summary_key() -> str:
     import importlib.util
     import os
 
-    h = hashlib.sha256(f"v{MANIFEST_VERSION}|{sys.version}|{os.environ.get(DISABLE_ENV, '')}|"
-                       f"{os.environ.get(TASK_PATH_ENV, '')}|{Path.cwd()}".encode())
+    h = hashlib.sha256(
+        f"v{MANIFEST_VERSION}|{sys.version}|{os.environ.get(DISABLE_ENV, '')}|"
+        f"{os.environ.get(TASK_PATH_ENV, '')}|{Path.cwd()}".encode()
+    )
     files: set[Path] = set()
     folders: set[Path] = set()
     here = Path(__file__).resolve().parent
@@ -349,10 +376,12 @@ def _summary_key() -> str:
     for pattern in ("registry.py", "tasks.py", "methods.py", "hookspecs.py", "adapters/*.py", "resources/*.toml"):
         files.update(here.glob(pattern))
     for ep in _entry_points():
-        h.update(f"{ep.name}={ep.value}|{ep.dist.name if ep.dist else ''}={ep.dist.version if ep.dist else ''}\n".encode())
+        h.update(
+            f"{ep.name}={ep.value}|{ep.dist.name if ep.dist else ''}={ep.dist.version if ep.dist else ''}\n".encode()
+        )
         try:
             spec = importlib.util.find_spec(ep.value.split(":")[0])  # imports parent packages only
-        except Exception:  # noqa: BLE001 - an unfindable plugin just keys as "not found"
+        except Exception:
             spec = None
         if spec is not None and spec.origin:
             folders.add(Path(spec.origin).parent)
@@ -374,14 +403,30 @@ def _summary_key() -> str:
 
 def _summarise(reg: Registry) -> dict[str, Any]:
     return {
-        "methods": {n: {"trains": bool(getattr(c, "trains", True)), "description": str(getattr(c, "description", "") or "")}
-                    for n, c in reg.methods.items()},
-        "tasks": {n: {"kind": str(getattr(t, "kind", "?")), "splits": list(getattr(t, "splits", []) or []),
-                      "main_metric": str(getattr(t, "main_metric", "") or "")} for n, t in reg.tasks.items()},
-        "suites": {n: {"tasks": list(s.tasks), "description": str(getattr(s, "description", "") or ""),
-                       "notes": list(getattr(s, "notes", []) or [])} for n, s in reg.suites.items()},
+        "methods": {
+            n: {"trains": bool(getattr(c, "trains", True)), "description": str(getattr(c, "description", "") or "")}
+            for n, c in reg.methods.items()
+        },
+        "tasks": {
+            n: {
+                "kind": str(getattr(t, "kind", "?")),
+                "splits": list(getattr(t, "splits", []) or []),
+                "main_metric": str(getattr(t, "main_metric", "") or ""),
+            }
+            for n, t in reg.tasks.items()
+        },
+        "suites": {
+            n: {
+                "tasks": list(s.tasks),
+                "description": str(getattr(s, "description", "") or ""),
+                "notes": list(getattr(s, "notes", []) or []),
+            }
+            for n, s in reg.suites.items()
+        },
         "owner": [[k, n, p] for (k, n), p in reg.owner.items()],
-        "plugins": reg.plugins, "broken": reg.broken, "disabled": reg.disabled,
+        "plugins": reg.plugins,
+        "broken": reg.broken,
+        "disabled": reg.disabled,
     }
 
 
@@ -414,8 +459,12 @@ def registry_summary() -> Registry:
             except OSError:  # a cache that cannot be written only costs speed
                 pass
     ns = SimpleNamespace
-    return Registry(methods={n: ns(name=n, **v) for n, v in data["methods"].items()},
-                    tasks={n: ns(name=n, **v) for n, v in data["tasks"].items()},
-                    suites={n: ns(name=n, **v) for n, v in data["suites"].items()},
-                    owner={(k, n): p for k, n, p in data["owner"]}, plugins=data["plugins"],
-                    broken=data["broken"], disabled=data["disabled"])
+    return Registry(
+        methods={n: ns(name=n, **v) for n, v in data["methods"].items()},
+        tasks={n: ns(name=n, **v) for n, v in data["tasks"].items()},
+        suites={n: ns(name=n, **v) for n, v in data["suites"].items()},
+        owner={(k, n): p for k, n, p in data["owner"]},
+        plugins=data["plugins"],
+        broken=data["broken"],
+        disabled=data["disabled"],
+    )

@@ -5,6 +5,7 @@ next to ours with the difference and what differs in the setting (base model, bu
 The published numbers are versioned data files, ``benchbench/reproductions/<name>.toml``, each naming
 its paper, table and source; nothing numeric about a paper lives in this code.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,14 +35,17 @@ def load_spec(name: str) -> dict[str, Any]:
     if p.suffix == ".toml" and p.is_file():
         return tomllib.loads(p.read_text())
     if name not in available():
-        raise ConfigError(f"reproduce: no reproduction named {name!r}; available: {', '.join(available())} "
-                          f"(data files in benchbench/reproductions/).")
+        raise ConfigError(
+            f"reproduce: no reproduction named {name!r}; available: {', '.join(available())} "
+            f"(data files in benchbench/reproductions/)."
+        )
     return tomllib.loads((resources.files("benchbench") / "reproductions" / f"{name}.toml").read_text())
 
 
 @dataclass
 class Budget:
     """The setting we run: pass-through flags override the paper's (``--model``, ``--steps``, ...)."""
+
     model: str | None = None
     steps: int | None = None
     seeds: list[int] | None = None
@@ -85,8 +89,9 @@ def _method_info(method: str) -> tuple[bool, bool, bool]:
     return True, bool(getattr(m, "trains", True)), not bool(getattr(m, "fixed_model", None))
 
 
-def _matches(rec: dict[str, Any], row: dict[str, Any], b: Budget, model: str | None, trains: bool,
-             takes_model: bool) -> bool:
+def _matches(
+    rec: dict[str, Any], row: dict[str, Any], b: Budget, model: str | None, trains: bool, takes_model: bool
+) -> bool:
     cfg = rec.get("config") or {}
     if rec.get("method") != row["method"] or (takes_model and not _same_model(rec.get("model", ""), model)):
         return False
@@ -113,28 +118,61 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
         model = (b.model or spec.get("model") or None) if takes_model else None
         steps = b.steps if b.steps is not None else spec.get("steps")
         bb = Budget(**{**b.__dict__, "steps": steps if trains else None})
-        matched = {t: [r for r in records if r.get("task") == t and r.get("seed") in seeds
-                       and _matches(r, row, bb, model, trains, takes_model)] for t in spec["tasks"]}
-        missing = [t for t in spec["tasks"] if {r["seed"] for r in matched[t]} != set(seeds)
-                   and (not b.tasks or t in b.tasks)]
-        cmd = [sys.executable, "-m", "benchbench.cli", "run", "--method", row["method"], "--tasks", "{task}",
-               "--seeds", ",".join(map(str, seeds)), "--output", output]
+        matched = {
+            t: [
+                r
+                for r in records
+                if r.get("task") == t and r.get("seed") in seeds and _matches(r, row, bb, model, trains, takes_model)
+            ]
+            for t in spec["tasks"]
+        }
+        missing = [
+            t for t in spec["tasks"] if {r["seed"] for r in matched[t]} != set(seeds) and (not b.tasks or t in b.tasks)
+        ]
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchbench.cli",
+            "run",
+            "--method",
+            row["method"],
+            "--tasks",
+            "{task}",
+            "--seeds",
+            ",".join(map(str, seeds)),
+            "--output",
+            output,
+        ]
         if model:
             cmd += ["--model", model]
         if trains and steps is not None:
             cmd += ["--steps", str(steps)]
-        for flag, v in (("--batch-size", b.batch_size), ("--lr", b.lr), ("--device", b.device),
-                        ("--data-dir", b.data_dir), ("--encode-batch-size", b.encode_batch_size)):
+        for flag, v in (
+            ("--batch-size", b.batch_size),
+            ("--lr", b.lr),
+            ("--device", b.device),
+            ("--data-dir", b.data_dir),
+            ("--encode-batch-size", b.encode_batch_size),
+        ):
             if v is not None:
                 cmd += [flag, str(v)]
         for k, v in sorted({**row.get("set", {}), **b.sets}.items()):
             cmd += ["--set", f"{k}={v}"]
         if row.get("score"):
             cmd += ["--score", row["score"]]
-        why = "" if installed else (f"method not installed: {row['method']!r} (no loaded plugin registers it; "
-                                    f"install its plugin, see `benchbench plugins`)")
-        out.append(Planned(row["label"], row["method"], installed, trains, model, list(spec["tasks"]), missing, cmd,
-                           matched, why))
+        why = (
+            ""
+            if installed
+            else (
+                f"method not installed: {row['method']!r} (no loaded plugin registers it; "
+                f"install its plugin, see `benchbench plugins`)"
+            )
+        )
+        out.append(
+            Planned(
+                row["label"], row["method"], installed, trains, model, list(spec["tasks"]), missing, cmd, matched, why
+            )
+        )
     return out
 
 
@@ -156,8 +194,10 @@ def execute(planned: list[Planned], echo=print) -> dict[str, int]:
             code = subprocess.run(cmd, check=False).returncode
             codes[f"{p.label} {task}"] = code
             if code:
-                echo(f"  {p.label} on {task}: the run exited {code} (data missing offline? see its message); "
-                     "the table below shows what exists")
+                echo(
+                    f"  {p.label} on {task}: the run exited {code} (data missing offline? see its message); "
+                    "the table below shows what exists"
+                )
     return codes
 
 
@@ -183,10 +223,22 @@ def compare(spec: dict[str, Any], planned: list[Planned]) -> tuple[str, list[str
             note = "method not installed" if not p.installed else ("no record" if mine is None else "")
             if partial:
                 note = "partial (see data gaps)"
-            lines.append([p.label, c, "" if pub is None else f"{pub:.2f}", "" if mine is None else f"{mine:.2f}",
-                          "" if pub is None or mine is None else f"{mine - pub:+.2f}", note])
-    table = tabulate(lines, headers=["row", "task", "paper", "ours", "ours - paper", "note"], tablefmt="github",
-                     disable_numparse=True)
+            lines.append(
+                [
+                    p.label,
+                    c,
+                    "" if pub is None else f"{pub:.2f}",
+                    "" if mine is None else f"{mine:.2f}",
+                    "" if pub is None or mine is None else f"{mine - pub:+.2f}",
+                    note,
+                ]
+            )
+    table = tabulate(
+        lines,
+        headers=["row", "task", "paper", "ours", "ours - paper", "note"],
+        tablefmt="github",
+        disable_numparse=True,
+    )
     return table, []
 
 
@@ -196,8 +248,15 @@ def differences(spec: dict[str, Any], planned: list[Planned], b: Budget) -> list
     models = sorted({r.get("model", "?") for p in planned for rs in p.matched.values() for r in rs})
     if spec.get("model"):
         diffs.append(f"base model: paper {spec['model']}; ours {', '.join(models) or '(no records)'}")
-    steps = sorted({str((r.get("config") or {}).get("steps")) for p in planned if p.trains
-                    for rs in p.matched.values() for r in rs})
+    steps = sorted(
+        {
+            str((r.get("config") or {}).get("steps"))
+            for p in planned
+            if p.trains
+            for rs in p.matched.values()
+            for r in rs
+        }
+    )
     if spec.get("steps") or steps:
         diffs.append(f"training budget: paper {spec.get('steps', '?')} steps; ours {', '.join(steps) or '-'} steps")
     seeds = sorted({r.get("seed") for p in planned for rs in p.matched.values() for r in rs})
@@ -205,8 +264,15 @@ def differences(spec: dict[str, Any], planned: list[Planned], b: Budget) -> list
     devices = sorted({str(r.get("device")) for p in planned for rs in p.matched.values() for r in rs})
     if devices:
         diffs.append(f"device: {', '.join(devices)}")
-    gaps = sorted({f"{r['task']}: {n}" for p in planned for rs in p.matched.values() for r in rs
-                   for n in r["splits"]["test"].get("notes", [])})
+    gaps = sorted(
+        {
+            f"{r['task']}: {n}"
+            for p in planned
+            for rs in p.matched.values()
+            for r in rs
+            for n in r["splits"]["test"].get("notes", [])
+        }
+    )
     diffs += [f"data gap: {g}" for g in gaps]
     absent = sorted({t for p in planned if p.installed for t in p.missing})
     if absent:
@@ -219,16 +285,25 @@ def differences(spec: dict[str, Any], planned: list[Planned], b: Budget) -> list
     return diffs
 
 
-def reproduce(name: str, results: str, b: Budget, dry_run: bool = False, md: str | None = None,
-              echo=print, compare_only: bool = False) -> int:
+def reproduce(
+    name: str,
+    results: str,
+    b: Budget,
+    dry_run: bool = False,
+    md: str | None = None,
+    echo=print,
+    compare_only: bool = False,
+) -> int:
     """The whole command; returns the exit code (0 even when rows lack data: the table says so)."""
     from .site import load_records
 
     spec = load_spec(name)
     records = load_records(results) if Path(results).is_dir() else []
     planned = plan(spec, records, b, results)
-    echo(f"{spec['name']}: {spec['paper']}, {spec['table']} (source: {spec['source']}; data file version "
-         f"{spec.get('version', 1)})")
+    echo(
+        f"{spec['name']}: {spec['paper']}, {spec['table']} (source: {spec['source']}; data file version "
+        f"{spec.get('version', 1)})"
+    )
     if dry_run:
         for p in planned:
             if not p.installed:
@@ -238,9 +313,14 @@ def reproduce(name: str, results: str, b: Budget, dry_run: bool = False, md: str
                     echo("would run: " + " ".join(task if c == "{task}" else c for c in p.command[2:]))
             else:
                 have = [t for t in p.tasks if p.matched[t]]
-                echo(f"stored: {p.label} ({p.method}) on {', '.join(have) or '(none)'}"
-                     + (f"; not run (outside --tasks): {', '.join(t for t in p.tasks if t not in have)}"
-                        if len(have) < len(p.tasks) else ""))
+                echo(
+                    f"stored: {p.label} ({p.method}) on {', '.join(have) or '(none)'}"
+                    + (
+                        f"; not run (outside --tasks): {', '.join(t for t in p.tasks if t not in have)}"
+                        if len(have) < len(p.tasks)
+                        else ""
+                    )
+                )
         return 0
     codes = {} if compare_only else execute(planned, echo)
     if codes:
@@ -248,8 +328,11 @@ def reproduce(name: str, results: str, b: Budget, dry_run: bool = False, md: str
         planned = plan(spec, records, b, results)
     table, _ = compare(spec, planned)
     diffs = differences(spec, planned, b)
-    text = (f"## {spec['name']}: {spec['table']} of {spec['paper']}\n\n{table}\n\nWhat differs from the paper:\n\n" +
-            "\n".join(f"- {d}" for d in diffs) + "\n")
+    text = (
+        f"## {spec['name']}: {spec['table']} of {spec['paper']}\n\n{table}\n\nWhat differs from the paper:\n\n"
+        + "\n".join(f"- {d}" for d in diffs)
+        + "\n"
+    )
     echo(text)
     if md:
         Path(md).parent.mkdir(parents=True, exist_ok=True)

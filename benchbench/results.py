@@ -16,6 +16,7 @@ spec (and bumping its ``version``) never passes old records off as current.
 Files are written to a temp file in the same folder and renamed, so a record is either whole or absent;
 writers of one key are serialised by a lock (``benchbench.locks``).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,21 +48,44 @@ class ResultKey:
 
     def relpath(self) -> Path:
         name = _slug(self.task) if self.task_version == 1 else f"{_slug(self.task)}@v{self.task_version}"
-        return Path(_slug(self.method), _slug(self.model), _slug(self.setup), self.config_hash, f"seed{self.seed}", f"{name}.json")
+        return Path(
+            _slug(self.method),
+            _slug(self.model),
+            _slug(self.setup),
+            self.config_hash,
+            f"seed{self.seed}",
+            f"{name}.json",
+        )
 
 
 def key_of(record: dict[str, Any]) -> ResultKey:
-    return ResultKey(record["method"], record["config_hash"], record["model"], record["setup"], record["seed"],
-                     record["task"], int(record.get("task_version", 1)))
+    return ResultKey(
+        record["method"],
+        record["config_hash"],
+        record["model"],
+        record["setup"],
+        record["seed"],
+        record["task"],
+        int(record.get("task_version", 1)),
+    )
 
 
 def migrate(record: dict[str, Any]) -> dict[str, Any]:
     """A record of any readable schema in the current one (see the module docstring)."""
     if record.get("schema_version") == 1:
         record = {**record, "schema_version": SCHEMA_VERSION, "task_version": 1, "migrated_from_schema": 1}
-        record.setdefault("evaluated", {s: {"created_at": record.get("created_at"), "eval_seconds": record.get("eval_seconds"),
-                                            "encoder_fingerprint": record.get("encoder_fingerprint"),
-                                            "git_sha": record.get("git_sha")} for s in record.get("splits", {})})
+        record.setdefault(
+            "evaluated",
+            {
+                s: {
+                    "created_at": record.get("created_at"),
+                    "eval_seconds": record.get("eval_seconds"),
+                    "encoder_fingerprint": record.get("encoder_fingerprint"),
+                    "git_sha": record.get("git_sha"),
+                }
+                for s in record.get("splits", {})
+            },
+        )
     return record
 
 
@@ -115,7 +139,9 @@ class ResultStore:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False)  # NaN is not JSON
+                json.dump(
+                    record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False
+                )  # NaN is not JSON
                 f.flush()
                 os.fsync(f.fileno())
             umask = os.umask(0o022)
@@ -156,7 +182,17 @@ def package_versions() -> dict[str, str]:
     global _VERSIONS
     if _VERSIONS is None:
         _VERSIONS = {}
-        for pkg in ("benchbench", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "scikit-learn", "faiss-cpu", "rank-bm25"):
+        for pkg in (
+            "benchbench",
+            "torch",
+            "transformers",
+            "sentence-transformers",
+            "numpy",
+            "scipy",
+            "scikit-learn",
+            "faiss-cpu",
+            "rank-bm25",
+        ):
             try:
                 _VERSIONS[pkg] = metadata.version(pkg)
             except metadata.PackageNotFoundError:
@@ -179,15 +215,33 @@ def now() -> str:
 
 def to_mteb(record: dict[str, Any]) -> dict[str, Any]:
     """The record in MTEB's per-task results layout (scores in 0..1, one entry per split and subset)."""
-    out: dict[str, Any] = {"task_name": record["task"], "mteb_version": None, "dataset_revision": None,
-                           "evaluation_time": record.get("eval_seconds"), "kg_co2_emissions": None, "scores": {}}
+    out: dict[str, Any] = {
+        "task_name": record["task"],
+        "mteb_version": None,
+        "dataset_revision": None,
+        "evaluation_time": record.get("eval_seconds"),
+        "kg_co2_emissions": None,
+        "scores": {},
+    }
     for split, res in record["splits"].items():
         entries = []
         main = res["scores"].get(res["main_metric"])
         base = {k: (v / 100 if not k.endswith(("_mse", "_medr")) else v) for k, v in res["scores"].items()}
-        entries.append({"hf_subset": "default", "languages": ["eng-Latn"], "main_score": None if main is None else main / 100, **base})
+        entries.append(
+            {
+                "hf_subset": "default",
+                "languages": ["eng-Latn"],
+                "main_score": None if main is None else main / 100,
+                **base,
+            }
+        )
         for subset, sc in res.get("subsets", {}).items():
-            entries.append({"hf_subset": subset, "languages": ["eng-Latn"],
-                            **{k: (v / 100 if not k.endswith(("_mse", "_medr")) else v) for k, v in sc.items()}})
+            entries.append(
+                {
+                    "hf_subset": subset,
+                    "languages": ["eng-Latn"],
+                    **{k: (v / 100 if not k.endswith(("_mse", "_medr")) else v) for k, v in sc.items()},
+                }
+            )
         out["scores"][split] = entries
     return out

@@ -1,4 +1,5 @@
 """Orchestration: method x task x seed x setup. Resumable: a record that exists is not recomputed."""
+
 from __future__ import annotations
 
 import logging
@@ -11,7 +12,7 @@ from typing import Any
 
 from .adapters.base import TaskAdapter
 from .data import DataStore, FileEntry, ensure_writable_dir
-from .encoding import EmbeddingCache, Embedder, default_cache_dir
+from .encoding import Embedder, EmbeddingCache, default_cache_dir
 from .errors import BenchbenchError, ConfigError, DataError, PluginError
 from .methods import TrainContext, build_config, config_hash
 from .models import canonical_model_name
@@ -20,7 +21,7 @@ from .results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, merge, now
 from .tasks import spec_for_adapter_class
 
 log = logging.getLogger(__name__)
-from .setups import SETUPS, parse_setup, run_stages, subsample_corpus  # noqa: E402  (--setup pipelines: benchbench/setups.py)
+from .setups import parse_setup, run_stages, subsample_corpus  # noqa: E402  (--setup pipelines: benchbench/setups.py)
 
 
 @dataclass
@@ -33,8 +34,12 @@ class RunOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
     output: str = "results"
-    force: bool = False  # re-evaluate the requested splits (never drops other stored splits; reuses the trained encoder)
-    retrain: bool = False  # discard the trained encoder and its checkpoints, train again, re-evaluate every stored split
+    force: bool = (
+        False  # re-evaluate the requested splits (never drops other stored splits; reuses the trained encoder)
+    )
+    retrain: bool = (
+        False  # discard the trained encoder and its checkpoints, train again, re-evaluate every stored split
+    )
     splits: list[str] | None = None  # None: each task's default splits
     device: str | None = None
     cache_dir: str | None = None  # embedding cache; None: ~/.cache/benchbench/embeddings
@@ -44,7 +49,9 @@ class RunOptions:
     eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
     eval_split: str = "dev"
     corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
-    score: str = "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
+    score: str = (
+        "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
+    )
 
 
 def process_rank() -> tuple[int, int]:
@@ -82,8 +89,10 @@ def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str)
 
     bad = [p for s, r in split_results.items() for p in walk(r, s)]
     if bad:
-        raise DataError(f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): {bad[:5]}. "
-                        "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text.")
+        raise DataError(
+            f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): {bad[:5]}. "
+            "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text."
+        )
 
 
 def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
@@ -113,7 +122,9 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
     if not seeds:
         raise ConfigError("--seeds is empty: give at least one seed, e.g. --seeds 1 or --seeds 1,2,3.")
     if opts.encode_batch_size is not None and opts.encode_batch_size < 1:
-        raise ConfigError(f"--encode-batch-size must be >= 1 (got {opts.encode_batch_size}); omit it for the encoder's default.")
+        raise ConfigError(
+            f"--encode-batch-size must be >= 1 (got {opts.encode_batch_size}); omit it for the encoder's default."
+        )
     config = build_config(method_cls, opts.overrides)
     chash = config_hash(config)
     if opts.corpus:  # a non-default training corpus is part of the result key
@@ -188,25 +199,49 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                 missing, failed = _download(adapter, missing, data)  # offline: the task is skipped, not the run
             if missing:
                 if task in explicit:
-                    raise DataError(f"Task {task!r} cannot run: missing data files {missing} under "
-                                    f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.\n"
-                                    + data.missing_help([adapter.spec.files.get(m, FileEntry(m)) for m in missing])
-                                    + "".join(f" {e}" for e in failed))
+                    raise DataError(
+                        f"Task {task!r} cannot run: missing data files {missing} under "
+                        f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.\n"
+                        + data.missing_help([adapter.spec.files.get(m, FileEntry(m)) for m in missing])
+                        + "".join(f" {e}" for e in failed)
+                    )
                 report.missing[task] = missing
                 log.warning("task %s skipped: missing %s", task, missing)
                 continue
-            ctx = TrainContext(model=model, seed=seed, output_dir=store.root, task=task, device=opts.device, data=data,
-                               registry=reg, progress=opts.progress if opts.progress is not None else True)
+            ctx = TrainContext(
+                model=model,
+                seed=seed,
+                output_dir=store.root,
+                task=task,
+                device=opts.device,
+                data=data,
+                registry=reg,
+                progress=opts.progress if opts.progress is not None else True,
+            )
             if opts.eval_every and method_cls.trains:
                 _attach_curve(ctx, adapter, opts, data)
             t0 = time.perf_counter()
             if str(setup) != "unsupervised":  # a stage pipeline (benchbench/setups.py); rank 0 only
-                seed_dir = store.root / "runs" / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent
+                seed_dir = (
+                    store.root
+                    / "runs"
+                    / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent
+                )
                 ctx.setup = setup
 
-                def _target(ctx=ctx, seed_dir=seed_dir):
+                def _target(ctx=ctx, seed_dir=seed_dir, adapter=adapter, trained=trained):
                     if method_cls.trains:
-                        return _train_or_reuse(method, adapter, ctx, plugin, seed_dir, opts.retrain, trained, main=rank == 0, corpus_path=opts.corpus)
+                        return _train_or_reuse(
+                            method,
+                            adapter,
+                            ctx,
+                            plugin,
+                            seed_dir,
+                            opts.retrain,
+                            trained,
+                            main=rank == 0,
+                            corpus_path=opts.corpus,
+                        )
                     return _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx), None
 
                 from .models import load_encoder
@@ -214,8 +249,19 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                 encoder, train_info = run_stages(setup, ctx, adapter, _target, load_encoder, seed_dir)
                 train_info.setdefault("seconds", time.perf_counter() - t0)
             elif method_cls.trains:
-                encoder, train_info = _train_or_reuse(method, adapter, ctx, plugin, store.root / "runs" / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent,
-                                                      opts.retrain, trained, main=rank == 0, corpus_path=opts.corpus)
+                encoder, train_info = _train_or_reuse(
+                    method,
+                    adapter,
+                    ctx,
+                    plugin,
+                    store.root
+                    / "runs"
+                    / ResultKey(opts.method, train_chash, model_label, opts.setup, seed, task).relpath().parent,
+                    opts.retrain,
+                    trained,
+                    main=rank == 0,
+                    corpus_path=opts.corpus,
+                )
                 train_info.setdefault("seconds", time.perf_counter() - t0)
                 if rank != 0:
                     continue  # rank 0 evaluates and stores; this rank goes on to the next training
@@ -226,9 +272,13 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                     shared_encoder = _call_plugin(plugin, opts.method, "building its encoder", method.train, [], ctx)
                 encoder = shared_encoder
                 train_info = None
-            embedder = Embedder(_scoring_encoder(encoder, opts.score, opts.method), cache=cache,
-                                batch_size=opts.encode_batch_size, progress=opts.progress,
-                                owner=f"method {opts.method!r} (plugin {plugin!r})")
+            embedder = Embedder(
+                _scoring_encoder(encoder, opts.score, opts.method),
+                cache=cache,
+                batch_size=opts.encode_batch_size,
+                progress=opts.progress,
+                owner=f"method {opts.method!r} (plugin {plugin!r})",
+            )
             t1 = time.perf_counter()
             split_results = {}
             for s in splits:
@@ -236,34 +286,59 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                     split_results[s] = adapter.evaluate(embedder, s).to_dict()
                 except BenchbenchError:
                     raise
-                except Exception as e:  # noqa: BLE001
-                    raise PluginError(f"Task {task!r} (adapter {adapter.spec.kind!r}, plugin "
-                                      f"{reg.owner.get(('tasks', task), '?')!r}) failed on split {s!r}: {type(e).__name__}: {e}") from e
+                except Exception as e:
+                    raise PluginError(
+                        f"Task {task!r} (adapter {adapter.spec.kind!r}, plugin "
+                        f"{reg.owner.get(('tasks', task), '?')!r}) failed on split {s!r}: {type(e).__name__}: {e}"
+                    ) from e
             record = {
-                "schema_version": SCHEMA_VERSION, "method": opts.method, "plugin": plugin,
-                "config": _asdict(config), "config_hash": chash, "model": model_label, "setup": opts.setup, "seed": seed,
-                "task": task, "task_version": adapter.spec.version, "task_kind": adapter.spec.kind, "splits": split_results,
+                "schema_version": SCHEMA_VERSION,
+                "method": opts.method,
+                "plugin": plugin,
+                "config": _asdict(config),
+                "config_hash": chash,
+                "model": model_label,
+                "setup": opts.setup,
+                "seed": seed,
+                "task": task,
+                "task_version": adapter.spec.version,
+                "task_kind": adapter.spec.kind,
+                "splits": split_results,
                 "train": train_info,
-                "eval_seconds": round(time.perf_counter() - t1, 3), "encoder_fingerprint": getattr(encoder, "fingerprint", None),
+                "eval_seconds": round(time.perf_counter() - t1, 3),
+                "encoder_fingerprint": getattr(encoder, "fingerprint", None),
                 "transductive": bool(getattr(method_cls, "transductive", False)),
                 "scored_by": "cross" if embedder.has_cross_encoder else "bi",
-                "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
-                "versions": package_versions(), "git_sha": git_sha(), "device": _device_label(opts.device),
-                "created_at": now(), "unavailable_splits": report.unavailable.get(task, []),
+                "data": {
+                    k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))
+                },
+                "versions": package_versions(),
+                "git_sha": git_sha(),
+                "device": _device_label(opts.device),
+                "created_at": now(),
+                "unavailable_splits": report.unavailable.get(task, []),
             }
-            record["evaluated"] = {s: {"created_at": record["created_at"], "eval_seconds": record["eval_seconds"],
-                                       "encoder_fingerprint": record["encoder_fingerprint"], "git_sha": record["git_sha"]}
-                                   for s in split_results}
+            record["evaluated"] = {
+                s: {
+                    "created_at": record["created_at"],
+                    "eval_seconds": record["eval_seconds"],
+                    "encoder_fingerprint": record["encoder_fingerprint"],
+                    "git_sha": record["git_sha"],
+                }
+                for s in split_results
+            }
             record = merge(existing, record)  # keeps every stored split this run did not evaluate
             _refuse_non_finite(split_results, task, opts.method, plugin)
             store.write(record)
             call_observers(record)
             report.records.append(record)
     if rank == 0 and report.missing and not report.records:
-        raise DataError(f"Nothing was evaluated: every task lacks data files under "
-                        f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}: "
-                        + "; ".join(f"{t}: {', '.join(m[:3])}{' ...' if len(m) > 3 else ''}" for t, m in report.missing.items())
-                        + ". Put the files there (see `benchbench list tasks` and the task specs) or choose other tasks.")
+        raise DataError(
+            f"Nothing was evaluated: every task lacks data files under "
+            f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}: "
+            + "; ".join(f"{t}: {', '.join(m[:3])}{' ...' if len(m) > 3 else ''}" for t, m in report.missing.items())
+            + ". Put the files there (see `benchbench list tasks` and the task specs) or choose other tasks."
+        )
     return report
 
 
@@ -273,7 +348,9 @@ def _scoring_encoder(encoder: Any, score: str, method: str) -> Any:
     if score not in ("bi", "cross"):
         raise ConfigError(f"--score {score!r}: expected 'bi' or 'cross'.")
     if score == "cross" and not callable(getattr(encoder, "score_pairs", None)):
-        raise ConfigError(f"--score cross: method {method!r} returned no cross-encoder (no score_pairs); use --score bi.")
+        raise ConfigError(
+            f"--score cross: method {method!r} returned no cross-encoder (no score_pairs); use --score bi."
+        )
     if score == "bi" and getattr(encoder, "bi_encoder", None) is not None:
         return encoder.bi_encoder
     return encoder
@@ -286,15 +363,21 @@ def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, dat
     selects nothing: the stored result is always the encoder at the end of the budget."""
     split = opts.eval_split
     if split not in adapter.spec.splits:
-        raise ConfigError(f"--eval-every: task {adapter.name!r} has no {split!r} split to score the learning curve on "
-                          f"(its splits: {', '.join(adapter.spec.splits)}); pass --eval-split.")
+        raise ConfigError(
+            f"--eval-every: task {adapter.name!r} has no {split!r} split to score the learning curve on "
+            f"(its splits: {', '.join(adapter.spec.splits)}); pass --eval-split."
+        )
     missing = adapter.missing_files(split)
     if missing:
-        raise DataError(f"--eval-every: task {adapter.name!r} lacks the files of its {split!r} split: {missing} under "
-                        f"{data.data_dir or '(no data dir set)'}.")
+        raise DataError(
+            f"--eval-every: task {adapter.name!r} lacks the files of its {split!r} split: {missing} under "
+            f"{data.data_dir or '(no data dir set)'}."
+        )
 
     def score(step: int, encoder) -> dict[str, float]:
-        result = adapter.evaluate(Embedder(encoder, cache=None, batch_size=opts.encode_batch_size, progress=False), split)
+        result = adapter.evaluate(
+            Embedder(encoder, cache=None, batch_size=opts.encode_batch_size, progress=False), split
+        )
         return {f"{split}/{result.main_metric}": result.main_score}
 
     ctx.monitor, ctx.monitor_every = score, opts.eval_every
@@ -331,12 +414,21 @@ def _call_plugin(plugin: str, method: str, what: str, fn, *args):
         return fn(*args)
     except BenchbenchError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise PluginError(f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}") from e
 
 
-def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, seed_dir: Path, force: bool,
-                    trained: dict[str, tuple[Any, dict]], main: bool = True, corpus_path: str | None = None) -> tuple[Any, dict]:
+def _train_or_reuse(
+    method,
+    adapter: TaskAdapter,
+    ctx: TrainContext,
+    plugin: str,
+    seed_dir: Path,
+    force: bool,
+    trained: dict[str, tuple[Any, dict]],
+    main: bool = True,
+    corpus_path: str | None = None,
+) -> tuple[Any, dict]:
     """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
     ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
     SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
@@ -344,7 +436,9 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
     evaluation). The folder is keyed by a hash of the training data, not the task."""
     from .corpora import training_corpus
 
-    corpus = subsample_corpus(training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed)
+    corpus = subsample_corpus(
+        training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed
+    )
     data_id = (corpus.sha256 or "")[:16]
     if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain
         enc, info = trained[data_id]
@@ -363,8 +457,18 @@ def _train_or_reuse(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str
         return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main)
 
 
-def _train_in(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, run_dir: Path, data_id: str, corpus,
-              force: bool, trained: dict[str, tuple[Any, dict]], main: bool) -> tuple[Any, dict]:
+def _train_in(
+    method,
+    adapter: TaskAdapter,
+    ctx: TrainContext,
+    plugin: str,
+    run_dir: Path,
+    data_id: str,
+    corpus,
+    force: bool,
+    trained: dict[str, tuple[Any, dict]],
+    main: bool,
+) -> tuple[Any, dict]:
     """The body of ``_train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
     encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
     import json
@@ -385,9 +489,17 @@ def _train_in(method, adapter: TaskAdapter, ctx: TrainContext, plugin: str, run_
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
     t0 = time.perf_counter()
-    encoder = _call_plugin(plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx)
-    info = {"seconds": round(time.perf_counter() - t0, 3), **ctx.accounting, "corpus_sentences": len(corpus.sentences),
-            "train_data_sha256": corpus.sha256, "corpus": corpus.describe(), "task": adapter.name}
+    encoder = _call_plugin(
+        plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx
+    )
+    info = {
+        "seconds": round(time.perf_counter() - t0, 3),
+        **ctx.accounting,
+        "corpus_sentences": len(corpus.sentences),
+        "train_data_sha256": corpus.sha256,
+        "corpus": corpus.describe(),
+        "task": adapter.name,
+    }
     if corpus.pairs is not None:
         info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):

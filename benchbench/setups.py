@@ -32,6 +32,7 @@ pooling/normalisation, saved in sentence-transformers format), not a ``SentenceT
 sentence-transformers LOSSES are used unchanged through a thin view (``_STView``) and the small
 loop below only batches, steps AdamW and early-stops on dev.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -88,8 +89,10 @@ def parse_setup(text: str) -> Setup:
     """Read ``--setup`` (with optional ``@corpus=N`` / ``@labelled=M``); a ConfigError names what is wrong."""
     name, *parts = text.strip().split("@")
     if name not in PIPELINES:
-        raise ConfigError(f"--setup {text!r}: unknown setup {name!r}; choose one of {SETUPS} "
-                          f"(optionally with @corpus=N or @labelled=N).")
+        raise ConfigError(
+            f"--setup {text!r}: unknown setup {name!r}; choose one of {SETUPS} "
+            f"(optionally with @corpus=N or @labelled=N)."
+        )
     kw: dict[str, int] = {}
     for p in parts:
         k, _, v = p.partition("=")
@@ -97,8 +100,10 @@ def parse_setup(text: str) -> Setup:
             raise ConfigError(f"--setup {text!r}: {p!r} is not corpus=N or labelled=N with N >= 1.")
         kw[{"corpus": "corpus_size", "labelled": "labelled"}[k]] = int(v)
     if "labelled" in kw and "in-domain" not in PIPELINES[name]:
-        raise ConfigError(f"--setup {text!r}: @labelled applies to setups with an in-domain supervised stage "
-                          f"(pretrain-supervised, supervised).")
+        raise ConfigError(
+            f"--setup {text!r}: @labelled applies to setups with an in-domain supervised stage "
+            f"(pretrain-supervised, supervised)."
+        )
     if "corpus_size" in kw and "target" not in PIPELINES[name]:
         raise ConfigError(f"--setup {text!r}: @corpus applies to setups with an unsupervised target stage.")
     return Setup(name, **kw)
@@ -138,12 +143,22 @@ def subsample_corpus(corpus: Any, setup: Setup | None, seed: int) -> Any:
     sents = subsample(corpus.sentences, setup.corpus_size, seed)
     if len(sents) < setup.corpus_size:
         log.warning("corpus %s has %d sentences < @corpus=%d: all used", corpus.name, len(sents), setup.corpus_size)
-    return replace(corpus, sentences=sents, sha256=sha256_of_lines(sents),
-                   info={**corpus.info, "subsampled_to": len(sents), "subsample_seed": seed,
-                         "full_sentences": len(corpus.sentences)}, pairs=corpus.pairs)
+    return replace(
+        corpus,
+        sentences=sents,
+        sha256=sha256_of_lines(sents),
+        info={
+            **corpus.info,
+            "subsampled_to": len(sents),
+            "subsample_seed": seed,
+            "full_sentences": len(corpus.sentences),
+        },
+        pairs=corpus.pairs,
+    )
 
 
 # ---- labelled data -----------------------------------------------------------------------------------
+
 
 @dataclass
 class Labelled:
@@ -157,8 +172,13 @@ class Labelled:
     dev: list[tuple[str, str, float]] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "sources": self.sources, "mnrl_pairs": len(self.pairs),
-                "mse_pairs": len(self.scored), "dev_pairs": len(self.dev)}
+        return {
+            "name": self.name,
+            "sources": self.sources,
+            "mnrl_pairs": len(self.pairs),
+            "mse_pairs": len(self.scored),
+            "dev_pairs": len(self.dev),
+        }
 
 
 def entailment_pairs(data: Any) -> tuple[list[tuple[str, str]], list[str]]:
@@ -196,10 +216,17 @@ def general_data(data: Any) -> Labelled:
     pairs, used = entailment_pairs(data)
     scored = _stsb(data, "train")
     if not pairs and not scored:
-        raise ConfigError("the general supervised stage needs NLI or STS-B data under the data dir "
-                          "(nli/snli, nli/xnli_en, sts/STSBenchmark/sts-train.csv); none found.")
-    return Labelled("general:nli+stsb", used + (["sts/STSBenchmark/sts-train.csv"] if scored else []),
-                    pairs=pairs, scored=scored, dev=_stsb(data, "dev"))
+        raise ConfigError(
+            "the general supervised stage needs NLI or STS-B data under the data dir "
+            "(nli/snli, nli/xnli_en, sts/STSBenchmark/sts-train.csv); none found."
+        )
+    return Labelled(
+        "general:nli+stsb",
+        used + (["sts/STSBenchmark/sts-train.csv"] if scored else []),
+        pairs=pairs,
+        scored=scored,
+        dev=_stsb(data, "dev"),
+    )
 
 
 def eval_pairs(adapter: Any) -> set[frozenset[str]]:
@@ -217,26 +244,40 @@ def in_domain_data(adapter: Any, labelled: int | None, seed: int) -> Labelled:
     kind = getattr(adapter.spec, "kind", "")
     if kind == "twitterpara":
         d = adapter.param("train_dir", f"{adapter._dir()}/train")
-        a, b, y = (adapter.file(f"{d}/{n}").read_text(encoding="utf-8").splitlines() for n in ("a.toks", "b.toks", "sim.txt"))
+        a, b, y = (
+            adapter.file(f"{d}/{n}").read_text(encoding="utf-8").splitlines() for n in ("a.toks", "b.toks", "sim.txt")
+        )
         test = eval_pairs(adapter)
-        rows = [(x.strip(), z.strip(), float(s)) for x, z, s in zip(a, b, y, strict=True)
-                if x.strip() and z.strip() and frozenset((x.strip().lower(), z.strip().lower())) not in test]
+        rows = [
+            (x.strip(), z.strip(), float(s))
+            for x, z, s in zip(a, b, y, strict=True)
+            if x.strip() and z.strip() and frozenset((x.strip().lower(), z.strip().lower())) not in test
+        ]
         rng = np.random.default_rng(seed + 7919)
         perm = rng.permutation(len(rows))
         n_dev = max(1, len(rows) // 10)
         dev = [rows[i] for i in perm[:n_dev]]
         train = subsample([rows[i] for i in sorted(perm[n_dev:])], labelled, seed)
-        return Labelled(f"in-domain:{adapter.name}", [f"{d}/a.toks", f"{d}/b.toks", f"{d}/sim.txt (TURL train, 0/1)"],
-                        scored=train, dev=dev[:2000])
+        return Labelled(
+            f"in-domain:{adapter.name}",
+            [f"{d}/a.toks", f"{d}/b.toks", f"{d}/sim.txt (TURL train, 0/1)"],
+            scored=train,
+            dev=dev[:2000],
+        )
     if any(k in (kind or adapter.name) for k in NO_LABELLED_TRAIN):
-        raise ConfigError(f"Task {adapter.name!r}: no labelled in-domain train set is available offline "
-                          f"(USEB's supervised train data for AskUbuntu/CQADupStack/SciDocs is not under the data dir); "
-                          f"the in-domain supervised stage (setups supervised, pretrain-supervised) cannot run.")
-    raise ConfigError(f"Task {adapter.name!r} (kind {kind!r}) has no labelled in-domain train reader; "
-                      f"setups with an in-domain stage support: twitterpara.")
+        raise ConfigError(
+            f"Task {adapter.name!r}: no labelled in-domain train set is available offline "
+            f"(USEB's supervised train data for AskUbuntu/CQADupStack/SciDocs is not under the data dir); "
+            f"the in-domain supervised stage (setups supervised, pretrain-supervised) cannot run."
+        )
+    raise ConfigError(
+        f"Task {adapter.name!r} (kind {kind!r}) has no labelled in-domain train reader; "
+        f"setups with an in-domain stage support: twitterpara."
+    )
 
 
 # ---- the supervised stage ---------------------------------------------------------------------------
+
 
 @dataclass
 class SupervisedConfig:
@@ -273,8 +314,8 @@ def _dev_spearman(encoder: Any, dev: list[tuple[str, str, float]]) -> float:
 
     if not dev:
         return float("nan")
-    ea = np.concatenate([encoder.encode([a for a, _, _ in dev[i:i + 64]]) for i in range(0, len(dev), 64)])
-    eb = np.concatenate([encoder.encode([b for _, b, _ in dev[i:i + 64]]) for i in range(0, len(dev), 64)])
+    ea = np.concatenate([encoder.encode([a for a, _, _ in dev[i : i + 64]]) for i in range(0, len(dev), 64)])
+    eb = np.concatenate([encoder.encode([b for _, b, _ in dev[i : i + 64]]) for i in range(0, len(dev), 64)])
     cos = (ea * eb).sum(1) / (np.linalg.norm(ea, axis=1) * np.linalg.norm(eb, axis=1) + 1e-12)
     return float(spearmanr(cos, [s for _, _, s in dev]).statistic)
 
@@ -285,6 +326,7 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
     import copy
 
     import torch
+
     try:
         from sentence_transformers.sentence_transformer import losses
     except ImportError:  # sentence-transformers < 5.2
@@ -296,8 +338,10 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
     info: dict[str, Any] = {"data": data.describe(), "config": cfg.__dict__.copy(), "steps": {}}
     best = (_dev_spearman(encoder, data.dev), copy.deepcopy(encoder.state_dict()), 0)
     total = 0
-    for name, items, loss in (("mnrl", data.pairs, losses.MultipleNegativesRankingLoss(view, scale=cfg.scale)),
-                              ("mse", data.scored, losses.CosineSimilarityLoss(view))):
+    for name, items, loss in (
+        ("mnrl", data.pairs, losses.MultipleNegativesRankingLoss(view, scale=cfg.scale)),
+        ("mse", data.scored, losses.CosineSimilarityLoss(view)),
+    ):
         if not items:
             continue
         opt = torch.optim.AdamW(encoder.parameters(), lr=cfg.lr)
@@ -308,7 +352,7 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
         while steps < cfg.steps:
             if pos + cfg.batch_size > len(order):
                 order, pos = rng.permutation(len(items)), 0
-            batch = [items[i] for i in order[pos:pos + cfg.batch_size]]
+            batch = [items[i] for i in order[pos : pos + cfg.batch_size]]
             pos += cfg.batch_size
             feats = [dict(encoder.tokenize([r[0] for r in batch])), dict(encoder.tokenize([r[1] for r in batch]))]
             feats = [{k: v.to(encoder.device) for k, v in f.items()} for f in feats]
@@ -334,6 +378,7 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
 
 # ---- the pipeline ------------------------------------------------------------------------------------
 
+
 def stage_data(kind: str, setup: Setup, adapter: Any, data: Any, seed: int) -> Labelled | None:
     """What a stage trains on (``None`` for the target stage: the method's own corpus)."""
     if kind == "general":
@@ -343,9 +388,16 @@ def stage_data(kind: str, setup: Setup, adapter: Any, data: Any, seed: int) -> L
     return None
 
 
-def run_stages(setup: Setup, ctx: Any, adapter: Any, train_target: Callable[[], tuple[Any, dict | None]],
-               load_base: Callable[[str], Any], stage_root: Path, cfg: SupervisedConfig | None = None,
-               supervised: Callable[..., tuple[Any, dict]] = train_supervised) -> tuple[Any, dict[str, Any]]:
+def run_stages(
+    setup: Setup,
+    ctx: Any,
+    adapter: Any,
+    train_target: Callable[[], tuple[Any, dict | None]],
+    load_base: Callable[[str], Any],
+    stage_root: Path,
+    cfg: SupervisedConfig | None = None,
+    supervised: Callable[..., tuple[Any, dict]] = train_supervised,
+) -> tuple[Any, dict[str, Any]]:
     """Apply ``setup``'s stages in order. A supervised stage BEFORE the target saves its encoder under
     ``stage_root`` (reused when complete) and points ``ctx.model`` at it, so the method starts from it;
     a stage AFTER the target continues the encoder the target returned. ``train_target()`` is the
@@ -364,8 +416,11 @@ def run_stages(setup: Setup, ctx: Any, adapter: Any, train_target: Callable[[], 
         labelled = stage_data(kind, setup, adapter, ctx.data, ctx.seed)
         assert labelled is not None
         if encoder is None:  # a first stage: from the base model
-            h = hashlib.sha256(json.dumps([ctx.model, kind, labelled.describe(), cfg.__dict__, ctx.seed],
-                                          sort_keys=True, default=str).encode()).hexdigest()[:12]
+            h = hashlib.sha256(
+                json.dumps(
+                    [ctx.model, kind, labelled.describe(), cfg.__dict__, ctx.seed], sort_keys=True, default=str
+                ).encode()
+            ).hexdigest()[:12]
             out = Path(stage_root) / f"stage-{kind}-{h}"
             done = out / ".complete"
             if done.is_file():
@@ -390,15 +445,19 @@ def run_stages(setup: Setup, ctx: Any, adapter: Any, train_target: Callable[[], 
 
 # ---- equivalent labelling work (Appendix D, Table 10) ------------------------------------------------
 
-def equivalent_labelling_work(score_at: Callable[[int], float], target: float, lo: int = 1, hi: int = 65536,
-                              tolerance: int = 1) -> tuple[int | None, dict[int, float]]:
+
+def equivalent_labelling_work(
+    score_at: Callable[[int], float], target: float, lo: int = 1, hi: int = 65536, tolerance: int = 1
+) -> tuple[int | None, dict[int, float]]:
     """The smallest number of labelled pairs ``n`` in [lo, hi] whose supervised score reaches ``target``
     (the unsupervised method's score), by binary search on ``score_at(n)`` (assumed non-decreasing in
     n, as the paper assumes). Stops when the bracket is ``tolerance`` wide. Returns (n, or None when
     even ``hi`` falls short; every evaluated point {n: score}) -- each point is a real supervised run,
     so the search costs about log2((hi - lo) / tolerance) runs."""
     if lo < 1 or hi < lo or tolerance < 1:
-        raise ConfigError(f"equivalent_labelling_work: need 1 <= lo <= hi and tolerance >= 1 (got {lo}, {hi}, {tolerance}).")
+        raise ConfigError(
+            f"equivalent_labelling_work: need 1 <= lo <= hi and tolerance >= 1 (got {lo}, {hi}, {tolerance})."
+        )
     seen: dict[int, float] = {}
 
     def f(n: int) -> float:

@@ -12,6 +12,7 @@ tables under ``leaderboards/<topic>/`` are never touched): ``README.md``, ``late
 (except ``site/screenshot.png``, which depends on the browser's fonts and is refreshed by
 ``--screenshot``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,11 +38,27 @@ SPLIT = "test"
 SUITES: list[tuple[str, str, list[str]]] = [
     ("USEB", "useb", ["askubuntu", "cqadupstack", "twitterpara", "scidocs"]),
     ("STS", "sts", ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]),
-    ("STS17", "sts17", ["sts17-ar-ar", "sts17-ar-en", "sts17-es-es", "sts17-es-en", "sts17-es-en-wmt",
-                        "sts17-en-en", "sts17-tr-en", "sts17-de-en", "sts17-fr-en"]),
+    (
+        "STS17",
+        "sts17",
+        [
+            "sts17-ar-ar",
+            "sts17-ar-en",
+            "sts17-es-es",
+            "sts17-es-en",
+            "sts17-es-en-wmt",
+            "sts17-en-en",
+            "sts17-tr-en",
+            "sts17-de-en",
+            "sts17-fr-en",
+        ],
+    ),
     ("SentEval", "senteval", ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]),
-    ("SentEval (prototype setting)", "senteval-proto",
-     ["mr-proto", "cr-proto", "subj-proto", "mpqa-proto", "sst2-proto", "trec-proto", "mrpc-proto", "sicke-proto"]),
+    (
+        "SentEval (prototype setting)",
+        "senteval-proto",
+        ["mr-proto", "cr-proto", "subj-proto", "mpqa-proto", "sst2-proto", "trec-proto", "mrpc-proto", "sicke-proto"],
+    ),
     ("pairs", "pairs", ["qnli", "mrpc-pairs", "qqp"]),
     ("AFS", "", ["afs"]),
     ("COCO", "", ["coco-retrieval"]),
@@ -67,8 +84,11 @@ def load_records(root: str | Path) -> list[dict[str, Any]]:
             r = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError):
             continue
-        if (isinstance(r, dict) and r.get("schema_version") in READABLE_SCHEMAS
-                and {"method", "task", "splits"} <= r.keys()):
+        if (
+            isinstance(r, dict)
+            and r.get("schema_version") in READABLE_SCHEMAS
+            and {"method", "task", "splits"} <= r.keys()
+        ):
             r = migrate(r)
             try:
                 k = (key_of(r), r.get("scored_by"), str(r.get("corpus_path") or ""), r.get("imported_from"))
@@ -139,6 +159,7 @@ def row_label(record: dict[str, Any], defaults: dict[str, Any] | None) -> str:
 @dataclasses.dataclass
 class Row:
     """One leaderboard row: one method configuration on one base model (all its seeds)."""
+
     key: tuple[str, ...]
     label: str
     method: str
@@ -191,8 +212,15 @@ def build_rows(records: Iterable[dict[str, Any]]) -> list[Row]:
         m = str(r["method"])
         if m not in defaults:
             defaults[m] = method_defaults(m)
-        key = (m, str(r.get("model", "-")), str(r.get("setup", "unsupervised")), str(r.get("config_hash", "")),
-               str(r.get("scored_by", "bi")), str(r.get("corpus_path") or ""), str(r.get("imported_from") or ""))
+        key = (
+            m,
+            str(r.get("model", "-")),
+            str(r.get("setup", "unsupervised")),
+            str(r.get("config_hash", "")),
+            str(r.get("scored_by", "bi")),
+            str(r.get("corpus_path") or ""),
+            str(r.get("imported_from") or ""),
+        )
         if key not in rows:
             rows[key] = Row(key, row_label(r, defaults[m]), m, str(r.get("model", "-")))
         rows[key].records.append(r)
@@ -279,8 +307,11 @@ def suite_tables(rows: list[Row]) -> list[Table]:
         if not present:
             tables.append(Table(name, tasks, [], [], ["no records yet"]))
             continue
-        cost_cols = [(f, h) for f, h in COST_FIELDS if any(row.cost(f) is not None for row in rows
-                                                           if any(row.scores(t) for t in present))]
+        cost_cols = [
+            (f, h)
+            for f, h in COST_FIELDS
+            if any(row.cost(f) is not None for row in rows if any(row.scores(t) for t in present))
+        ]
         headers = ["method", "model"] + present + ["avg"] + [h for _, h in cost_cols]
         trs, notes = [], []
         for row in rows:
@@ -296,20 +327,31 @@ def suite_tables(rows: list[Row]) -> list[Table]:
             avg_txt = f"{mean(have):.2f}" + ("*" if part else "")
             if part:
                 miss = [t for t in tasks if not row.scores(t)] + [t for t in present if row.partial(t)]
-                notes.append(f"* {row.label} / {row.model}: avg over {len(have)} of {len(tasks)} tasks "
-                             f"(missing or partial: {', '.join(miss)})")
+                notes.append(
+                    f"* {row.label} / {row.model}: avg over {len(have)} of {len(tasks)} tasks "
+                    f"(missing or partial: {', '.join(miss)})"
+                )
             label = row.label + (" [T]" if row.transductive else "")
             costs = [row.cost(f) for f, _ in cost_cols]
-            trs.append((row, [label, row.model] + texts + [avg_txt] + [f"{c:.4g}" if c is not None else "" for c in costs],
-                        [None, None, *vals, mean(have), *costs]))
+            trs.append(
+                (
+                    row,
+                    [label, row.model] + texts + [avg_txt] + [f"{c:.4g}" if c is not None else "" for c in costs],
+                    [None, None, *vals, mean(have), *costs],
+                )
+            )
         if any(row.transductive for row, _, _ in trs):
-            notes.append("[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
-                         "labels never read); not comparable with inductive rows")
+            notes.append(
+                "[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
+                "labels never read); not comparable with inductive rows"
+            )
         if any(len(row.seeds()) > 1 for row, _, _ in trs):
             notes.append("cells are mean ± std over seeds (sample std)")
         if any("†" in c for _, cells, _ in trs for c in cells):
-            notes.append("† better than every ct and simcse configuration on the same base model in every shared "
-                         "seed (TSDAE's dagger; benchbench.stats.dagger)")
+            notes.append(
+                "† better than every ct and simcse configuration on the same base model in every shared "
+                "seed (TSDAE's dagger; benchbench.stats.dagger)"
+            )
         for row, _, _ in trs:
             for r in row.records:
                 if r["task"] in present:
@@ -326,24 +368,37 @@ def provenance_line(row: Row) -> str:
     v = r0.get("versions") or {}
     shas = sorted({str(r.get("git_sha"))[:10] for r in row.records})
     src = "imported from " + str(r0["imported_from"]) if r0.get("imported_from") else "benchbench run"
-    return (f"{row.label} / {row.model} [config {r0.get('config_hash', '')}]: {src}; seeds {row.seeds()}; "
-            f"device {', '.join(devices)}; steps {', '.join(steps) or '-'}; torch {v.get('torch', '?')}, "
-            f"transformers {v.get('transformers', '?')}; git {', '.join(shas)}; {len(row.records)} records")
+    return (
+        f"{row.label} / {row.model} [config {r0.get('config_hash', '')}]: {src}; seeds {row.seeds()}; "
+        f"device {', '.join(devices)}; steps {', '.join(steps) or '-'}; torch {v.get('torch', '?')}, "
+        f"transformers {v.get('transformers', '?')}; git {', '.join(shas)}; {len(row.records)} records"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- Markdown
 def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> str:
-    out = ["# Leaderboards", "",
-           "GENERATED by `benchbench leaderboard` from the result records under `leaderboards/` (do not edit by "
-           "hand; CI fails when this file, `latex/` or `site/` differ from a rebuild). Regenerate with:", "",
-           "```", "benchbench leaderboard --results leaderboards --out leaderboards --screenshot", "```", "",
-           "Scores are x100 on the test split, mean ± std over seeds. `*` partial (fewer tasks/subsets than the "
-           "suite), `[T]` transductive, `†`/significance marks as stored in the records, `(imported: ...)` rows "
-           "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
-           "LaTeX tables are in `latex/`.", ""]
+    out = [
+        "# Leaderboards",
+        "",
+        "GENERATED by `benchbench leaderboard` from the result records under `leaderboards/` (do not edit by "
+        "hand; CI fails when this file, `latex/` or `site/` differ from a rebuild). Regenerate with:",
+        "",
+        "```",
+        "benchbench leaderboard --results leaderboards --out leaderboards --screenshot",
+        "```",
+        "",
+        "Scores are x100 on the test split, mean ± std over seeds. `*` partial (fewer tasks/subsets than the "
+        "suite), `[T]` transductive, `†`/significance marks as stored in the records, `(imported: ...)` rows "
+        "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
+        "LaTeX tables are in `latex/`.",
+        "",
+    ]
     if topics:
-        out += ["Hand-written tables, records and bench logs by topic (not generated; each states its command, "
-                "budget and device): " + ", ".join(f"`{t}`" for t in topics), ""]
+        out += [
+            "Hand-written tables, records and bench logs by topic (not generated; each states its command, "
+            "budget and device): " + ", ".join(f"`{t}`" for t in topics),
+            "",
+        ]
     for t in tables:
         out += [f"## {escape_md(t.name)}", ""]
         if not t.rows:
@@ -362,9 +417,22 @@ def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> 
 
 
 # ----------------------------------------------------------------------------------------------- LaTeX
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-          "±": r"$\pm$", "†": r"$^\dagger$"}
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "±": r"$\pm$",
+    "†": r"$^\dagger$",
+}
 
 
 def escape_latex(text: object) -> str:
@@ -375,13 +443,25 @@ def escape_latex(text: object) -> str:
 
 def render_latex(t: Table) -> str:
     cols = "ll" + "r" * (len(t.headers) - 2)
-    lines = [f"% GENERATED by benchbench leaderboard: {escape_latex(t.name)} (scores x100, test split)",
-             r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-             " & ".join(escape_latex(h) for h in t.headers) + r" \\", r"\midrule"]
+    lines = [
+        f"% GENERATED by benchbench leaderboard: {escape_latex(t.name)} (scores x100, test split)",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule",
+        " & ".join(escape_latex(h) for h in t.headers) + r" \\",
+        r"\midrule",
+    ]
     for _, cells, _ in t.rows:
         lines.append(" & ".join(escape_latex(c) for c in cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{escape_latex(t.name)}. " +
-              escape_latex(" ".join(t.notes[:3])) + "}", r"\end{table}", ""]
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{escape_latex(t.name)}. " + escape_latex(" ".join(t.notes[:3])) + "}",
+        r"\end{table}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -392,8 +472,15 @@ def _plt():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    matplotlib.rcParams.update({"svg.hashsalt": "benchbench", "svg.fonttype": "none", "font.family": "DejaVu Sans",
-                                "figure.figsize": (6.4, 4.0), "path.simplify": False})
+    matplotlib.rcParams.update(
+        {
+            "svg.hashsalt": "benchbench",
+            "svg.fonttype": "none",
+            "font.family": "DejaVu Sans",
+            "figure.figsize": (6.4, 4.0),
+            "path.simplify": False,
+        }
+    )
     return plt
 
 
@@ -411,8 +498,11 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
     # quality vs training compute, per suite: x = mean training seconds (or FLOPs), y = suite average
     for field, xlabel in COST_FIELDS:
         for t in tables:
-            pts = [(row.cost(field), vals[len(t.tasks) + 2], row.label) for row, _, vals in t.rows
-                   if row.cost(field) is not None]
+            pts = [
+                (row.cost(field), vals[len(t.tasks) + 2], row.label)
+                for row, _, vals in t.rows
+                if row.cost(field) is not None
+            ]
             if not pts:
                 continue
             fig, ax = plt.subplots()
@@ -482,9 +572,19 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
             ax.legend(fontsize=6)
             plots[f"size-{_slug(title)}"] = (f"score vs {title}", _svg(fig))
     # POS bars: records whose scores carry pos_* entries (e.g. an ablation by part of speech)
-    pos = [(row.label, r["task"], {k[4:]: v for k, v in sorted((r["splits"].get(SPLIT) or {}).get("scores", {}).items())
-                                   if k.startswith("pos_") and _num(v) is not None})
-           for row in rows for r in row.records]
+    pos = [
+        (
+            row.label,
+            r["task"],
+            {
+                k[4:]: v
+                for k, v in sorted((r["splits"].get(SPLIT) or {}).get("scores", {}).items())
+                if k.startswith("pos_") and _num(v) is not None
+            },
+        )
+        for row in rows
+        for r in row.records
+    ]
     pos = [p for p in pos if p[2]]
     if pos:
         fig, ax = plt.subplots()
@@ -497,8 +597,12 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
         ax.legend(fontsize=6)
         plots["pos-bars"] = ("scores by part of speech", _svg(fig))
     # seed spread: every seed's score per (row, task) with more than one seed
-    spread = [(f"{row.label} {t}", row.scores(t)) for row in rows
-              for t in sorted({r["task"] for r in row.records}) if len(row.scores(t)) > 1]
+    spread = [
+        (f"{row.label} {t}", row.scores(t))
+        for row in rows
+        for t in sorted({r["task"] for r in row.records})
+        if len(row.scores(t)) > 1
+    ]
     if spread:
         fig, ax = plt.subplots(figsize=(6.4, max(2.0, 0.3 * len(spread) + 1)))
         for i, (_, vals) in enumerate(spread):
@@ -550,10 +654,12 @@ td.num{text-align:right}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=de
 
 def _page(title: str, body: str, depth: int = 0) -> str:
     up = "../" * depth
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape_html(title)}</title>"
-            f"<link rel=\"icon\" href=\"data:,\">"
-            f"<link rel=\"stylesheet\" href=\"{up}assets/style.css\"><script src=\"{up}assets/sort.js\"></script>"
-            f"</head><body><p><a href=\"{up}index.html\">leaderboards</a></p>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape_html(title)}</title>'
+        f'<link rel="icon" href="data:,">'
+        f'<link rel="stylesheet" href="{up}assets/style.css"><script src="{up}assets/sort.js"></script>'
+        f'</head><body><p><a href="{up}index.html">leaderboards</a></p>\n{body}\n</body></html>\n'
+    )
 
 
 def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
@@ -567,14 +673,16 @@ def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
         for i, (c, v) in enumerate(zip(cells, vals, strict=True)):
             sort_v = escape_html(c if v is None else f"{v:.6f}") if c != "" else ""
             if i == 0:
-                inner = f"<a href=\"{up}methods/{_slug(row.method)}.html\">{escape_html(c)}</a>"
+                inner = f'<a href="{up}methods/{_slug(row.method)}.html">{escape_html(c)}</a>'
             else:
                 inner = escape_html(c)
             cls = ' class="num"' if i >= 2 else ""
-            tds.append(f"<td data-v=\"{sort_v}\"{cls}>{inner}</td>")
+            tds.append(f'<td data-v="{sort_v}"{cls}>{inner}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return (f"<table class=\"sortable\" id=\"t-{_slug(t.name)}\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    return (
+        f'<table class="sortable" id="t-{_slug(t.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> dict[str, str]:
@@ -582,29 +690,41 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
     files = {"assets/sort.js": SORT_JS, "assets/style.css": CSS}
     for name, (_, svg) in plots.items():
         files[f"plots/{name}.svg"] = svg
-    parts = ["<h1>benchbench leaderboards</h1>",
-             "<p class=\"notes\">Scores x100 (test split), mean ± std over seeds; click a header to sort. "
-             "* partial, [T] transductive, (imported: ...) from other harnesses. Generated by "
-             "<code>benchbench leaderboard</code> from stored records.</p>", "<h2>Suites</h2><ul>"]
-    parts += [f"<li><a href=\"#s-{_slug(t.name)}\">{escape_html(t.name)}</a> ({len(t.rows)} rows)</li>" for t in tables]
+    parts = [
+        "<h1>benchbench leaderboards</h1>",
+        '<p class="notes">Scores x100 (test split), mean ± std over seeds; click a header to sort. '
+        "* partial, [T] transductive, (imported: ...) from other harnesses. Generated by "
+        "<code>benchbench leaderboard</code> from stored records.</p>",
+        "<h2>Suites</h2><ul>",
+    ]
+    parts += [f'<li><a href="#s-{_slug(t.name)}">{escape_html(t.name)}</a> ({len(t.rows)} rows)</li>' for t in tables]
     parts.append("</ul>")
     for t in tables:
-        parts.append(f"<h2 id=\"s-{_slug(t.name)}\">{escape_html(t.name)}</h2>")
+        parts.append(f'<h2 id="s-{_slug(t.name)}">{escape_html(t.name)}</h2>')
         if not t.rows:
-            parts.append("<p class=\"notes\">no records yet</p>")
+            parts.append('<p class="notes">no records yet</p>')
             continue
         parts.append(_html_table(t, 0))
-        parts.append("<div class=\"notes\">" + "<br>".join(escape_html(n) for n in t.notes) + "</div>")
-        parts.append("<details class=\"prov\"><summary>provenance</summary><ul>" +
-                     "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row, _, _ in t.rows) + "</ul></details>")
-        tl = [f"<a href=\"tasks/{_slug(task)}.html\">{escape_html(task)}</a>" for task in t.tasks]
-        parts.append("<p class=\"notes\">tasks: " + ", ".join(tl) + "</p>")
+        parts.append('<div class="notes">' + "<br>".join(escape_html(n) for n in t.notes) + "</div>")
+        parts.append(
+            '<details class="prov"><summary>provenance</summary><ul>'
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row, _, _ in t.rows)
+            + "</ul></details>"
+        )
+        tl = [f'<a href="tasks/{_slug(task)}.html">{escape_html(task)}</a>' for task in t.tasks]
+        parts.append('<p class="notes">tasks: ' + ", ".join(tl) + "</p>")
     parts.append("<h2>Plots</h2>")
-    parts += [f"<figure><img class=\"plot\" src=\"plots/{n}.svg\" alt=\"{escape_html(title)}\">"
-              f"<figcaption>{escape_html(title)}</figcaption></figure>" for n, (title, _) in plots.items()]
+    parts += [
+        f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}">'
+        f"<figcaption>{escape_html(title)}</figcaption></figure>"
+        for n, (title, _) in plots.items()
+    ]
     methods = sorted({row.method for row in rows})
-    parts.append("<h2>Methods</h2><ul>" + "".join(
-        f"<li><a href=\"methods/{_slug(m)}.html\">{escape_html(m)}</a></li>" for m in methods) + "</ul>")
+    parts.append(
+        "<h2>Methods</h2><ul>"
+        + "".join(f'<li><a href="methods/{_slug(m)}.html">{escape_html(m)}</a></li>' for m in methods)
+        + "</ul>"
+    )
     files["index.html"] = _page("benchbench leaderboards", "\n".join(parts))
     # a page per method
     slugs: dict[str, str] = {}
@@ -619,8 +739,11 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
             if mine:
                 sub = Table(t.name, t.tasks, t.headers, [x for x in t.rows if x[0].method == m], t.notes)
                 body += [f"<h2>{escape_html(t.name)}</h2>", _html_table(sub, 1)]
-        body.append("<h2>Provenance</h2><ul>" + "".join(
-            f"<li>{escape_html(provenance_line(row))}</li>" for row in rows if row.method == m) + "</ul>")
+        body.append(
+            "<h2>Provenance</h2><ul>"
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row in rows if row.method == m)
+            + "</ul>"
+        )
         files[f"methods/{s}.html"] = _page(f"method {m}", "\n".join(body), 1)
     # a page per task: every row's per-seed scores and sub-scores
     for task in sorted({r["task"] for row in rows for r in row.records}):
@@ -632,14 +755,18 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
                 res = r["splits"].get(SPLIT) or {}
                 sc = ", ".join(f"{k}={v:.2f}" for k, v in sorted(res.get("scores", {}).items()) if _num(v) is not None)
                 ms = _num(res.get("main_score"))
-                trs.append(f"<tr><td data-v=\"{escape_html(row.label)}\"><a href=\"../methods/{_slug(row.method)}.html\">"
-                           f"{escape_html(row.label)}</a></td><td data-v=\"{escape_html(row.model)}\">{escape_html(row.model)}</td>"
-                           f"<td data-v=\"{r.get('seed', '')}\">{escape_html(r.get('seed', ''))}</td>"
-                           f"<td class=\"num\" data-v=\"{'' if ms is None else f'{ms:.6f}'}\">"
-                           f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
-                           f"<td data-v=\"\">{escape_html(sc)}</td></tr>")
-        body = (f"<h1>task: {escape_html(task)}</h1><table class=\"sortable\"><thead><tr><th>method</th><th>model</th>"
-                f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>")
+                trs.append(
+                    f'<tr><td data-v="{escape_html(row.label)}"><a href="../methods/{_slug(row.method)}.html">'
+                    f'{escape_html(row.label)}</a></td><td data-v="{escape_html(row.model)}">{escape_html(row.model)}</td>'
+                    f'<td data-v="{r.get("seed", "")}">{escape_html(r.get("seed", ""))}</td>'
+                    f'<td class="num" data-v="{"" if ms is None else f"{ms:.6f}"}">'
+                    f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
+                    f'<td data-v="">{escape_html(sc)}</td></tr>'
+                )
+        body = (
+            f'<h1>task: {escape_html(task)}</h1><table class="sortable"><thead><tr><th>method</th><th>model</th>'
+            f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
+        )
         files[f"tasks/{_slug(task)}.html"] = _page(f"task {task}", body, 1)
     return files
 
@@ -653,8 +780,15 @@ def build(results: str | Path, out: str | Path) -> list[Path]:
     rows = build_rows(records)
     tables = suite_tables(rows)
     res = Path(results)  # the topic list comes from the records' folder (what CI's clean clone has)
-    topics = sorted(p.name + ("/" if p.is_dir() else "") for p in res.iterdir()
-                    if p.name not in GENERATED and not p.name.startswith(".")) if res.is_dir() else []
+    topics = (
+        sorted(
+            p.name + ("/" if p.is_dir() else "")
+            for p in res.iterdir()
+            if p.name not in GENERATED and not p.name.startswith(".")
+        )
+        if res.is_dir()
+        else []
+    )
     files: dict[str, str] = {"README.md": render_markdown(tables, rows, topics)}
     for t in tables:
         if t.rows:
@@ -714,7 +848,19 @@ def screenshot(index: Path, png: Path, chromium: str | None = None) -> str | Non
     exe = chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         return "no chromium on PATH (apt-get install chromium)"
-    res = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                          f"--screenshot={png.resolve()}", "--window-size=1400,1800",
-                          index.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={png.resolve()}",
+            "--window-size=1400,1800",
+            index.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return None if png.is_file() else f"chromium failed: {res.stderr[-500:]}"

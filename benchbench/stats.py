@@ -15,6 +15,7 @@ Public API (the leaderboard calls these; all pure functions on plain numbers):
 Seeds are matched by their seed number (a dict ``seed -> score``), never by position, so a
 missing seed on one side drops that seed from the comparison instead of shifting the pairing.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,12 @@ def _common(a: Mapping[int, float], b: Mapping[int, float]) -> list[int]:
     return sorted(set(a) & set(b))
 
 
-def dagger(method: Mapping[int, float], rivals: Mapping[str, Mapping[int, float]], higher_is_better: bool = True,
-           min_seeds: int = 2) -> bool:
+def dagger(
+    method: Mapping[int, float],
+    rivals: Mapping[str, Mapping[int, float]],
+    higher_is_better: bool = True,
+    min_seeds: int = 2,
+) -> bool:
     """The paper's dagger: ``method`` beats EVERY rival in EVERY seed both have (strictly). False when
     a rival shares fewer than ``min_seeds`` seeds with the method (one seed proves nothing) or when
     no rival is named."""
@@ -114,9 +119,14 @@ def paired_test(a: Mapping[int, float], b: Mapping[int, float], test: str = "tte
     return TestResult(test, float(r.statistic), float(r.pvalue), float(d.mean()), len(seeds))
 
 
-def paired_bootstrap(items_a: Sequence[float] | np.ndarray, items_b: Sequence[float] | np.ndarray,
-                     metric: Callable[[np.ndarray], float] | None = None, n_resamples: int = 10000, seed: int = 0,
-                     labels: Sequence[float] | np.ndarray | None = None) -> TestResult:
+def paired_bootstrap(
+    items_a: Sequence[float] | np.ndarray,
+    items_b: Sequence[float] | np.ndarray,
+    metric: Callable[[np.ndarray], float] | None = None,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    labels: Sequence[float] | np.ndarray | None = None,
+) -> TestResult:
     """Paired bootstrap over the items (queries or pairs) of ONE task: the same resampled indices
     are applied to both systems. ``items_a``/``items_b`` are per-item values -- per-query scores
     (e.g. AP of each query), or per-pair similarities when ``metric(scores, labels)`` needs the
@@ -126,7 +136,9 @@ def paired_bootstrap(items_a: Sequence[float] | np.ndarray, items_b: Sequence[fl
     a = np.asarray(items_a, dtype=float)
     b = np.asarray(items_b, dtype=float)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
-        raise ConfigError(f"paired_bootstrap: per-item vectors must be 1-D and the same length (got {a.shape}, {b.shape}).")
+        raise ConfigError(
+            f"paired_bootstrap: per-item vectors must be 1-D and the same length (got {a.shape}, {b.shape})."
+        )
     y = None if labels is None else np.asarray(labels)
     if y is not None and y.shape[0] != a.size:
         raise ConfigError("paired_bootstrap: labels must have one entry per item.")

@@ -10,6 +10,7 @@ that fails is reported with its error; the others go on.
 Ray is an optional extra (``pip install 'benchbench[sweep]'``), imported only when a sweep runs on
 it; ``executor="local"`` runs the same expansion in this process, one run after another.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,14 @@ class Outcome:
     error: str | None = None
 
 
-def expand(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], setups: Sequence[str],
-           corpus_sizes: Sequence[int | None] = (None,), labelled_sizes: Sequence[int | None] = (None,)) -> list[SweepRun]:
+def expand(
+    methods: Sequence[str],
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    setups: Sequence[str],
+    corpus_sizes: Sequence[int | None] = (None,),
+    labelled_sizes: Sequence[int | None] = (None,),
+) -> list[SweepRun]:
     """The cross product, sizes folded into the setup string (``unsupervised@corpus=1024``; a size
     is applied only to setups with the matching stage; a setup given with its own ``@`` sizes is
     kept as written). Order: setup, size, method, task, seed (deterministic)."""
@@ -76,8 +83,14 @@ def run_one(run: SweepRun, base: dict[str, Any], env: dict[str, str] | None = No
     try:
         opts = RunOptions(**{**base, "method": run.method, "tasks": run.task, "seeds": [run.seed], "setup": run.setup})
         rep = run_fn(opts)
-        scores = {r["task"]: next((s.get("main_score") for s in r.get("splits", {}).values()), None) for r in rep.records}
-        status = "skipped" if rep.skipped and len(rep.skipped) == len(rep.records) else ("done" if rep.records else "nothing")
+        scores = {
+            r["task"]: next((s.get("main_score") for s in r.get("splits", {}).values()), None) for r in rep.records
+        }
+        status = (
+            "skipped"
+            if rep.skipped and len(rep.skipped) == len(rep.records)
+            else ("done" if rep.records else "nothing")
+        )
         return Outcome(run, status, scores)
     except Exception as e:
         return Outcome(run, "failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
@@ -89,8 +102,15 @@ def _forwarded_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(keep)}
 
 
-def run_sweep(runs: Sequence[SweepRun], base: dict[str, Any], executor: str = "ray", address: str | None = None,
-              workers: int | None = None, cpus_per_run: float = 1.0, gpus_per_run: float = 0.0) -> list[Outcome]:
+def run_sweep(
+    runs: Sequence[SweepRun],
+    base: dict[str, Any],
+    executor: str = "ray",
+    address: str | None = None,
+    workers: int | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+) -> list[Outcome]:
     """Run every cell; ``base`` holds the shared ``RunOptions`` fields (output, data_dir, model,
     overrides, ...). ``executor="ray"``: one Ray task per run with ``num_cpus=cpus_per_run`` and
     ``num_gpus=gpus_per_run``; local Ray with ``workers`` CPUs unless ``address`` names a cluster.
@@ -106,8 +126,10 @@ def run_sweep(runs: Sequence[SweepRun], base: dict[str, Any], executor: str = "r
     try:
         import ray
     except ImportError as e:
-        raise ConfigError("benchbench sweep needs Ray: pip install 'benchbench[sweep]' (or pip install ray), "
-                          "or pass --executor local to run the cells one by one.") from e
+        raise ConfigError(
+            "benchbench sweep needs Ray: pip install 'benchbench[sweep]' (or pip install ray), "
+            "or pass --executor local to run the cells one by one."
+        ) from e
     started = False
     if not ray.is_initialized():
         kw: dict[str, Any] = {"runtime_env": {"env_vars": env}, "include_dashboard": False, "log_to_driver": False}
@@ -144,6 +166,7 @@ def base_options(**kw: Any) -> dict[str, Any]:
 
 # ---- command line: `benchbench sweep`, `benchbench analyze pos`, `benchbench labelling-work` -----------
 
+
 def _csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
@@ -173,13 +196,27 @@ def add_subcommands(sub: Any) -> None:
     def cmd_sweep(args) -> int:
         from .cli import _parse_seeds, _parse_set
 
-        runs = expand(_csv(args.methods), _csv(args.tasks), _parse_seeds(args.seeds), _csv(args.setups),
-                      parse_sizes(args.corpus_sizes), parse_sizes(args.labelled_sizes))
-        base = base_options(model=args.model, output=args.output, data_dir=args.data_dir, device=args.device,
-                            overrides=_parse_set(args.set), progress=False)
+        runs = expand(
+            _csv(args.methods),
+            _csv(args.tasks),
+            _parse_seeds(args.seeds),
+            _csv(args.setups),
+            parse_sizes(args.corpus_sizes),
+            parse_sizes(args.labelled_sizes),
+        )
+        base = base_options(
+            model=args.model,
+            output=args.output,
+            data_dir=args.data_dir,
+            device=args.device,
+            overrides=_parse_set(args.set),
+            progress=False,
+        )
         out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
         for o in out:
-            line = f"{o.status:8s} {o.run.label} " + " ".join(f"{t}={v:.2f}" for t, v in o.scores.items() if v is not None)
+            line = f"{o.status:8s} {o.run.label} " + " ".join(
+                f"{t}={v:.2f}" for t, v in o.scores.items() if v is not None
+            )
             print(line if o.status != "failed" else f"{line}\n         {o.error.splitlines()[0]}")
         failed = sum(o.status == "failed" for o in out)
         print(f"{len(out)} runs: {len(out) - failed} ok, {failed} failed; results in {args.output}/")
@@ -190,7 +227,9 @@ def add_subcommands(sub: Any) -> None:
     a = sub.add_parser("analyze", help="analyses of trained encoders")
     asub = a.add_subparsers(dest="analysis", required=True)
     p = asub.add_parser("pos", help="POS of the word whose deletion lowers a relevant pair's cosine most (TSDAE §7.2)")
-    p.add_argument("--encoders", required=True, help="comma list NAME=PATH_OR_MODEL (saved encoder folders or model names)")
+    p.add_argument(
+        "--encoders", required=True, help="comma list NAME=PATH_OR_MODEL (saved encoder folders or model names)"
+    )
     p.add_argument("--tasks", default="twitterpara,cqadupstack")
     p.add_argument("--tagger", default="spacy", help="a registered tagger: spacy (offline wheel) or stanza")
     p.add_argument("--max-pairs", type=int, default=None, help="sample this many relevant pairs per task (by --seed)")
@@ -210,7 +249,10 @@ def add_subcommands(sub: Any) -> None:
 
         reg = get_registry()
         data = DataStore(args.data_dir)
-        datasets = {t: pos.relevant_pairs(make_adapter(reg, t, data), "test", args.max_pairs, args.seed) for t in _csv(args.tasks)}
+        datasets = {
+            t: pos.relevant_pairs(make_adapter(reg, t, data), "test", args.max_pairs, args.seed)
+            for t in _csv(args.tasks)
+        }
         cache = EmbeddingCache(default_cache_dir())
         embedders = {}
         for item in _csv(args.encoders):
@@ -219,8 +261,18 @@ def add_subcommands(sub: Any) -> None:
         out = Path(args.output)
         res = pos.analyze(embedders, datasets, pos.get_tagger(reg, args.tagger), cache_dir=out / "tags")
         out.mkdir(parents=True, exist_ok=True)
-        (out / "pos.json").write_text(json.dumps({"result": res, "tagger": args.tagger, "pairs": {k: len(v) for k, v in datasets.items()},
-                                                  "encoders": _csv(args.encoders), "seed": args.seed}, indent=1))
+        (out / "pos.json").write_text(
+            json.dumps(
+                {
+                    "result": res,
+                    "tagger": args.tagger,
+                    "pairs": {k: len(v) for k, v in datasets.items()},
+                    "encoders": _csv(args.encoders),
+                    "seed": args.seed,
+                },
+                indent=1,
+            )
+        )
         (out / "pos.md").write_text(pos.markdown(res))
         for ds in res:
             pos.bar_plot(res, out / f"pos-{ds}.png", ds)
@@ -229,7 +281,9 @@ def add_subcommands(sub: Any) -> None:
 
     p.set_defaults(func=cmd_pos)
 
-    lw = sub.add_parser("labelling-work", help="smallest labelled set whose supervised model matches a score (Table 10)")
+    lw = sub.add_parser(
+        "labelling-work", help="smallest labelled set whose supervised model matches a score (Table 10)"
+    )
     lw.add_argument("--task", required=True)
     lw.add_argument("--target", type=float, required=True, help="the unsupervised method's main score to match")
     lw.add_argument("--lo", type=int, default=100)
@@ -246,15 +300,28 @@ def add_subcommands(sub: Any) -> None:
         from .setups import equivalent_labelling_work, setup_string
 
         def score_at(n: int) -> float:  # one stored supervised@labelled=n run per point (resumable)
-            rep = run_fn(RunOptions(method="sbert", tasks=args.task, model=args.model, seeds=[args.seed],
-                                    setup=setup_string("supervised", labelled=n), output=args.output,
-                                    data_dir=args.data_dir, progress=False))
+            rep = run_fn(
+                RunOptions(
+                    method="sbert",
+                    tasks=args.task,
+                    model=args.model,
+                    seeds=[args.seed],
+                    setup=setup_string("supervised", labelled=n),
+                    output=args.output,
+                    data_dir=args.data_dir,
+                    progress=False,
+                )
+            )
             return float(rep.records[0]["splits"]["test"]["main_score"])
 
         n, seen = equivalent_labelling_work(score_at, args.target, args.lo, args.hi, args.tolerance)
-        print("| labelled pairs | score |\n|---|---|\n" + "\n".join(f"| {k} | {v:.2f} |" for k, v in sorted(seen.items())))
-        print(f"equivalent labelling work for {args.target:.2f} on {args.task}: "
-              + (f"{n} labelled pairs" if n else f"not reached with {args.hi} pairs"))
+        print(
+            "| labelled pairs | score |\n|---|---|\n" + "\n".join(f"| {k} | {v:.2f} |" for k, v in sorted(seen.items()))
+        )
+        print(
+            f"equivalent labelling work for {args.target:.2f} on {args.task}: "
+            + (f"{n} labelled pairs" if n else f"not reached with {args.hi} pairs")
+        )
         return 0
 
     lw.set_defaults(func=cmd_lw)

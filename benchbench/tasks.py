@@ -34,6 +34,7 @@ Without repetition (as lm-evaluation-harness's ``include``):
 ``higher_is_better`` and ``aliases`` are not task keys: a main metric is always higher-is-better
 here, and a task has one name (a spec using them is an error, never silently ignored).
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -44,8 +45,21 @@ from typing import Any
 from .data import FileEntry
 from .errors import ConfigError
 
-_TASK_KEYS = {"name", "kind", "description", "splits", "default_splits", "main_metric", "params", "files", "url_base",
-              "train", "citation", "notes", "version"}
+_TASK_KEYS = {
+    "name",
+    "kind",
+    "description",
+    "splits",
+    "default_splits",
+    "main_metric",
+    "params",
+    "files",
+    "url_base",
+    "train",
+    "citation",
+    "notes",
+    "version",
+}
 _TOP_KEYS = {"task", "suite", "defaults", "include", "variant"}
 _MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key with the defaults
 
@@ -113,8 +127,10 @@ def _defaults(path: Path, raw: dict[str, Any], seen: tuple[Path, ...] = ()) -> d
         inc_raw = _read_toml(inc_path)
         stray = set(inc_raw) - {"defaults", "include"}
         if stray:
-            raise ConfigError(f"Task spec {inc_path} (included by {path}): an included file holds only [defaults] and "
-                              f"include; found {sorted(stray)}.")
+            raise ConfigError(
+                f"Task spec {inc_path} (included by {path}): an included file holds only [defaults] and "
+                f"include; found {sorted(stray)}."
+            )
         out = _merge(out, _defaults(inc_path, inc_raw, (*seen, path)))
     own = raw.get("defaults", {})
     if not isinstance(own, dict):
@@ -125,7 +141,9 @@ def _defaults(path: Path, raw: dict[str, Any], seen: tuple[Path, ...] = ()) -> d
     return _merge(out, own)
 
 
-def _expand_variants(path: Path, raw_tasks: list[dict[str, Any]], variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _expand_variants(
+    path: Path, raw_tasks: list[dict[str, Any]], variants: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     by_name = {t.get("name"): t for t in raw_tasks}
     out = list(raw_tasks)
     for i, v in enumerate(variants):
@@ -156,8 +174,10 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
     raw = _read_toml(path)
     unknown_top = set(raw) - _TOP_KEYS
     if unknown_top:
-        raise ConfigError(f"Task spec {path}: unknown top-level keys {sorted(unknown_top)} (expected [[task]], [[suite]], "
-                          f"[defaults], include, [[variant]]).")
+        raise ConfigError(
+            f"Task spec {path}: unknown top-level keys {sorted(unknown_top)} (expected [[task]], [[suite]], "
+            f"[defaults], include, [[variant]])."
+        )
     defaults = _defaults(Path(path), raw)
     raw_tasks = [_merge(defaults, t) for t in raw.get("task", [])]
     raw["task"] = _expand_variants(Path(path), raw_tasks, raw.get("variant", []))
@@ -186,23 +206,45 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
         bad = [s for s in default_splits if s not in splits]
         if bad:
             raise ConfigError(f"{where}: default_splits {bad} are not in splits {splits}.")
-        tasks.append(TaskSpec(name=t["name"], kind=t["kind"], description=_describe(t.get("description", ""), t.get("params", {})), splits=splits,
-                              default_splits=default_splits, main_metric=t.get("main_metric", "score"),
-                              params=dict(t.get("params", {})), files=files, train=dict(t.get("train", {"source": "self"})),
-                              citation=t.get("citation", ""), notes=list(t.get("notes", [])), source=str(path),
-                              version=_version(t.get("version", 1), where)))
+        tasks.append(
+            TaskSpec(
+                name=t["name"],
+                kind=t["kind"],
+                description=_describe(t.get("description", ""), t.get("params", {})),
+                splits=splits,
+                default_splits=default_splits,
+                main_metric=t.get("main_metric", "score"),
+                params=dict(t.get("params", {})),
+                files=files,
+                train=dict(t.get("train", {"source": "self"})),
+                citation=t.get("citation", ""),
+                notes=list(t.get("notes", [])),
+                source=str(path),
+                version=_version(t.get("version", 1), where),
+            )
+        )
     suites = []
     for i, s in enumerate(raw.get("suite", [])):
         if "name" not in s or "tasks" not in s:
             raise ConfigError(f"Task spec {path}, suite #{i + 1}: needs 'name' and 'tasks'.")
-        suites.append(Suite(name=s["name"], tasks=list(s["tasks"]), description=s.get("description", ""),
-                            aggregate=s.get("aggregate", "mean"), notes=list(s.get("notes", [])), source=str(path)))
+        suites.append(
+            Suite(
+                name=s["name"],
+                tasks=list(s["tasks"]),
+                description=s.get("description", ""),
+                aggregate=s.get("aggregate", "mean"),
+                notes=list(s.get("notes", [])),
+                source=str(path),
+            )
+        )
     return tasks, suites
 
 
 def _version(v: Any, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}: version must be an integer >= 1 (got {v!r}); bump it when an edit changes results.")
+        raise ConfigError(
+            f"{where}: version must be an integer >= 1 (got {v!r}); bump it when an edit changes results."
+        )
     return v
 
 

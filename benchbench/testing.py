@@ -16,6 +16,7 @@ Each returns a report ``{"passed": [...], "skipped": {check: reason}}``; a faile
 :class:`ConformanceError` naming the plugin and the check. The default budgets use a tiny random BERT
 (``tiny-bert:16:1:2:32``) so the kit runs in seconds on a CPU.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,10 +33,23 @@ import numpy as np
 from .errors import BenchbenchError
 
 TINY_MODEL = "tiny-bert:16:1:2:32"
-PROBES = ["A man is playing a guitar.", "Ein Mann spielt Gitarre — ünïcödé.", "a",
-          " ".join(["long"] * 600), "Two dogs run across a snowy field.", "The stock market fell sharply today."]
-CORPUS = [f"sentence {i} says that the {w} {v} near the {o} ." for i, (w, v, o) in enumerate(
-    (w, v, o) for w in ("cat", "dog", "bird", "man") for v in ("sits", "runs", "sleeps") for o in ("door", "tree", "car"))]
+PROBES = [
+    "A man is playing a guitar.",
+    "Ein Mann spielt Gitarre — ünïcödé.",
+    "a",
+    " ".join(["long"] * 600),
+    "Two dogs run across a snowy field.",
+    "The stock market fell sharply today.",
+]
+CORPUS = [
+    f"sentence {i} says that the {w} {v} near the {o} ."
+    for i, (w, v, o) in enumerate(
+        (w, v, o)
+        for w in ("cat", "dog", "bird", "man")
+        for v in ("sits", "runs", "sleeps")
+        for o in ("door", "tree", "car")
+    )
+]
 
 
 class ConformanceError(BenchbenchError):
@@ -65,7 +79,11 @@ def _vectors(enc: Any, texts: Sequence[str], who: str) -> np.ndarray:
             v = v.detach().cpu().numpy()
         v = np.asarray(v)
         if v.ndim != 2 or v.shape[0] != len(texts) or v.shape[1] < 1:
-            raise _fail(who, "encoder contract", f"encode({len(texts)} texts) returned shape {v.shape}, expected ({len(texts)}, d)")
+            raise _fail(
+                who,
+                "encoder contract",
+                f"encode({len(texts)} texts) returned shape {v.shape}, expected ({len(texts)}, d)",
+            )
         if not np.issubdtype(v.dtype, np.floating):
             raise _fail(who, "encoder contract", f"encode returned dtype {v.dtype}, expected a float type")
     elif callable(getattr(enc, "score_pairs", None)):
@@ -80,9 +98,15 @@ def _vectors(enc: Any, texts: Sequence[str], who: str) -> np.ndarray:
     return v
 
 
-def check_method(method_cls: type, overrides: dict[str, Any] | None = None, model: str | None = TINY_MODEL,
-                 corpus: Sequence[str] | None = None, seed: int = 1, tmp_dir: str | Path | None = None,
-                 resume: bool = True) -> dict[str, Any]:
+def check_method(
+    method_cls: type,
+    overrides: dict[str, Any] | None = None,
+    model: str | None = TINY_MODEL,
+    corpus: Sequence[str] | None = None,
+    seed: int = 1,
+    tmp_dir: str | Path | None = None,
+    resume: bool = True,
+) -> dict[str, Any]:
     """Check ``method_cls`` (see the module docstring). ``overrides`` set tiny budgets (options by
     name, as ``--set`` does); ``model`` is the base model (None: the method's own default)."""
     from .methods import TrainContext, build_config, config_hash
@@ -111,8 +135,9 @@ def check_method(method_cls: type, overrides: dict[str, Any] | None = None, mode
     def train(folder: str):
         from .registry import get_registry
 
-        ctx = TrainContext(model=model, seed=seed, output_dir=tmp / folder, progress=False, device="cpu",
-                           registry=get_registry())  # augmenters, noise kinds
+        ctx = TrainContext(
+            model=model, seed=seed, output_dir=tmp / folder, progress=False, device="cpu", registry=get_registry()
+        )  # augmenters, noise kinds
         ctx.pairs = list(zip(corpus[::2], corpus[1::2], strict=False))
         return method_cls(cfg).train(corpus if method_cls.trains else [], ctx)
 
@@ -130,7 +155,9 @@ def check_method(method_cls: type, overrides: dict[str, Any] | None = None, mode
         enc_a.save(tmp / "saved")
         back = _vectors(load_encoder(str(tmp / "saved")), PROBES, who)
         if back.shape != va.shape or not np.allclose(back, va, atol=1e-5, rtol=1e-4):
-            raise _fail(who, "save/load round trip", f"the loaded encoder differs (max |diff| {np.abs(back - va).max():.3g})")
+            raise _fail(
+                who, "save/load round trip", f"the loaded encoder differs (max |diff| {np.abs(back - va).max():.3g})"
+            )
         report["passed"].append("save/load round trip")
     else:
         report["skipped"]["save/load round trip"] = "the encoder has no save()"
@@ -164,8 +191,12 @@ def check_method(method_cls: type, overrides: dict[str, Any] | None = None, mode
     ctx_dir = tmp / "r"
     vr = _vectors(train("r"), PROBES, who)
     if not np.array_equal(vr, va):
-        raise _fail(who, "resume equality", f"interrupted at a checkpoint and resumed (in {ctx_dir}), the encoder differs "
-                                            f"from the uninterrupted run (max |diff| {np.abs(vr - va).max():.3g})")
+        raise _fail(
+            who,
+            "resume equality",
+            f"interrupted at a checkpoint and resumed (in {ctx_dir}), the encoder differs "
+            f"from the uninterrupted run (max |diff| {np.abs(vr - va).max():.3g})",
+        )
     report["passed"].append("resume equality")
     return report
 
@@ -177,8 +208,12 @@ class HashEncoder:
     batch_size = 64
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        out = [np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode("utf-8")).digest()[:8], "little"))
-               .standard_normal(16) for t in texts]
+        out = [
+            np.random.default_rng(
+                int.from_bytes(hashlib.sha256(t.encode("utf-8")).digest()[:8], "little")
+            ).standard_normal(16)
+            for t in texts
+        ]
         return np.asarray(out, dtype=np.float32).reshape(len(texts), 16)
 
 

@@ -26,6 +26,7 @@ which is exact too (the run is a pure function of its seed). Checkpoints are tak
 ``checkpoint_every`` steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a
 kill at any instant loses at most one interval.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -111,7 +112,9 @@ class ItemStream:
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch != self._epoch:
             self._epoch = epoch
-            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle else np.arange(self.n)
+            self._perm = (
+                np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle else np.arange(self.n)
+            )
         return self._perm
 
     def take(self, start: int, count: int) -> list[int]:
@@ -156,7 +159,7 @@ def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tenso
                 best[j], cut[j] = c, i
     groups, j = [], n
     while j > 0:
-        groups.append(order[cut[j]:j])
+        groups.append(order[cut[j] : j])
         j = cut[j]
     return groups[::-1]
 
@@ -178,9 +181,15 @@ def make_accelerator(device: str | None, mixed_precision: str | None = None, gra
     # (TSDAE's cross-attention query/key with a one-vector memory), which plain DDP rejects.
     # a long collective timeout: in a multi-process run the other ranks wait at the next task's first
     # collective while rank 0 evaluates (CQADupStack: minutes), which the default 10 minutes can cut
-    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accum,
-                       kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True),
-                                        InitProcessGroupKwargs(timeout=timedelta(hours=12))])
+    return Accelerator(
+        cpu=cpu,
+        mixed_precision=mixed_precision,
+        gradient_accumulation_steps=grad_accum,
+        kwargs_handlers=[
+            DistributedDataParallelKwargs(find_unused_parameters=True),
+            InitProcessGroupKwargs(timeout=timedelta(hours=12)),
+        ],
+    )
 
 
 def run_fingerprint(**parts: Any) -> str:
@@ -197,9 +206,13 @@ def method_fingerprint(method: Any, ctx: Any, items: Sequence[Any]) -> str:
         for f in dataclasses.fields(method.config):
             if f.metadata.get("hash") is False:
                 cfg.pop(f.name, None)
-    return run_fingerprint(method=getattr(method, "name", type(method).__name__), config=cfg,
-                           model=getattr(ctx, "model", None), seed=getattr(ctx, "seed", None),
-                           corpus=corpus_fingerprint(items))
+    return run_fingerprint(
+        method=getattr(method, "name", type(method).__name__),
+        config=cfg,
+        model=getattr(ctx, "model", None),
+        seed=getattr(ctx, "seed", None),
+        corpus=corpus_fingerprint(items),
+    )
 
 
 def corpus_fingerprint(items: Sequence[Any]) -> str:
@@ -228,12 +241,20 @@ def _checkpoints(root: Path, fingerprint: str, max_step: int) -> list[tuple[int,
             log.warning("checkpoint %s: unreadable %s; not resuming from it", d, META)
             continue
         if m.get("fingerprint") != fingerprint:
-            log.warning("checkpoint %s belongs to another run (fingerprint %s != %s); not resuming from it",
-                        d, m.get("fingerprint"), fingerprint)
+            log.warning(
+                "checkpoint %s belongs to another run (fingerprint %s != %s); not resuming from it",
+                d,
+                m.get("fingerprint"),
+                fingerprint,
+            )
             continue
         if m.get("format") != CHECKPOINT_FORMAT:
-            log.warning("checkpoint %s is in an old format (pickle-based Accelerate state, format %s); it is not loaded "
-                        "(nothing is unpickled) and this run starts over", d, m.get("format"))
+            log.warning(
+                "checkpoint %s is in an old format (pickle-based Accelerate state, format %s); it is not loaded "
+                "(nothing is unpickled) and this run starts over",
+                d,
+                m.get("format"),
+            )
             continue
         if step <= max_step:
             found.append((step, d))
@@ -266,6 +287,7 @@ def _sha256(path: Path) -> str:
 # -- a state dict as safetensors + JSON: tensors go to the safetensors file under generated names, the
 # rest of the (nested) structure to JSON. Written by hand because neither safetensors nor torch stores a
 # nested optimizer/scheduler state without pickle.
+
 
 def _split_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if isinstance(obj, torch.Tensor):
@@ -318,7 +340,9 @@ def _save_tree(obj: Any, folder: Path, name: str) -> None:
 def _load_tree(folder: Path, name: str) -> Any:
     from safetensors.torch import load_file
 
-    return _join_tensors(json.loads((folder / f"{name}.json").read_text()), load_file(str(folder / f"{name}.safetensors")))
+    return _join_tensors(
+        json.loads((folder / f"{name}.json").read_text()), load_file(str(folder / f"{name}.safetensors"))
+    )
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -352,11 +376,17 @@ class LoopState:
     resumed_from: list = dataclasses.field(default_factory=list)
 
 
-def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig,
-               make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
-               make_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
-               fingerprint: str | None = None, on_step: Callable[[LoopState], None] | None = None,
-               desc: str = "train") -> torch.nn.Module:
+def train_loop(
+    objective: Objective,
+    items: Sequence[Any],
+    ctx,
+    loop: LoopConfig,
+    make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
+    make_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+    fingerprint: str | None = None,
+    on_step: Callable[[LoopState], None] | None = None,
+    desc: str = "train",
+) -> torch.nn.Module:
     """Optimise ``objective`` on ``items`` for ``loop.steps`` updates and return it unwrapped (on
     the CPU). ``ctx`` is the method's TrainContext: device, seed, progress, checkpoint_dir, and the
     ``accounting`` dict this fills. ``fingerprint`` names the run for resume (default: from the
@@ -364,13 +394,16 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     from tqdm.auto import tqdm
 
     if loop.steps < 1 or loop.batch_size < 1 or loop.grad_accum < 1:
-        raise ConfigError(f"training budget must be positive: steps={loop.steps}, batch_size={loop.batch_size}, "
-                          f"grad_accum={loop.grad_accum}.")
+        raise ConfigError(
+            f"training budget must be positive: steps={loop.steps}, batch_size={loop.batch_size}, "
+            f"grad_accum={loop.grad_accum}."
+        )
     acc = make_accelerator(getattr(ctx, "device", None), grad_accum=loop.grad_accum)
     seed = int(getattr(ctx, "seed", 0))
     budget = {k: v for k, v in dataclasses.asdict(loop).items() if k not in _SPEED_FIELDS}
-    fingerprint = fingerprint or run_fingerprint(objective=type(objective).__qualname__, loop=budget,
-                                                 seed=seed, corpus=corpus_fingerprint(items))
+    fingerprint = fingerprint or run_fingerprint(
+        objective=type(objective).__qualname__, loop=budget, seed=seed, corpus=corpus_fingerprint(items)
+    )
     optimizer = make_optimizer(objective)
     scheduler = make_scheduler(optimizer) if make_scheduler else None
     model, optimizer = acc.prepare(objective, optimizer)
@@ -385,12 +418,18 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
         meta = json.loads((ckpt / META).read_text())
         why = _damage(ckpt, meta, acc.process_index)
         if why is not None:
-            log.warning("NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
-                        "start (exact either way: the run is a pure function of its seed); delete the folder to "
-                        "silence this.", ckpt, why)
+            log.warning(
+                "NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
+                "start (exact either way: the run is a pure function of its seed); delete the folder to "
+                "silence this.",
+                ckpt,
+                why,
+            )
             continue
         _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
-        state = LoopState(**{k: v for k, v in meta["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}})
+        state = LoopState(
+            **{k: v for k, v in meta["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}}
+        )
         state.resumed_from.append(state.step)
         log.info("resuming %s from %s (step %d)", desc, ckpt, state.step)
         break
@@ -398,15 +437,23 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
     stream = ItemStream(len(items), seed)
     world, rank = acc.num_processes, acc.process_index
     log_every = loop.log_every or max(1, loop.steps // 20)
-    bar = tqdm(total=loop.steps, initial=state.step, desc=desc, unit="step", dynamic_ncols=True,
-               disable=not (getattr(ctx, "progress", True) and acc.is_local_main_process))
+    bar = tqdm(
+        total=loop.steps,
+        initial=state.step,
+        desc=desc,
+        unit="step",
+        dynamic_ncols=True,
+        disable=not (getattr(ctx, "progress", True) and acc.is_local_main_process),
+    )
     window: list[float] = []
     monitor, monitor_every = getattr(ctx, "monitor", None), int(getattr(ctx, "monitor_every", 0) or 0)
     if monitor is not None and monitor_every < 1:
         raise ConfigError(f"{desc}: a training monitor needs monitor_every >= 1 (got {monitor_every}).")
     if monitor is not None and acc.unwrap_model(model).result() is None:  # before any step, on every process
-        raise ConfigError(f"{desc}: this method has no encoder to monitor during training "
-                          f"({type(acc.unwrap_model(model)).__name__}.result() is None).")
+        raise ConfigError(
+            f"{desc}: this method has no encoder to monitor during training "
+            f"({type(acc.unwrap_model(model)).__name__}.result() is None)."
+        )
     model.train()
     t_start = time.perf_counter()
     seconds_before, paused = state.seconds, 0.0
@@ -427,7 +474,9 @@ def train_loop(objective: Objective, items: Sequence[Any], ctx, loop: LoopConfig
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             if not torch.isfinite(loss.detach()):
-                raise FloatingPointError(f"{desc}: loss became {loss.item()} at step {state.step}; lower the learning rate.")
+                raise FloatingPointError(
+                    f"{desc}: loss became {loss.item()} at step {state.step}; lower the learning rate."
+                )
             step_loss += float(loss.detach()) / loop.grad_accum
             state.micro += 1
             state.items += len(drawn) * world
@@ -528,9 +577,18 @@ def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopSt
     if acc.is_main_process:
         files = {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()}
         meta_tmp = tmp / f"{META}.tmp"
-        meta_tmp.write_text(json.dumps({"format": CHECKPOINT_FORMAT, "fingerprint": fingerprint, "step": state.step,
-                                        "processes": acc.num_processes, "files": files,
-                                        "state": dataclasses.asdict(state)}))
+        meta_tmp.write_text(
+            json.dumps(
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "fingerprint": fingerprint,
+                    "step": state.step,
+                    "processes": acc.num_processes,
+                    "files": files,
+                    "state": dataclasses.asdict(state),
+                }
+            )
+        )
         os.replace(meta_tmp, tmp / META)
         if final.exists():
             shutil.rmtree(final)
@@ -558,10 +616,21 @@ def _account(ctx, acc, state: LoopState, loop: LoopConfig) -> None:
         return
     dev = acc.device
     label = f"cuda:{torch.cuda.get_device_name(dev)}" if dev.type == "cuda" else "cpu"
-    a.update({"seconds": round(state.seconds, 3), "steps": state.step, "examples": state.items,
-              "tokens": state.tokens, "batch_size": loop.batch_size, "grad_accum": loop.grad_accum,
-              "processes": acc.num_processes, "device": label, "mixed_precision": str(acc.mixed_precision),
-              "steps_per_second": round(state.step / state.seconds, 4) if state.seconds else None,
-              "loss_curve": state.losses, "resumed_from_steps": state.resumed_from})
+    a.update(
+        {
+            "seconds": round(state.seconds, 3),
+            "steps": state.step,
+            "examples": state.items,
+            "tokens": state.tokens,
+            "batch_size": loop.batch_size,
+            "grad_accum": loop.grad_accum,
+            "processes": acc.num_processes,
+            "device": label,
+            "mixed_precision": str(acc.mixed_precision),
+            "steps_per_second": round(state.step / state.seconds, 4) if state.seconds else None,
+            "loss_curve": state.losses,
+            "resumed_from_steps": state.resumed_from,
+        }
+    )
     if state.monitor:
         a["monitor"] = state.monitor

@@ -7,6 +7,7 @@ safe under several concurrent writers across processes, with WAL journalling and
 values are plain UTF-8 text, nothing is pickled). Location: ``$BENCHBENCH_VIEW_CACHE``, else
 ``~/.cache/benchbench/views.sqlite``.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ class ViewCache:
         self.misses = 0
         self.hits = 0
         con = self._con()
-        con.execute("CREATE TABLE IF NOT EXISTS views (augmenter TEXT NOT NULL, config TEXT NOT NULL, "
-                    "text TEXT NOT NULL, view TEXT NOT NULL, PRIMARY KEY (augmenter, config, text))")
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS views (augmenter TEXT NOT NULL, config TEXT NOT NULL, "
+            "text TEXT NOT NULL, view TEXT NOT NULL, PRIMARY KEY (augmenter, config, text))"
+        )
         con.commit()
 
     def _con(self) -> sqlite3.Connection:
@@ -58,7 +61,7 @@ class ViewCache:
         key, con, out = self.config_key(config), self._con(), {}
         uniq = list(dict.fromkeys(texts))
         for i in range(0, len(uniq), 500):  # SQLite's bound-parameter limit
-            chunk = uniq[i:i + 500]
+            chunk = uniq[i : i + 500]
             q = f"SELECT text, view FROM views WHERE augmenter=? AND config=? AND text IN ({','.join('?' * len(chunk))})"
             out.update(con.execute(q, [augmenter, key, *chunk]).fetchall())
         return out
@@ -66,11 +69,13 @@ class ViewCache:
     def put(self, augmenter: str, config: dict[str, Any], pairs: dict[str, str]) -> None:
         key, con = self.config_key(config), self._con()
         with con:  # one transaction; a concurrent writer of the same key wrote the same view: keep the first
-            con.executemany("INSERT OR IGNORE INTO views VALUES (?, ?, ?, ?)",
-                            [(augmenter, key, t, v) for t, v in pairs.items()])
+            con.executemany(
+                "INSERT OR IGNORE INTO views VALUES (?, ?, ?, ?)", [(augmenter, key, t, v) for t, v in pairs.items()]
+            )
 
-    def map(self, augmenter: str, config: dict[str, Any], texts: Sequence[str],
-            transform: Callable[[list[str]], list[str]]) -> list[str]:
+    def map(
+        self, augmenter: str, config: dict[str, Any], texts: Sequence[str], transform: Callable[[list[str]], list[str]]
+    ) -> list[str]:
         """``transform`` applied to ``texts``, computing (in one call) only the uncached ones."""
         found = self.get(augmenter, config, texts)
         todo = [t for t in dict.fromkeys(texts) if t not in found]

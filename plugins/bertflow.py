@@ -17,6 +17,7 @@ Written by hand: no installed library provides Glow (normflows/nflows are not de
 | pooling | mean | official offers several (e.g. first-last average) | mean of the last layer |
 | gradient clipping | - | global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    adamw,
+    hookimpl,
+    method_fingerprint,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -115,13 +128,18 @@ class AdditiveCoupling(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.half = dim // 2
-        self.net = nn.Sequential(nn.Linear(self.half, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, dim - self.half))
+        self.net = nn.Sequential(
+            nn.Linear(self.half, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, dim - self.half),
+        )
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 
     def forward(self, x):
-        xa, xb = x[:, :self.half], x[:, self.half:]
+        xa, xb = x[:, : self.half], x[:, self.half :]
         return torch.cat([xa, xb + self.net(xa)], -1), x.new_zeros(x.shape[0])
 
 
@@ -132,13 +150,18 @@ class Coupling(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.half = dim // 2
-        self.net = nn.Sequential(nn.Linear(self.half, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, 2 * (dim - self.half)))
+        self.net = nn.Sequential(
+            nn.Linear(self.half, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 2 * (dim - self.half)),
+        )
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 
     def forward(self, x):
-        xa, xb = x[:, :self.half], x[:, self.half:]
+        xa, xb = x[:, : self.half], x[:, self.half :]
         log_s, t = self.net(xa).chunk(2, dim=-1)
         s = torch.sigmoid(log_s + 2.0)
         return torch.cat([xa, (xb + t) * s], -1), torch.log(s).sum(-1)
@@ -148,13 +171,23 @@ class Glow(nn.Module):
     """Multi-scale Glow on vectors: ``levels`` levels of ``depth`` steps; after each level but the
     last, half the dimensions leave the flow (they are part of z and scored by the prior)."""
 
-    def __init__(self, dim: int, levels: int = 3, depth: int = 3, hidden: int = 32, seed: int = 0,
-                 coupling: str = "affine", permutation: str = "lu"):
+    def __init__(
+        self,
+        dim: int,
+        levels: int = 3,
+        depth: int = 3,
+        hidden: int = 32,
+        seed: int = 0,
+        coupling: str = "affine",
+        permutation: str = "lu",
+    ):
         # the defaults are the earlier variant's, so folders saved before these options reload as saved
         super().__init__()
         if coupling not in ("additive", "affine") or permutation not in ("reverse", "lu"):
-            raise ValueError(f"bertflow: coupling must be additive|affine and permutation reverse|lu "
-                             f"(got {coupling!r}, {permutation!r})")
+            raise ValueError(
+                f"bertflow: coupling must be additive|affine and permutation reverse|lu "
+                f"(got {coupling!r}, {permutation!r})"
+            )
         g = torch.Generator().manual_seed(seed)
         self.levels = nn.ModuleList()
         self.dims = []
@@ -188,7 +221,7 @@ class Glow(nn.Module):
     def nll(self, u: torch.Tensor) -> torch.Tensor:
         """Negative log-likelihood per dimension (nats), averaged over the batch."""
         z, logdet = self(u)
-        log_pz = -0.5 * (z ** 2).sum(-1) - 0.5 * self.dim * math.log(2 * math.pi)
+        log_pz = -0.5 * (z**2).sum(-1) - 0.5 * self.dim * math.log(2 * math.pi)
         return -((log_pz + logdet) / self.dim).mean()
 
 
@@ -233,8 +266,15 @@ class FlowEncoder(TransformerEncoder):
     sentence-transformers folder plus ``glow/`` (the flow's config and weights)."""
 
     def __init__(self, base: TransformerEncoder, flow: Glow, flow_config: dict):
-        super().__init__(base.model, base.tokenizer, pooling=base.pooling, max_seq_length=base.max_seq_length,
-                         normalize=False, name=base.name, batch_size=base.batch_size)
+        super().__init__(
+            base.model,
+            base.tokenizer,
+            pooling=base.pooling,
+            max_seq_length=base.max_seq_length,
+            normalize=False,
+            name=base.name,
+            batch_size=base.batch_size,
+        )
         self.flow = flow.eval()
         self.flow_config = flow_config
         for p in self.parameters():
@@ -260,11 +300,13 @@ class FlowEncoder(TransformerEncoder):
         (path / "glow" / "config.json").write_text(json.dumps(self.flow_config))
         torch.save(self.flow.state_dict(), path / "glow" / "flow.pt")
         # benchbench's loader re-applies the flow (plain sentence-transformers loads the frozen base only)
-        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": "benchbench_plugins.bertflow:FlowEncoder.load_flow"}))
+        (path / "benchbench_wrapper.json").write_text(
+            json.dumps({"loader": "benchbench_plugins.bertflow:FlowEncoder.load_flow"})
+        )
         return path
 
     @classmethod
-    def load_flow(cls, base: TransformerEncoder, path: str | Path) -> "FlowEncoder":
+    def load_flow(cls, base: TransformerEncoder, path: str | Path) -> FlowEncoder:
         cfg = json.loads((Path(path) / "glow" / "config.json").read_text())
         flow = Glow(**cfg)
         flow.load_state_dict(torch.load(Path(path) / "glow" / "flow.pt", weights_only=True))
@@ -280,16 +322,28 @@ class BertFlow(Method):
         from benchbench import embed
 
         c = self.config
-        if c.coupling not in ("additive", "affine") or c.permutation not in ("reverse", "lu") \
-                or c.vectors not in ("dropout", "cached"):
-            raise ConfigError(f"bertflow: options coupling/permutation/vectors must be additive|affine, reverse|lu, "
-                              f"dropout|cached (got {c.coupling!r}, {c.permutation!r}, {c.vectors!r}).")
+        if (
+            c.coupling not in ("additive", "affine")
+            or c.permutation not in ("reverse", "lu")
+            or c.vectors not in ("dropout", "cached")
+        ):
+            raise ConfigError(
+                f"bertflow: options coupling/permutation/vectors must be additive|affine, reverse|lu, "
+                f"dropout|cached (got {c.coupling!r}, {c.permutation!r}, {c.vectors!r})."
+            )
         seed_everything(ctx.seed)
         base = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length, normalize=False)
         for p in base.parameters():
             p.requires_grad_(False)
-        flow_cfg = {"dim": base.dim, "levels": c.levels, "depth": c.depth, "hidden": c.hidden, "seed": ctx.seed,
-                    "coupling": c.coupling, "permutation": c.permutation}
+        flow_cfg = {
+            "dim": base.dim,
+            "levels": c.levels,
+            "depth": c.depth,
+            "hidden": c.hidden,
+            "seed": ctx.seed,
+            "coupling": c.coupling,
+            "permutation": c.permutation,
+        }
         flow = Glow(**flow_cfg)
         head = corpus[: min(len(corpus), 1024)]
         if c.vectors == "cached":
@@ -301,16 +355,31 @@ class BertFlow(Method):
         else:
             obj = ReencodeFlowObjective(base, flow)
             base.train()  # dropout on, as the official code encodes
-            init = torch.cat([obj.vectors(**{k: v.to(base.device) for k, v in base.tokenize(head[i:i + 64]).items()})
-                              for i in range(0, len(head), 64)]).cpu()
+            init = torch.cat(
+                [
+                    obj.vectors(**{k: v.to(base.device) for k, v in base.tokenize(head[i : i + 64]).items()})
+                    for i in range(0, len(head), 64)
+                ]
+            ).cpu()
             items = corpus
         flow.train()
         flow(init.to(next(flow.parameters()).device))  # ActNorm's data-dependent initialisation
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
-                          max_grad_norm=c.max_grad_norm)
-        obj = train_loop(obj, items, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
-                         desc=f"bertflow {ctx.task or ''}".strip())
+        loop = LoopConfig(
+            steps=c.steps,
+            batch_size=c.batch_size,
+            grad_accum=c.grad_accum,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm,
+        )
+        obj = train_loop(
+            obj,
+            items,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+            desc=f"bertflow {ctx.task or ''}".strip(),
+        )
         base.eval()
         return FlowEncoder(base, obj.flow, flow_cfg)
 

@@ -14,6 +14,7 @@ IDF taken from the texts of that call (every query and candidate of the split), 
 lower-cased and split into ``\\w+`` tokens (Elasticsearch's standard analyser, no stop words, as
 the paper's Elasticsearch BM25).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from benchbench import hookimpl, Method, PluginError, TrainContext
+from benchbench import Method, PluginError, TrainContext, hookimpl
 
 _WORD = re.compile(r"\w+")
 
@@ -73,7 +74,9 @@ class BM25Index:
                 if j is not None:
                     rows.append(r)
                     cols.append(j)
-        return sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(queries), len(self.vocab)), dtype=np.float64)
+        return sparse.csr_matrix(
+            (np.ones(len(rows)), (rows, cols)), shape=(len(queries), len(self.vocab)), dtype=np.float64
+        )
 
     def scores(self, queries: list[str]) -> np.ndarray:
         """(queries x documents) BM25 scores, dense."""
@@ -89,8 +92,10 @@ class BM25Scorer:
         self.fingerprint = "bm25-" + hashlib.sha256(payload).hexdigest()[:12]
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        raise PluginError("Method 'bm25' has no sentence vectors: it runs on tasks whose adapters accept "
-                          "score_pairs()/search() (askubuntu, cqadupstack, twitterpara, scidocs).")
+        raise PluginError(
+            "Method 'bm25' has no sentence vectors: it runs on tasks whose adapters accept "
+            "score_pairs()/search() (askubuntu, cqadupstack, twitterpara, scidocs)."
+        )
 
     def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
         """BM25 of each a[i] (query) against b[i] (document); IDF over every distinct text given."""
@@ -116,7 +121,11 @@ class BM25Scorer:
         bs = max(1, int(self.config.query_block))
         for s in range(0, len(queries), bs):
             sc = index.scores(queries[s : s + bs]) if index.vocab else np.zeros((len(queries[s : s + bs]), len(corpus)))
-            part = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else np.tile(np.arange(sc.shape[1]), (len(sc), 1))
+            part = (
+                np.argpartition(-sc, kk - 1, axis=1)[:, :kk]
+                if kk < sc.shape[1]
+                else np.tile(np.arange(sc.shape[1]), (len(sc), 1))
+            )
             top = np.take_along_axis(sc, part, 1)
             order = np.lexsort((part, -top), axis=1)  # score descending, then row ascending
             out_i[s : s + bs] = np.take_along_axis(part, order, 1)

@@ -21,6 +21,7 @@ skips) and before the loop writes a checkpoint, whose model state then holds the
 target is a submodule of the objective), so a resumed run continues the same EMA. ``on_step`` of the
 loop is called after the checkpoint is written, so an update made there would be lost on resume.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,7 +32,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, resolve_steps, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    hookimpl,
+    method_fingerprint,
+    resolve_steps,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -54,9 +67,14 @@ class BSLConfig:
 def predictor(d: int, k: int) -> torch.nn.Sequential:
     """q: d -> kd -> kd -> d, BatchNorm + ReLU on the intermediate layers (BSL section 3)."""
     return torch.nn.Sequential(
-        torch.nn.Linear(d, k * d), torch.nn.BatchNorm1d(k * d), torch.nn.ReLU(),
-        torch.nn.Linear(k * d, k * d), torch.nn.BatchNorm1d(k * d), torch.nn.ReLU(),
-        torch.nn.Linear(k * d, d))
+        torch.nn.Linear(d, k * d),
+        torch.nn.BatchNorm1d(k * d),
+        torch.nn.ReLU(),
+        torch.nn.Linear(k * d, k * d),
+        torch.nn.BatchNorm1d(k * d),
+        torch.nn.ReLU(),
+        torch.nn.Linear(k * d, d),
+    )
 
 
 class BSLObjective(Objective):
@@ -107,8 +125,10 @@ class BSLObjective(Objective):
 
 def symmetric_negative_cosine(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
     """-cos(p1, z2) - cos(p2, z1), averaged over the batch (in [-2, 2]; -2 when predictions match)."""
-    return -(F.cosine_similarity(p1.float(), z2.detach().float(), dim=-1).mean()
-             + F.cosine_similarity(p2.float(), z1.detach().float(), dim=-1).mean())
+    return -(
+        F.cosine_similarity(p1.float(), z2.detach().float(), dim=-1).mean()
+        + F.cosine_similarity(p2.float(), z1.detach().float(), dim=-1).mean()
+    )
 
 
 def make_optimizer(obj: BSLObjective, lr: float) -> torch.optim.Optimizer:
@@ -132,7 +152,9 @@ class BSL(Method):
             if self.config.two_view:
                 raise ConfigError(f"bsl: augmenter {self.config.augmenter!r} makes one view; use two_view=false.")
             plain = aug
-            aug = type("SingleView", (), {"views": staticmethod(lambda t, rng, two_view=False: (list(t), plain(list(t), rng)))})()
+            aug = type(
+                "SingleView", (), {"views": staticmethod(lambda t, rng, two_view=False: (list(t), plain(list(t), rng)))}
+            )()
         if hasattr(aug, "prepare"):
             aug.prepare(ctx)
         return aug
@@ -150,20 +172,34 @@ class BSL(Method):
             items = aug.covers(items)
             ctx.accounting["augmenter_uses_labels"] = True
         if c.max_sentences is not None and len(items) > c.max_sentences:
-            keep = np.sort(np.random.default_rng(ctx.seed).permutation(len(items))[:c.max_sentences])
+            keep = np.sort(np.random.default_rng(ctx.seed).permutation(len(items))[: c.max_sentences])
             items = [items[i] for i in keep]
         if not items:
             raise ConfigError(f"bsl: nothing to train on after augmenter {c.augmenter!r} selected its sentences.")
         if hasattr(aug, "apply"):  # make every view once, in big batches, before training (cached on disk)
-            for variant in ((0, 1) if c.two_view else (0,)):
+            for variant in (0, 1) if c.two_view else (0,):
                 aug.apply(items, variant)
         ctx.accounting.update({"augmenter": c.augmenter, "two_view": c.two_view, "bsl_sentences": len(items)})
-        obj = BSLObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), aug, c.momentum,
-                           c.predictor_k, c.two_view)
+        obj = BSLObjective(
+            ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length),
+            aug,
+            c.momentum,
+            c.predictor_k,
+            c.two_view,
+        )
         steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
-        loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every)
-        obj = train_loop(obj, items, ctx, loop, fingerprint=method_fingerprint(self, ctx, items),
-                         make_optimizer=lambda m: make_optimizer(m, c.lr), desc="bsl")
+        loop = LoopConfig(
+            steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every
+        )
+        obj = train_loop(
+            obj,
+            items,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, items),
+            make_optimizer=lambda m: make_optimizer(m, c.lr),
+            desc="bsl",
+        )
         return obj.encoder
 
 

@@ -17,6 +17,7 @@ pooling; the SECOND encoder is the result.
 | gradient clipping | not stated | ``fit``: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 | lr schedule | segmented 1e-5 .. 2e-6 | same | same (``segment_steps`` 500) |
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,7 +26,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    hookimpl,
+    method_fingerprint,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -79,7 +91,7 @@ class CTObjective(Objective):
         batch["n_tokens"] = int(ta["attention_mask"].sum() + tb["attention_mask"].sum())
         return batch
 
-    def train(self, mode: bool = True) -> "CTObjective":
+    def train(self, mode: bool = True) -> CTObjective:
         """With ``dropout=False`` both encoders run in eval mode (no dropout; gradients still flow)."""
         super().train(mode)
         if not self.dropout:
@@ -107,14 +119,26 @@ class CT(Method):
         if c.negatives < 0:
             raise ConfigError(f"ct: option 'negatives' must be >= 0 (got {c.negatives}).")
         seed_everything(ctx.seed)
-        obj = CTObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives,
-                          c.dropout)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
-                          max_grad_norm=c.max_grad_norm)
-        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
-                         make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),
-                         desc=f"ct {ctx.task or ''}".strip())
+        obj = CTObjective(
+            ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives, c.dropout
+        )
+        loop = LoopConfig(
+            steps=c.steps,
+            batch_size=c.batch_size,
+            grad_accum=c.grad_accum,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm,
+        )
+        obj = train_loop(
+            obj,
+            corpus,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
+            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),
+            desc=f"ct {ctx.task or ''}".strip(),
+        )
         return obj.result()
 
 

@@ -14,6 +14,7 @@ per-batch RNG so that a resumed run masks the same tokens.
 | whole-word masking | (later BERT release) | wwm with 80/10/10 | ``whole_word=True``: transformers 5 disables the random-token 10% under wwm (all chosen words -> [MASK]) |
 | loss | CE on masked tokens | ``BertForMaskedLM`` loss | equal to it (tests/test_fidelity.py) |
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,7 +23,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import ConfigError, hookimpl, load_pretrained_head, LoopConfig, Method, method_fingerprint, Objective, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    hookimpl,
+    load_pretrained_head,
+    method_fingerprint,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -77,20 +90,28 @@ class MLMObjective(Objective):
         self.encoder = encoder
         self.head = [m for n, m in mlm_model.named_children() if n != mlm_model.base_model_prefix][0]
         self.whole_word = whole_word
-        self.collator = DataCollatorForLanguageModeling(encoder.tokenizer, mlm_probability=mask_ratio,
-                                                        whole_word_mask=whole_word)
+        self.collator = DataCollatorForLanguageModeling(
+            encoder.tokenizer, mlm_probability=mask_ratio, whole_word_mask=whole_word
+        )
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
-        tok = self.encoder.tokenizer([t.strip() for t in items], truncation=True, max_length=self.encoder.max_seq_length,
-                                     return_special_tokens_mask=True, return_offsets_mapping=self.whole_word)
-        examples = [{k: tok[k][i] for k in tok.keys()} for i in range(len(items))]
+        tok = self.encoder.tokenizer(
+            [t.strip() for t in items],
+            truncation=True,
+            max_length=self.encoder.max_seq_length,
+            return_special_tokens_mask=True,
+            return_offsets_mapping=self.whole_word,
+        )
+        examples = [{k: tok[k][i] for k in tok} for i in range(len(items))]
         self.collator.generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
         batch = dict(self.collator(examples))
         batch["n_tokens"] = int(batch["attention_mask"].sum())
         return batch
 
     def forward(self, input_ids, attention_mask, labels, token_type_ids=None) -> torch.Tensor:
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)["token_embeddings"]
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[
+            "token_embeddings"
+        ]
         where = labels != -100
         if not where.any():  # a batch of one-word sentences can draw no mask
             return hidden.sum() * 0.0
@@ -124,12 +145,23 @@ class MLM(Method):
         pretrained, note = load_pretrained_head(ctx.model, "AutoModelForMaskedLM")
         ctx.accounting["pretrained_lm_head"] = note
         obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained), c.mask_ratio, c.whole_word)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
-                          max_grad_norm=c.max_grad_norm)
-        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: grouped_adamw(m, c.lr, c.weight_decay),
-                         make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
-                         desc=f"mlm {ctx.task or ''}".strip())
+        loop = LoopConfig(
+            steps=c.steps,
+            batch_size=c.batch_size,
+            grad_accum=c.grad_accum,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm,
+        )
+        obj = train_loop(
+            obj,
+            corpus,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: grouped_adamw(m, c.lr, c.weight_decay),
+            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
+            desc=f"mlm {ctx.task or ''}".strip(),
+        )
         return obj.encoder
 
 

@@ -26,6 +26,7 @@ the sentence vector through their initial state, teacher forcing and a full-voca
 (Kiros et al. 2015; their decoders also feed the vector to every gate, ours only to the initial
 state: stated simplification). The baseline of QT's efficiency experiment (Appendix, Figure 2).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchbench import (ConfigError, LoopConfig, Method, Objective, TrainContext, get_registry, hookimpl,
-                        load_encoder, method_fingerprint, register_encoder_loader, seed_everything, train_loop)
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    get_registry,
+    hookimpl,
+    load_encoder,
+    method_fingerprint,
+    register_encoder_loader,
+    seed_everything,
+    train_loop,
+)
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 _TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]")  # case kept: QT's vocabulary is case-sensitive
@@ -69,7 +82,7 @@ class Vocab:
         return [self.index.get(t, 1) for t in toks] or [1]  # an empty sentence is one UNK (GRUs need a step)
 
     @classmethod
-    def from_corpus(cls, sentences, size: int, max_sentences: int | None = None) -> "Vocab":
+    def from_corpus(cls, sentences, size: int, max_sentences: int | None = None) -> Vocab:
         """The ``size`` most frequent case-sensitive tokens of the corpus (streamed; ties by first seen)."""
         counts: Counter = Counter()
         n = len(sentences) if max_sentences is None else min(len(sentences), max_sentences)
@@ -114,7 +127,9 @@ class RNNTower(nn.Module):
         if spec.embeddings == "glove":
             table = np.zeros((len(vocab), glove.shape[1]), dtype=np.float32)
             table[4:] = glove
-            self.emb = nn.Embedding.from_pretrained(torch.from_numpy(table), freeze=not spec.tune_embeddings, padding_idx=0)
+            self.emb = nn.Embedding.from_pretrained(
+                torch.from_numpy(table), freeze=not spec.tune_embeddings, padding_idx=0
+            )
         else:
             self.emb = nn.Embedding(len(vocab), spec.emb_dim, padding_idx=0)
             nn.init.uniform_(self.emb.weight, -0.1, 0.1)
@@ -158,7 +173,7 @@ def init_gru(rnn: nn.GRU) -> None:
         with torch.no_grad():
             if name.startswith("weight"):
                 for k in range(3):
-                    nn.init.xavier_uniform_(p[k * h:(k + 1) * h])
+                    nn.init.xavier_uniform_(p[k * h : (k + 1) * h])
             elif name.startswith("bias_ih"):
                 p.zero_()
                 p[: 2 * h] = 1.0
@@ -229,7 +244,7 @@ class QTObjective(Objective):
     def collate(self, items: list[int], rng: np.random.Generator) -> dict[str, Any]:
         texts, sizes = [], []
         for start in items:  # each item: one window of contiguous sentences
-            chunk = self.sentences[int(start): int(start) + self.window]
+            chunk = self.sentences[int(start) : int(start) + self.window]
             texts += list(chunk)
             sizes.append(len(chunk))
         feats = self.f.features(texts)
@@ -238,7 +253,7 @@ class QTObjective(Objective):
     def forward(self, targets: torch.Tensor, **feats) -> torch.Tensor:
         return qt_loss(self.f(**feats), self.g(**feats), targets)
 
-    def result(self) -> "QTEncoder":
+    def result(self) -> QTEncoder:
         return QTEncoder([(self.f, self.g)])
 
 
@@ -280,8 +295,14 @@ class SkipThoughtObjective(Objective):
         feats = self.f.features(mid)
         pi, pt = self._targets([self.sentences[int(i) - 1] for i in items])
         ni, nt = self._targets([self.sentences[int(i) + 1] for i in items])
-        return {**feats, "prev_in": pi, "prev_tgt": pt, "next_in": ni, "next_tgt": nt,
-                "n_tokens": n_tokens(feats) + int((pt > 0).sum() + (nt > 0).sum())}
+        return {
+            **feats,
+            "prev_in": pi,
+            "prev_tgt": pt,
+            "next_in": ni,
+            "next_tgt": nt,
+            "n_tokens": n_tokens(feats) + int((pt > 0).sum() + (nt > 0).sum()),
+        }
 
     def _decode(self, dec: nn.GRU, h0: torch.Tensor, inp: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         y, _ = dec(self.f.emb(inp), h0.unsqueeze(0).contiguous())
@@ -291,7 +312,7 @@ class SkipThoughtObjective(Objective):
         hp, hn = torch.tanh(self.bridge(self.f(**feats))).chunk(2, dim=-1)
         return self._decode(self.dec_prev, hp, prev_in, prev_tgt) + self._decode(self.dec_next, hn, next_in, next_tgt)
 
-    def result(self) -> "QTEncoder":
+    def result(self) -> QTEncoder:
         return QTEncoder([(self.f, None)])
 
 
@@ -331,7 +352,7 @@ class QTEncoder:
         for t in self.towers():
             t.eval()
         for a in range(0, len(texts), self.batch_size):
-            chunk = list(texts[a: a + self.batch_size])
+            chunk = list(texts[a : a + self.batch_size])
             parts = []
             for f, g in self.pairs:
                 feats = f.features(chunk)
@@ -371,7 +392,7 @@ class QTEncoder:
         (path / "benchbench_encoder.json").write_text(json.dumps({"loader": "qt"}))
 
     @classmethod
-    def load(cls, path) -> "QTEncoder":
+    def load(cls, path) -> QTEncoder:
         from safetensors.torch import load_file
 
         path = Path(path)
@@ -388,24 +409,40 @@ class QTEncoder:
                 if spec.kind == "transformer":
                     made.append(TransformerTower(spec, load_encoder(str(path / f"p{i}{role}"))))
                     continue
-                tower = build_tower(spec, None, vocab_words=None if spec.embeddings == "glove" else
-                                    json.loads((path / f"vocab-p{i}.json").read_text()))
-                own = {k[len(f"p{i}.{role}."):]: v for k, v in tensors.items() if k.startswith(f"p{i}.{role}.")}
+                tower = build_tower(
+                    spec,
+                    None,
+                    vocab_words=None
+                    if spec.embeddings == "glove"
+                    else json.loads((path / f"vocab-p{i}.json").read_text()),
+                )
+                own = {k[len(f"p{i}.{role}.") :]: v for k, v in tensors.items() if k.startswith(f"p{i}.{role}.")}
                 missing, unexpected = tower.load_state_dict(own, strict=False)
                 if unexpected or [m for m in missing if m != "emb.weight"]:
-                    raise ConfigError(f"QT encoder {path}: weights do not match qt_config.json "
-                                      f"(missing {missing}, unexpected {unexpected}).")
+                    raise ConfigError(
+                        f"QT encoder {path}: weights do not match qt_config.json "
+                        f"(missing {missing}, unexpected {unexpected})."
+                    )
                 made.append(tower.eval())
             pairs.append(tuple(made))
         enc = cls(pairs)
         if enc.fingerprint != cfg.get("fingerprint", enc.fingerprint):
-            raise ConfigError(f"QT encoder {path}: reloaded weights have fingerprint {enc.fingerprint}, saved "
-                              f"{cfg['fingerprint']}: the folder is damaged; retrain (--retrain).")
+            raise ConfigError(
+                f"QT encoder {path}: reloaded weights have fingerprint {enc.fingerprint}, saved "
+                f"{cfg['fingerprint']}: the folder is damaged; retrain (--retrain)."
+            )
         return enc
 
 
-def build_tower(spec: TowerSpec, ctx: TrainContext | None, sentences=None, vocab_size: int = 50_000,
-                vocab_words: list[str] | None = None, seed: int = 0, vocab_sentences: int | None = None) -> nn.Module:
+def build_tower(
+    spec: TowerSpec,
+    ctx: TrainContext | None,
+    sentences=None,
+    vocab_size: int = 50_000,
+    vocab_words: list[str] | None = None,
+    seed: int = 0,
+    vocab_sentences: int | None = None,
+) -> nn.Module:
     """One encoder from its spec: a Transformer from ``--model``, else embeddings + GRU/BoW over a
     vocabulary (GloVe's, a saved one, or the corpus's most frequent tokens)."""
     if spec.kind == "transformer":
@@ -418,7 +455,9 @@ def build_tower(spec: TowerSpec, ctx: TrainContext | None, sentences=None, vocab
         vocab = Vocab(words, lower=True)
         spec.emb_dim = glove.shape[1]
     elif spec.embeddings == "scratch":
-        vocab = Vocab(vocab_words) if vocab_words is not None else Vocab.from_corpus(sentences, vocab_size, vocab_sentences)
+        vocab = (
+            Vocab(vocab_words) if vocab_words is not None else Vocab.from_corpus(sentences, vocab_size, vocab_sentences)
+        )
     else:
         raise ConfigError(f"qt: embeddings must be 'scratch' or 'glove' (got {spec.embeddings!r}).")
     with torch.random.fork_rng(devices=[]):
@@ -436,7 +475,9 @@ class QTConfig:
     hidden: int = 1200  # per encoder (f and g): uni-QT 2400 = [f; g] of 1200 each (paper Table 1)
     emb_dim: int = 300
     vocab_size: int = 50_000
-    vocab_sentences: int | None = None  # build the vocabulary from the first N sentences (None: all; BookCorpus: e.g. 5M)
+    vocab_sentences: int | None = (
+        None  # build the vocabulary from the first N sentences (None: all; BookCorpus: e.g. 5M)
+    )
     embeddings: str = "scratch"  # scratch (U[-0.1, 0.1]) | glove (GloVe 6B-50d, offline)
     tune_embeddings: bool = True
     max_tokens: int = 50
@@ -451,8 +492,15 @@ class QTConfig:
 
 
 def _spec(c: QTConfig, **over) -> TowerSpec:
-    spec = TowerSpec(kind=c.encoder, hidden=c.hidden, emb_dim=c.emb_dim, embeddings=c.embeddings,
-                     tune_embeddings=c.tune_embeddings, max_tokens=c.max_tokens, pooling=c.pooling)
+    spec = TowerSpec(
+        kind=c.encoder,
+        hidden=c.hidden,
+        emb_dim=c.emb_dim,
+        embeddings=c.embeddings,
+        tune_embeddings=c.tune_embeddings,
+        max_tokens=c.max_tokens,
+        pooling=c.pooling,
+    )
     for k, v in over.items():
         setattr(spec, k, v)
     return spec
@@ -473,8 +521,11 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
     if c.test_vector not in ("fg", "f"):
         raise ConfigError(f"{method.name}: test_vector must be 'fg' or 'f' (got {c.test_vector!r}).")
     f = build_tower(spec, ctx, sentences, c.vocab_size, seed=ctx.seed, vocab_sentences=c.vocab_sentences)
-    g = build_tower(spec, ctx, vocab_words=f.vocab.words[4:], seed=ctx.seed + 1) if spec.kind != "transformer" \
+    g = (
+        build_tower(spec, ctx, vocab_words=f.vocab.words[4:], seed=ctx.seed + 1)
+        if spec.kind != "transformer"
         else TransformerTower(spec, f.enc.clone())
+    )
     if spec.kind != "transformer" and spec.embeddings == "glove":
         g.vocab = f.vocab
     obj = QTObjective(f, g, sentences, c.batch_size, c.context)
@@ -482,15 +533,22 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
     steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(starts)))
     if steps > 0:
         loop = LoopConfig(steps=steps, batch_size=1, checkpoint_every=c.checkpoint_every)
-        obj = train_loop(obj, starts, ctx, loop, fingerprint=method_fingerprint(method, ctx, starts) + tag,
-                         make_optimizer=lambda m: torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=c.lr),
-                         desc=f"{method.name}{tag}")
+        obj = train_loop(
+            obj,
+            starts,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(method, ctx, starts) + tag,
+            make_optimizer=lambda m: torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=c.lr),
+            desc=f"{method.name}{tag}",
+        )
         acc = ctx.accounting
         acc["sentences"] = acc.get("sentences", 0) + acc.get("examples", 0) * c.batch_size  # an item is a window
         if spec.kind != "transformer":  # 2 towers, training ~ 3x forward, plus the B x B score matrix
             e = f.emb.embedding_dim
-            acc["flops"] = acc.get("flops", 0.0) + 3 * (2 * gru_flops(spec, e, acc.get("tokens", 0))
-                                                        + 2.0 * acc.get("examples", 0) * c.batch_size * f.dim)
+            acc["flops"] = acc.get("flops", 0.0) + 3 * (
+                2 * gru_flops(spec, e, acc.get("tokens", 0)) + 2.0 * acc.get("examples", 0) * c.batch_size * f.dim
+            )
             acc["flops_estimate"] = "3 x forward GRU multiply-adds x2 of f and g + score matrix"
     return QTEncoder([(obj.f, obj.g if c.test_vector == "fg" else None)])
 
@@ -528,9 +586,13 @@ class MCQT(QT):
 
     def train(self, corpus, ctx: TrainContext):
         c = self.config
-        fixed = train_qt(self, c, corpus, ctx, _spec(c, kind="bigru", embeddings="glove", tune_embeddings=False), ":glove")
+        fixed = train_qt(
+            self, c, corpus, ctx, _spec(c, kind="bigru", embeddings="glove", tune_embeddings=False), ":glove"
+        )
         first = dict(ctx.accounting)
-        tuned = train_qt(self, c, corpus, ctx, _spec(c, kind="bigru", embeddings="scratch", tune_embeddings=True), ":scratch")
+        tuned = train_qt(
+            self, c, corpus, ctx, _spec(c, kind="bigru", embeddings="scratch", tune_embeddings=True), ":scratch"
+        )
         _sum_accounting(ctx, first)
         return QTEncoder(fixed.pairs + tuned.pairs)
 
@@ -577,13 +639,23 @@ class SkipThought(Method):
         steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(items) / c.batch_size))
         if steps > 0:
             loop = LoopConfig(steps=steps, batch_size=c.batch_size, checkpoint_every=c.checkpoint_every)
-            obj = train_loop(obj, items, ctx, loop, fingerprint=method_fingerprint(self, ctx, items),
-                             make_optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=c.lr), desc=self.name)
+            obj = train_loop(
+                obj,
+                items,
+                ctx,
+                loop,
+                fingerprint=method_fingerprint(self, ctx, items),
+                make_optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=c.lr),
+                desc=self.name,
+            )
             acc, e, h, v = ctx.accounting, c.emb_dim, obj.f.dim, len(obj.f.vocab)
             enc_tok = acc.get("tokens", 0) / 3  # rough: a third of the counted tokens are encoded, the rest decoded
             dec_tok = acc.get("tokens", 0) - enc_tok
-            acc["flops"] = 3 * (gru_flops(spec, e, enc_tok) + gru_flops(TowerSpec(kind="gru", hidden=h), e, dec_tok)
-                                + 2.0 * dec_tok * h * v)
+            acc["flops"] = 3 * (
+                gru_flops(spec, e, enc_tok)
+                + gru_flops(TowerSpec(kind="gru", hidden=h), e, dec_tok)
+                + 2.0 * dec_tok * h * v
+            )
             acc["flops_estimate"] = "3 x forward: encoder GRU + decoder GRUs + vocabulary softmax"
         return obj.result()
 

@@ -20,6 +20,7 @@ official HF-Trainer default), max length 32 (training only: the saved encoder ke
 | MLP init | - | BERT init (normal 0.02, zero bias) | same |
 | two views | - | one forward pass on the doubled batch | same |
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,7 +33,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import adamw, ConfigError, hookimpl, LoopConfig, Method, method_fingerprint, Objective, resolve_steps, seed_everything, train_loop, TrainContext, TransformerEncoder
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    adamw,
+    hookimpl,
+    method_fingerprint,
+    resolve_steps,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -78,8 +92,15 @@ class MLPEncoder(TransformerEncoder):
     reloads it WITH the layer (plain sentence-transformers would load the bare CLS vector)."""
 
     def __init__(self, base: TransformerEncoder, mlp: torch.nn.Module):
-        super().__init__(base.model, base.tokenizer, pooling=base.pooling, max_seq_length=base.max_seq_length,
-                         normalize=base.normalize, name=base.name, batch_size=base.batch_size)
+        super().__init__(
+            base.model,
+            base.tokenizer,
+            pooling=base.pooling,
+            max_seq_length=base.max_seq_length,
+            normalize=base.normalize,
+            name=base.name,
+            batch_size=base.batch_size,
+        )
         self.mlp = mlp
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, **kw):
@@ -101,8 +122,10 @@ class MLPEncoder(TransformerEncoder):
 
         path = super().save(path)
         (path / "simcse_mlp").mkdir(exist_ok=True)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.mlp.state_dict().items()},
-                  str(path / "simcse_mlp" / "model.safetensors"))
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in self.mlp.state_dict().items()},
+            str(path / "simcse_mlp" / "model.safetensors"),
+        )
         (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": "simcse-mlp"}))
         return path
 
@@ -171,12 +194,23 @@ class SimCSE(Method):
         obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None
-        loop = LoopConfig(steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every,
-                          max_grad_norm=c.max_grad_norm)
-        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-                         make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
-                         desc=f"simcse {ctx.task or ''}".strip())
+        loop = LoopConfig(
+            steps=steps,
+            batch_size=c.batch_size,
+            grad_accum=c.grad_accum,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm,
+        )
+        obj = train_loop(
+            obj,
+            corpus,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
+            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            desc=f"simcse {ctx.task or ''}".strip(),
+        )
         if best is not None:
             obj.load_state_dict(best["state"])
             ctx.accounting["stsb_dev_selected_step"], ctx.accounting["stsb_dev_best"] = best["step"], best["score"]
@@ -185,7 +219,6 @@ class SimCSE(Method):
         if c.mlp == "train_and_test":
             return MLPEncoder(obj.encoder, obj.mlp)
         return obj.encoder
-
 
     def _stsb_dev_selection(self, obj: SimCSEObjective, ctx: TrainContext, eval_length: int, steps: int) -> dict:
         """Install a training monitor that scores STS-B dev every ``eval_every`` steps (the encoder as

@@ -39,6 +39,7 @@ kept in memory; the shared loop's budget/resume/checkpoint machinery is for one 
 sentence-transformers' ``fit`` would run a Trainer per phase and could not share one seeded,
 selection-aware loop between the bi and the cross direction.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,16 +49,26 @@ import logging
 import math
 import random
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import (ConfigError, Embedder, hookimpl, load_encoder, make_adapter, Method, seed_everything,
-                        TrainContext, TransformerEncoder)
+from benchbench import (
+    ConfigError,
+    Embedder,
+    Method,
+    TrainContext,
+    TransformerEncoder,
+    hookimpl,
+    load_encoder,
+    make_adapter,
+    seed_everything,
+)
 
 log = logging.getLogger("benchbench.trans_encoder")
 STS_POOL = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
@@ -80,7 +91,7 @@ class CrossEncoderScorer(torch.nn.Module):
         self.batch_size = batch_size
 
     @classmethod
-    def from_encoder(cls, encoder: TransformerEncoder, max_length: int, seed: int) -> "CrossEncoderScorer":
+    def from_encoder(cls, encoder: TransformerEncoder, max_length: int, seed: int) -> CrossEncoderScorer:
         """A cross-encoder whose transformer starts from ``encoder``'s weights and whose linear head
         is freshly initialised (seeded): HF builds the head when it loads the plain transformer."""
         from transformers import AutoModelForSequenceClassification
@@ -93,17 +104,29 @@ class CrossEncoderScorer(torch.nn.Module):
         return cls(model, encoder.tokenizer, max_length=max_length)
 
     @classmethod
-    def load(cls, path: str | Path, max_length: int | None = None) -> "CrossEncoderScorer":
+    def load(cls, path: str | Path, max_length: int | None = None) -> CrossEncoderScorer:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
-        meta = json.loads((path / "benchbench_cross.json").read_text()) if (path / "benchbench_cross.json").is_file() else {}
+        meta = (
+            json.loads((path / "benchbench_cross.json").read_text())
+            if (path / "benchbench_cross.json").is_file()
+            else {}
+        )
         model = AutoModelForSequenceClassification.from_pretrained(str(path))
-        return cls(model.eval(), AutoTokenizer.from_pretrained(str(path)), max_length=max_length or meta.get("max_length", 64))
+        return cls(
+            model.eval(), AutoTokenizer.from_pretrained(str(path)), max_length=max_length or meta.get("max_length", 64)
+        )
 
     def tokenize(self, a: list[str], b: list[str]):
-        return self.tokenizer([x.strip() for x in a], [x.strip() for x in b], padding=True, truncation="longest_first",
-                              max_length=self.max_length, return_tensors="pt")
+        return self.tokenizer(
+            [x.strip() for x in a],
+            [x.strip() for x in b],
+            padding=True,
+            truncation="longest_first",
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
 
     def logits(self, a: list[str], b: list[str]) -> torch.Tensor:
         dev = next(self.parameters()).device
@@ -179,12 +202,15 @@ class TransEncoderResult:
         path = Path(path)
         self.bi_encoder.save(path)
         self.cross_encoder.save(path / CROSS_DIR)
-        (path / "benchbench_wrapper.json").write_text(json.dumps(
-            {"loader": "benchbench_plugins.trans_encoder:TransEncoderResult.reload", "info": self.info}, default=str))
+        (path / "benchbench_wrapper.json").write_text(
+            json.dumps(
+                {"loader": "benchbench_plugins.trans_encoder:TransEncoderResult.reload", "info": self.info}, default=str
+            )
+        )
         return path
 
     @classmethod
-    def reload(cls, encoder: TransformerEncoder, path: Path) -> "TransEncoderResult":
+    def reload(cls, encoder: TransformerEncoder, path: Path) -> TransEncoderResult:
         info = json.loads((Path(path) / "benchbench_wrapper.json").read_text()).get("info", {})
         return cls(encoder, CrossEncoderScorer.load(Path(path) / CROSS_DIR), info)
 
@@ -200,7 +226,10 @@ class EnsembleBi:
 
     @property
     def fingerprint(self) -> str:
-        return "ens-" + hashlib.blake2b("|".join(e.fingerprint for e in self.encoders).encode(), digest_size=16).hexdigest()
+        return (
+            "ens-"
+            + hashlib.blake2b("|".join(e.fingerprint for e in self.encoders).encode(), digest_size=16).hexdigest()
+        )
 
     def encode(self, texts: list[str]) -> np.ndarray:
         parts = [e.encode(texts) for e in self.encoders]
@@ -213,7 +242,9 @@ class EnsembleCross:
 
     @property
     def fingerprint(self) -> str:
-        return "ens-" + hashlib.blake2b("|".join(s.fingerprint for s in self.scorers).encode(), digest_size=16).hexdigest()
+        return (
+            "ens-" + hashlib.blake2b("|".join(s.fingerprint for s in self.scorers).encode(), digest_size=16).hexdigest()
+        )
 
     def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
         return np.mean([s.score_pairs(a, b) for s in self.scorers], axis=0)
@@ -309,9 +340,21 @@ def _optimizer(model: torch.nn.Module, lr: float, wd: float) -> torch.optim.Opti
     return torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
 
 
-def _fit(model: torch.nn.Module, examples: list[tuple[str, str, float]], loss_fn: Callable, *, epochs: float, batch_size: int,
-         lr: float, warmup: float, wd: float, seed: int, eval_every: int, on_checkpoint: Callable[[str], None],
-         accounting: dict) -> None:
+def _fit(
+    model: torch.nn.Module,
+    examples: list[tuple[str, str, float]],
+    loss_fn: Callable,
+    *,
+    epochs: float,
+    batch_size: int,
+    lr: float,
+    warmup: float,
+    wd: float,
+    seed: int,
+    eval_every: int,
+    on_checkpoint: Callable[[str], None],
+    accounting: dict,
+) -> None:
     """Shuffled mini-batches of (a, b, label) for ``epochs``; AdamW, linear warm-up then linear decay;
     ``on_checkpoint(where)`` every ``eval_every`` steps and at each epoch end (dev selection)."""
     rng = random.Random(seed)
@@ -320,7 +363,8 @@ def _fit(model: torch.nn.Module, examples: list[tuple[str, str, float]], loss_fn
     warm = int(total * warmup)
     opt = _optimizer(model, lr, wd)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm)))
+        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm))
+    )
     model.train()
     step = 0
     while step < total:
@@ -375,8 +419,10 @@ class TransEncoder(Method):
                     pool += [(x, y) for a, b, _gold in ad.load(split).values() for x, y in zip(a, b)]
             return list(dict.fromkeys(pool)), "sts-all (STS12-16, STS-B, SICK-R; all splits)"
         if not ctx.pairs:
-            raise ConfigError(f"{self.name}: task {ctx.task!r} has no unlabelled pairs (its adapter's train_pairs() "
-                              f"returned none); use --set train_pairs=sts for the STS pool.")
+            raise ConfigError(
+                f"{self.name}: task {ctx.task!r} has no unlabelled pairs (its adapter's train_pairs() "
+                f"returned none); use --set train_pairs=sts for the STS pool."
+            )
         return list(dict.fromkeys(ctx.pairs)), f"task:{ctx.task}"
 
     def _dev(self, ctx: TrainContext, pool: str) -> tuple[Any, str, str] | None:
@@ -388,8 +434,10 @@ class TransEncoder(Method):
         ad = self._adapter(ctx, task)
         split = "dev" if "dev" in ad.spec.splits else ("train" if "train" in ad.spec.splits else None)
         if split is None:
-            raise ConfigError(f"{self.name}: dev task {task!r} has neither a dev nor a train split to select on; "
-                              f"pass --set dev_task=<task> or --set select=false.")
+            raise ConfigError(
+                f"{self.name}: dev task {task!r} has neither a dev nor a train split to select on; "
+                f"pass --set dev_task=<task> or --set select=false."
+            )
         return _DevSplit(ad, split, c.dev_max_pairs), split, task
 
     # --- training ----------------------------------------------------------------------------
@@ -406,8 +454,11 @@ class TransEncoder(Method):
         pairs, pool = self._pairs(ctx)
         cache_dir = None
         if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks
-            key = hashlib.sha256(json.dumps([pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name],
-                                            default=str).encode()).hexdigest()[:16]
+            key = hashlib.sha256(
+                json.dumps(
+                    [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name], default=str
+                ).encode()
+            ).hexdigest()[:16]
             cache_dir = Path(ctx.output_dir).parent / f"sts-pool-{key}"
             if (cache_dir / ".complete").is_file():
                 log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
@@ -436,10 +487,23 @@ class TransEncoder(Method):
         dev = self._dev(ctx, pool)
         tracks = [_Track(label, start, plm, c, ctx.seed, device) for label, start, plm in self._tracks(ctx)]
         acc = ctx.accounting
-        acc.update({"train_pairs_pool": pool, "train_pairs_used": len(pairs), "cycles": cycles, "cross_epochs": cross_epochs,
-                    "bi_epochs": bi_epochs, "init": c.init, "both_orders": both,
-                    "dev_selection": (f"{dev[2]}:{dev[1]} (first {c.dev_max_pairs} pairs; its labels used only to "
-                                      f"select checkpoints, as the paper)") if dev else "none (last checkpoint)"})
+        acc.update(
+            {
+                "train_pairs_pool": pool,
+                "train_pairs_used": len(pairs),
+                "cycles": cycles,
+                "cross_epochs": cross_epochs,
+                "bi_epochs": bi_epochs,
+                "init": c.init,
+                "both_orders": both,
+                "dev_selection": (
+                    f"{dev[2]}:{dev[1]} (first {c.dev_max_pairs} pairs; its labels used only to "
+                    f"select checkpoints, as the paper)"
+                )
+                if dev
+                else "none (last checkpoint)",
+            }
+        )
         if not pairs:
             raise ConfigError(f"{self.name}: no training pairs for task {ctx.task!r}.")
 
@@ -454,7 +518,9 @@ class TransEncoder(Method):
                     t.cross.model.load_state_dict(t.cross_init_state)
                 else:  # sequential: the cross-encoder's transformer starts from the bi-encoder that labelled
                     _load_shared(t.cross.model.base_model, t.bi.model.state_dict())
-                self._phase(t, "cross", examples, cycle, dev, ctx, epochs=cross_epochs, seed=ctx.seed * 1000 + cycle * 10 + i)
+                self._phase(
+                    t, "cross", examples, cycle, dev, ctx, epochs=cross_epochs, seed=ctx.seed * 1000 + cycle * 10 + i
+                )
             # (b) cross -> bi: mean over models of each cross-encoder's scores
             cross_labels = np.mean([_cross_scores(t.cross, pairs) for t in tracks], axis=0)
             examples = [(a, b, float(y)) for (a, b), y in zip(pairs, cross_labels)]
@@ -463,9 +529,16 @@ class TransEncoder(Method):
                     t.bi.model.load_state_dict(t.start_state)
                 else:
                     _load_shared(t.bi.model, t.cross.model.base_model.state_dict())
-                self._phase(t, "bi", examples, cycle, dev, ctx, epochs=bi_epochs, seed=ctx.seed * 1000 + cycle * 10 + 5 + i)
-            acc.setdefault("labels", []).append({"cycle": cycle, "bi_label_mean": float(np.mean(bi_labels)),
-                                                 "cross_label_mean": float(np.mean(cross_labels))})
+                self._phase(
+                    t, "bi", examples, cycle, dev, ctx, epochs=bi_epochs, seed=ctx.seed * 1000 + cycle * 10 + 5 + i
+                )
+            acc.setdefault("labels", []).append(
+                {
+                    "cycle": cycle,
+                    "bi_label_mean": float(np.mean(bi_labels)),
+                    "cross_label_mean": float(np.mean(cross_labels)),
+                }
+            )
         for t in tracks:  # the best checkpoint of each kind over all cycles
             if c.eval_full_length:  # evaluated like the start (its own max length), not truncated to 32/64
                 t.bi.max_seq_length = t.cross.max_length = t.eval_max_length
@@ -481,8 +554,18 @@ class TransEncoder(Method):
         t = tracks[0]
         return TransEncoderResult(t.bi, t.cross, {"accounting": _jsonable(acc), "model": t.name})
 
-    def _phase(self, t: _Track, kind: str, examples: list[tuple[str, str, float]], cycle: int, dev: Any, ctx: TrainContext,
-               *, epochs: float, seed: int) -> None:
+    def _phase(
+        self,
+        t: _Track,
+        kind: str,
+        examples: list[tuple[str, str, float]],
+        cycle: int,
+        dev: Any,
+        ctx: TrainContext,
+        *,
+        epochs: float,
+        seed: int,
+    ) -> None:
         """Train one direction; keep, per cycle, the dev-best weights of this kind (the next labelling
         uses them) and, over all cycles, the best overall."""
         c = self.config
@@ -498,23 +581,44 @@ class TransEncoder(Method):
             if score > cycle_best[0]:
                 cycle_best[:] = [score, {k: v.detach().clone() for k, v in model.model.state_dict().items()}]
             if score > t.best[kind][0]:
-                t.best[kind] = (score, {k: v.detach().clone() for k, v in model.model.state_dict().items()},
-                                f"cycle {cycle}, {where}")
+                t.best[kind] = (
+                    score,
+                    {k: v.detach().clone() for k, v in model.model.state_dict().items()},
+                    f"cycle {cycle}, {where}",
+                )
 
         if kind == "cross":
+
             def loss_fn(batch):
                 logits = model.logits([e[0] for e in batch], [e[1] for e in batch])
                 return bi_to_cross_loss(logits, torch.tensor([e[2] for e in batch], device=device))
+
             lr, bs, warm = c.cross_lr, c.cross_batch_size, c.cross_warmup
         else:
+
             def loss_fn(batch):
                 n = len(batch)
-                tok = {k: v.to(device) for k, v in model.tokenize([e[0] for e in batch] + [e[1] for e in batch]).items()}
+                tok = {
+                    k: v.to(device) for k, v in model.tokenize([e[0] for e in batch] + [e[1] for e in batch]).items()
+                }
                 z = model(**tok)["sentence_embedding"]
                 return cross_to_bi_loss(z[:n], z[n:], torch.tensor([e[2] for e in batch], device=device, dtype=z.dtype))
+
             lr, bs, warm = c.bi_lr, c.bi_batch_size, 0.0
-        _fit(model, examples, loss_fn, epochs=epochs, batch_size=bs, lr=lr, warmup=warm, wd=c.weight_decay, seed=seed,
-             eval_every=c.eval_every, on_checkpoint=checkpoint, accounting=ctx.accounting.setdefault(f"{kind}_train", {}))
+        _fit(
+            model,
+            examples,
+            loss_fn,
+            epochs=epochs,
+            batch_size=bs,
+            lr=lr,
+            warmup=warm,
+            wd=c.weight_decay,
+            seed=seed,
+            eval_every=c.eval_every,
+            on_checkpoint=checkpoint,
+            accounting=ctx.accounting.setdefault(f"{kind}_train", {}),
+        )
         if cycle_best[1] is not None:
             model.model.load_state_dict(cycle_best[1])
         ctx.logger.info("%s cycle %d %s: dev best %.2f", self.name, cycle, kind, cycle_best[0])
@@ -567,8 +671,11 @@ class TransEncoderMutual(TransEncoder):
         c = self.config
         info = {"accounting": _jsonable(acc), "models": [t.name for t in tracks]}
         if c.report == "ensemble":
-            return _EnsembleResult(EnsembleBi([t.bi for t in tracks]), EnsembleCross([t.cross for t in tracks]),
-                                   {**info, "model": "ensemble"})
+            return _EnsembleResult(
+                EnsembleBi([t.bi for t in tracks]),
+                EnsembleCross([t.cross for t in tracks]),
+                {**info, "model": "ensemble"},
+            )
         names = [t.name for t in tracks]
         want = c.report or names[0]
         if want not in names:
@@ -602,8 +709,10 @@ def _load_shared(dst: torch.nn.Module, state: dict) -> None:
     own = dst.state_dict()
     shared = {k: v for k, v in state.items() if k in own}
     if len(shared) < len(own) // 2:
-        raise ConfigError(f"trans-encoder: init=sequential needs the bi- and cross-encoder to share a transformer "
-                          f"(only {len(shared)} of {len(own)} weights match).")
+        raise ConfigError(
+            f"trans-encoder: init=sequential needs the bi- and cross-encoder to share a transformer "
+            f"(only {len(shared)} of {len(own)} weights match)."
+        )
     dst.load_state_dict(shared, strict=False)
 
 

@@ -32,6 +32,7 @@ Departures and choices (reference code: sentence-transformers ``DenoisingAutoEnc
 | word splitting for the noise | words | nltk ``word_tokenize`` / ``TreebankWordDetokenizer`` | benchbench's own word splitter (no nltk data offline) |
 | lr schedule | constant 3e-5 | the example uses ``constantlr`` | constant |
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,7 +42,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchbench import adamw, ConfigError, hookimpl, length_groups, load_pretrained_head, LoopConfig, Method, method_fingerprint, NOISE_KINDS, Objective, register_noise, seed_everything, train_loop, TrainContext, TransformerEncoder, WordNoise
+from benchbench import (
+    NOISE_KINDS,
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    TransformerEncoder,
+    WordNoise,
+    adamw,
+    hookimpl,
+    length_groups,
+    load_pretrained_head,
+    method_fingerprint,
+    register_noise,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -59,7 +77,9 @@ class TSDAEConfig:
     max_grad_norm: float = 1.0  # sentence-transformers fit() clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
     fast_cross_attention: bool = True  # the exact one-vector shortcut (False: the library's attention)
-    group_by_length: bool = False  # pad each length group only to its own maximum (exact; slower on CPU: 0.93x vs 1.36x)
+    group_by_length: bool = (
+        False  # pad each length group only to its own maximum (exact; slower on CPU: 0.93x vs 1.36x)
+    )
     # tied lookups' gradients as sparse rows (None: on CPU only). Speed only: not part of the config hash
     sparse_embedding_grad: bool | None = field(default=None, metadata={"hash": False})
 
@@ -74,8 +94,9 @@ class OneVectorCrossAttention(nn.Module):
         self.self = block.self
         self.output = block.output
 
-    def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                **_kw):
+    def forward(
+        self, hidden_states, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None, **_kw
+    ):
         core, out = self.self, self.output
         b, t, d = hidden_states.shape
         if encoder_hidden_states.shape[1] != 1:
@@ -108,8 +129,12 @@ def decoder_config(encoder: TransformerEncoder):
     return cfg
 
 
-def build_decoder(encoder: TransformerEncoder, tie: bool = True, fast_cross_attention: bool = True,
-                  pretrained: nn.Module | None = None) -> nn.Module:
+def build_decoder(
+    encoder: TransformerEncoder,
+    tie: bool = True,
+    fast_cross_attention: bool = True,
+    pretrained: nn.Module | None = None,
+) -> nn.Module:
     """The family's causal-LM model as a decoder with cross-attention, tied to ``encoder``: every
     decoder base parameter with an encoder counterpart of the same name IS that parameter (so the
     encoder keeps its pretrained values), and the output projection is the word embedding matrix."""
@@ -120,7 +145,9 @@ def build_decoder(encoder: TransformerEncoder, tie: bool = True, fast_cross_atte
     try:
         decoder = decoder or AutoModelForCausalLM.from_config(cfg)
     except (ValueError, OSError) as e:
-        raise ConfigError(f"TSDAE: model type {cfg.model_type!r} has no causal-LM (decoder) class in transformers: {e}") from e
+        raise ConfigError(
+            f"TSDAE: model type {cfg.model_type!r} has no causal-LM (decoder) class in transformers: {e}"
+        ) from e
     decoder.to(encoder.device)
     base = _base(decoder)
     enc_mods = dict(encoder.model.named_modules())
@@ -138,8 +165,11 @@ def build_decoder(encoder: TransformerEncoder, tie: bool = True, fast_cross_atte
     if fast_cross_attention:
         for layer in base.modules():
             block = getattr(layer, "crossattention", None)
-            if block is not None and all(hasattr(block, a) for a in ("self", "output")) \
-                    and all(hasattr(block.output, a) for a in ("dense", "dropout", "LayerNorm")):
+            if (
+                block is not None
+                and all(hasattr(block, a) for a in ("self", "output"))
+                and all(hasattr(block.output, a) for a in ("dense", "dropout", "LayerNorm"))
+            ):
                 layer.crossattention = OneVectorCrossAttention(block)
     return decoder
 
@@ -148,14 +178,22 @@ def lm_head(decoder: nn.Module) -> nn.Module:
     """The module mapping decoder states to vocabulary logits (BERT: ``cls``; RoBERTa: ``lm_head``)."""
     heads = [m for n, m in decoder.named_children() if n != decoder.base_model_prefix]
     if len(heads) != 1:
-        raise ConfigError(f"TSDAE: cannot find the LM head of {type(decoder).__name__} (children: "
-                          f"{[n for n, _ in decoder.named_children()]}).")
+        raise ConfigError(
+            f"TSDAE: cannot find the LM head of {type(decoder).__name__} (children: "
+            f"{[n for n, _ in decoder.named_children()]})."
+        )
     return heads[0]
 
 
 class TSDAEObjective(Objective):
-    def __init__(self, encoder: TransformerEncoder, decoder: nn.Module, noise: WordNoise, group_by_length: bool = False,
-                 sparse_embedding_grad: bool | None = None):
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        decoder: nn.Module,
+        noise: WordNoise,
+        group_by_length: bool = False,
+        sparse_embedding_grad: bool | None = None,
+    ):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
@@ -166,8 +204,11 @@ class TSDAEObjective(Objective):
         # word-embedding lookups whose table IS the output projection (tied): their gradients can be
         # sparse, because the projection's dense gradient is always added to them in the same backward
         out = decoder.get_output_embeddings()
-        self._tied_lookups = [m for m in list(encoder.model.modules()) + list(decoder.modules())
-                              if isinstance(m, nn.Embedding) and out is not None and m.weight is out.weight]
+        self._tied_lookups = [
+            m
+            for m in list(encoder.model.modules()) + list(decoder.modules())
+            if isinstance(m, nn.Embedding) and out is not None and m.weight is out.weight
+        ]
 
     def _set_sparse(self, device: torch.device) -> None:
         """Sparse lookup gradients on CPU (default). A dense lookup gradient is a zero-filled
@@ -175,7 +216,9 @@ class TSDAEObjective(Objective):
         projection's: three fresh 47 MB buffers a step, whose first touch cost more than the
         arithmetic on a CPU (bench/tsdae_throughput.py). Sparse rows are added into the projection's
         gradient instead; the summed gradient is the same."""
-        self.sparse_lookups(self.sparse_embedding_grad if self.sparse_embedding_grad is not None else device.type == "cpu")
+        self.sparse_lookups(
+            self.sparse_embedding_grad if self.sparse_embedding_grad is not None else device.type == "cpu"
+        )
 
     def sparse_lookups(self, on: bool) -> None:
         for m in self._tied_lookups:
@@ -195,8 +238,9 @@ class TSDAEObjective(Objective):
     def decode_hidden(self, target_ids: torch.Tensor, sentence: torch.Tensor) -> torch.Tensor:
         """Decoder states for inputs ``target_ids[:, :-1]``. No self-attention mask is passed: with
         right padding the causal mask alone keeps every real position from seeing padding."""
-        return _base(self.decoder)(input_ids=target_ids[:, :-1], encoder_hidden_states=sentence[:, None],
-                                   use_cache=False).last_hidden_state
+        return _base(self.decoder)(
+            input_ids=target_ids[:, :-1], encoder_hidden_states=sentence[:, None], use_cache=False
+        ).last_hidden_state
 
     def forward(self, target_ids: torch.Tensor, **src) -> torch.Tensor:
         src = {k.removeprefix("src_"): v for k, v in src.items()}
@@ -247,20 +291,33 @@ class TSDAE(Method):
         # sentence-transformers folder), as sentence-transformers' DenoisingAutoEncoderLoss does
         pretrained, note = load_pretrained_head(ctx.model, "AutoModelForCausalLM", decoder_config(encoder))
         ctx.accounting["pretrained_lm_head"] = note
-        decoder = build_decoder(encoder, tie=c.tie_encoder_decoder, fast_cross_attention=c.fast_cross_attention,
-                                pretrained=pretrained)
+        decoder = build_decoder(
+            encoder, tie=c.tie_encoder_decoder, fast_cross_attention=c.fast_cross_attention, pretrained=pretrained
+        )
         mask = getattr(encoder.tokenizer, "mask_token", None) or "[MASK]"
-        return TSDAEObjective(encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask), c.group_by_length,
-                              c.sparse_embedding_grad)
+        return TSDAEObjective(
+            encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask), c.group_by_length, c.sparse_embedding_grad
+        )
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         obj = self.build(ctx)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, grad_accum=c.grad_accum,
-                          checkpoint_every=c.checkpoint_every, max_grad_norm=c.max_grad_norm)
-        obj = train_loop(obj, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                         make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
-                         desc=f"tsdae {ctx.task or ''}".strip())
+        loop = LoopConfig(
+            steps=c.steps,
+            batch_size=c.batch_size,
+            grad_accum=c.grad_accum,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm,
+        )
+        obj = train_loop(
+            obj,
+            corpus,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
+            desc=f"tsdae {ctx.task or ''}".strip(),
+        )
         obj.sparse_lookups(False)  # hand back the encoder's lookups in their usual (dense) mode
         return obj.encoder
 

@@ -1,4 +1,5 @@
 """Built-in task specs: every ``*.toml`` in this package, registered like any plugin's specs."""
+
 from pathlib import Path
 
 from benchbench import hookimpl

@@ -1,4 +1,5 @@
 """Shared fixtures. Real data comes from BENCHBENCH_DATA or ../shared/data next to the repo."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Small fakes shared by the core tests."""
+
 from __future__ import annotations
 
 import numpy as np

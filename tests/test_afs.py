@@ -1,17 +1,17 @@
 """Argument Facet Similarity: per-topic correlations averaged over topics, on a hand-made fixture
 in the corpus's CSV layout (including a cp1252 byte), and clear errors."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench.adapters.afs import AFSAdapter, read_afs
 from benchbench.data import DataStore
-from benchbench.encoding import EmbeddingCache, Embedder
+from benchbench.encoding import Embedder, EmbeddingCache
 from benchbench.errors import DataError
 from benchbench.tasks import load_spec_file
-
-from helpers import FIXTURES
 
 REPO = FIXTURES.parents[1]
 

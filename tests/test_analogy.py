@@ -1,17 +1,17 @@
 """Sentence analogy retrieval: the four questions of a tuple, the query v(C)+v(B)-v(A), exclusion of
 the query sentences, per-category accuracy, on a hand-made fixture."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench.adapters.analogy import AnalogyAdapter, analogy_accuracy, questions, read_tuples
 from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import DataError
 from benchbench.tasks import load_spec_file
-
-from helpers import FIXTURES
 
 REPO = FIXTURES.parents[1]
 

@@ -1,16 +1,20 @@
 """BSL's augmenters: Apertium round trip, synonym ratio, MLM substitution, NLI views, the view cache."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
 
 import numpy as np
 import pytest
-
-from benchbench import ConfigError, ViewCache
 from benchbench_plugins import augmenters as A
 
-SENTS = ["A man is playing a guitar on stage.", "Two women are embracing while holding packages.",
-         "The children are running in the park."]
+from benchbench import ConfigError, ViewCache
+
+SENTS = [
+    "A man is playing a guitar on stage.",
+    "Two women are embracing while holding packages.",
+    "The children are running in the park.",
+]
 
 
 def _bt_missing(pivot: str) -> str | None:
@@ -22,7 +26,10 @@ def test_apertium_round_trip(tmp_path, pivot):
     why = _bt_missing(pivot)
     if why:
         pytest.skip(f"Apertium eng<->{pivot} not installed ({why}); .ci/run installs it")
-    bt = A.BackTranslate(A.BackTranslateConfig(pivots=(pivot,), batch_lines=3 if pivot == "spa" else 100), cache=ViewCache(tmp_path / "v.sqlite"))
+    bt = A.BackTranslate(
+        A.BackTranslateConfig(pivots=(pivot,), batch_lines=3 if pivot == "spa" else 100),
+        cache=ViewCache(tmp_path / "v.sqlite"),
+    )
     # numbered sentences (in two batches for spa): each output line must come from its own input (the line separator held)
     texts = SENTS + [f"The house number {n} is red." for n in (17, 42, 93)]
     out = bt.apply(texts, 0)
@@ -115,16 +122,17 @@ def test_cache_concurrent_writers(tmp_path):
 
 def test_mlm_substitutes_with_the_models_head(tmp_path):
     import torch
-    from transformers import BertConfig, BertForMaskedLM
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
     from benchbench.models import BUNDLED_VOCAB
 
-    from transformers import BertTokenizerFast
-
     tok = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=True)
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1,
-                                       num_attention_heads=2, intermediate_size=32))
+    model = BertForMaskedLM(
+        BertConfig(
+            vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+    )
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
     mlm = A.MLMSubstitute(A.MLMConfig(model=str(tmp_path / "m"), ratio=0.3), cache=ViewCache(tmp_path / "v.sqlite"))

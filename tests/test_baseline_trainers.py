@@ -1,17 +1,18 @@
 """The TSDAE paper's unsupervised baselines: each one's defining mechanism, and that each trains,
 returns an encoder, and round-trips through a sentence-transformers folder."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
-from benchbench.methods import TrainContext
-from benchbench.models import TransformerEncoder, load_encoder, tiny_bert
 from benchbench_plugins.bertflow import BertFlow, BertFlowConfig, FlowEncoder, Glow
 from benchbench_plugins.ct import CT, CTConfig, CTObjective, segmented_lr
 from benchbench_plugins.mlm import MLM, MLMConfig, MLMObjective, build_mlm_head
 from benchbench_plugins.simcse import SimCSE, SimCSEConfig, SimCSEObjective
+
+from benchbench.methods import TrainContext
+from benchbench.models import TransformerEncoder, load_encoder, tiny_bert
 
 TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence {i} talks about topic {i % 5} with some extra words number {i * 7}" for i in range(24)]
@@ -52,7 +53,9 @@ def test_ct_batches_one_positive_per_k_negatives_and_segmented_lr():
     obj = CTObjective(tiny_bert(16, 1, 2, 32), CORPUS, negatives=3)
     b = obj.collate(CORPUS[:8], np.random.default_rng(0))
     assert b["labels"].tolist() == [1.0, 0, 0, 0, 1.0, 0, 0, 0]
-    assert torch.equal(b["a_input_ids"][0], b["b_input_ids"][0]) and not torch.equal(b["a_input_ids"][1], b["b_input_ids"][1])
+    assert torch.equal(b["a_input_ids"][0], b["b_input_ids"][0]) and not torch.equal(
+        b["a_input_ids"][1], b["b_input_ids"][1]
+    )
     f = segmented_lr(500)
     assert [f(s) for s in (0, 499, 500, 1000, 1500, 1999, 2000, 10**5)] == [1.0, 1.0, 0.8, 0.6, 0.4, 0.4, 0.2, 0.2]
     c = CTConfig()
@@ -138,7 +141,10 @@ def test_mlm_masks_the_ratio_and_projects_only_masked_positions(tmp_path):
     special = (b["input_ids"] == 101) | (b["input_ids"] == 102)
     chosen = (b["labels"] != -100).float().sum() / (~special).float().sum()
     assert abs(float(chosen) - 0.15) < 0.02
-    assert obj.collate(text[:2], np.random.default_rng(3))["labels"].tolist() == obj.collate(text[:2], np.random.default_rng(3))["labels"].tolist()
+    assert (
+        obj.collate(text[:2], np.random.default_rng(3))["labels"].tolist()
+        == obj.collate(text[:2], np.random.default_rng(3))["labels"].tolist()
+    )
     rows = []
     h = obj.head.register_forward_hook(lambda m, a, o: rows.append(a[0].shape[0]))
     obj(**b)
@@ -148,8 +154,14 @@ def test_mlm_masks_the_ratio_and_projects_only_masked_positions(tmp_path):
     assert "labels" in wwm.collate(["unbelievably tokenised wordpieces here"] * 4, np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("method", [MLM(MLMConfig(steps=3, lr=1e-3)), CT(CTConfig(steps=3, lr=1e-3)),
-                                    SimCSE(SimCSEConfig(steps=2, batch_size=4, lr=1e-3))])
+@pytest.mark.parametrize(
+    "method",
+    [
+        MLM(MLMConfig(steps=3, lr=1e-3)),
+        CT(CTConfig(steps=3, lr=1e-3)),
+        SimCSE(SimCSEConfig(steps=2, batch_size=4, lr=1e-3)),
+    ],
+)
 def test_each_method_trains_and_round_trips(method, tmp_path):
     ctx = _ctx(tmp_path)
     start = load_encoder(TINY, pooling=getattr(method.config, "pooling", None)).encode(CORPUS[:3])

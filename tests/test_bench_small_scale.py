@@ -1,5 +1,6 @@
 """The from-scratch learning bench runs end to end on the real STSb/TwitterPara/wiki data (a few
 steps of a very small BERT): learning curve, STSb-dev selection and the length diagnostic."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,30 @@ from conftest import REPO
 
 def test_small_scale_bench_curve_selection_and_length_diagnostic(real_data, tmp_path):
     out = tmp_path / "repro.json"
-    cmd = [sys.executable, str(REPO / "bench" / "small_scale_repro.py"), "--model", "tiny-bert:16:1:2:32",
-           "--methods", "ct", "--steps", "2", "--batch-size", "8", "--eval-every", "1", "--max-seq-length", "16",
-           "--corpus-size", "200", "--data-dir", str(real_data), "--position-init", "zero", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        str(REPO / "bench" / "small_scale_repro.py"),
+        "--model",
+        "tiny-bert:16:1:2:32",
+        "--methods",
+        "ct",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--eval-every",
+        "1",
+        "--max-seq-length",
+        "16",
+        "--corpus-size",
+        "200",
+        "--data-dir",
+        str(real_data),
+        "--position-init",
+        "zero",
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "selected on STSb dev" in proc.stdout and "zero position init" in proc.stdout

@@ -1,14 +1,22 @@
 """The bm25 method: its sparse scores equal rank-bm25's BM25Okapi, and it serves the USEB adapters
 through score_pairs/search without vectors."""
+
 import numpy as np
 import pytest
+from benchbench_plugins.bm25 import BM25, BM25Config, BM25Index, BM25Scorer, tokenize
 from rank_bm25 import BM25Okapi
 
 from benchbench.errors import PluginError
-from benchbench_plugins.bm25 import BM25, BM25Config, BM25Index, BM25Scorer, tokenize
 
-DOCS = ["How do I install Python 3 on Ubuntu?", "python python version", "wifi not working after the upgrade",
-        "sound stopped working after upgrade", "install the nvidia driver", "", "grub rescue: boot fails"]
+DOCS = [
+    "How do I install Python 3 on Ubuntu?",
+    "python python version",
+    "wifi not working after the upgrade",
+    "sound stopped working after upgrade",
+    "install the nvidia driver",
+    "",
+    "grub rescue: boot fails",
+]
 QUERIES = ["install python", "upgrade broke my wifi", "python python", "nothing matches here", "boot"]
 
 
@@ -51,4 +59,6 @@ def test_no_vectors_is_a_clear_error():
 def test_registered_and_training_free(registry):
     assert registry.methods["bm25"] is BM25 and BM25.trains is False
     enc = BM25().train([], None)
-    assert enc.fingerprint.startswith("bm25-") and enc.fingerprint != BM25(BM25Config(k1=1.2)).train([], None).fingerprint
+    assert (
+        enc.fingerprint.startswith("bm25-") and enc.fingerprint != BM25(BM25Config(k1=1.2)).train([], None).fingerprint
+    )

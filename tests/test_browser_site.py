@@ -1,6 +1,7 @@
 """The generated site in a real browser: headless Chromium (Debian ``chromium``) driven by playwright
 loads index.html from disk (file://) with no console errors, a header click reorders a table, a plot
 renders (an SVG image with a size), and a method named like an XSS payload shows as text."""
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,25 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (D
 
 
 def _rec(method: str, score: float, seed: int = 1) -> dict:
-    return {"schema_version": 2, "task_version": 1, "method": method, "model": "m", "setup": "unsupervised",
-            "config": {}, "config_hash": "h", "seed": seed, "task": "stsb", "device": "cpu", "git_sha": "x",
-            "train": {"seconds": 10 * score},
-            "splits": {"test": {"main_metric": "s", "main_score": score, "partial": False, "notes": [], "scores": {}}}}
+    return {
+        "schema_version": 2,
+        "task_version": 1,
+        "method": method,
+        "model": "m",
+        "setup": "unsupervised",
+        "config": {},
+        "config_hash": "h",
+        "seed": seed,
+        "task": "stsb",
+        "device": "cpu",
+        "git_sha": "x",
+        "train": {"seconds": 10 * score},
+        "splits": {"test": {"main_metric": "s", "main_score": score, "partial": False, "notes": [], "scores": {}}},
+    }
 
 
 def test_site_in_chromium(tmp_path: Path) -> None:
-    recs = [_rec("alpha", 70.0), _rec("beta", 50.0), _rec("gamma", 60.0), _rec(XSS, 40.0),
-            _rec("alpha", 72.0, seed=2)]
+    recs = [_rec("alpha", 70.0), _rec("beta", 50.0), _rec("gamma", 60.0), _rec(XSS, 40.0), _rec("alpha", 72.0, seed=2)]
     for i, r in enumerate(recs):
         (tmp_path / "r").mkdir(exist_ok=True)
         (tmp_path / "r" / f"{i}.json").write_text(json.dumps(r))
@@ -44,8 +55,10 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         page.wait_for_load_state("load")
         table = "#t-sts"
         col = page.eval_on_selector_all(f"{table} th", "hs => hs.map(h => h.textContent)").index("stsb")
+
         def first() -> list[str]:
             return page.eval_on_selector_all(f"{table} tbody tr", f"rs => rs.map(r => r.cells[{col}].textContent)")
+
         before = first()
         page.click(f"{table} th:nth-child({col + 1})")
         asc = first()
@@ -56,7 +69,9 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         assert XSS in page.inner_text(table)
         assert page.eval_on_selector_all(f"{table} img", "xs => xs.length") == 0
         # plots render: every SVG image decoded with a non-zero size
-        sizes = page.eval_on_selector_all("img.plot", "xs => xs.map(x => [x.complete, x.naturalWidth, x.naturalHeight])")
+        sizes = page.eval_on_selector_all(
+            "img.plot", "xs => xs.map(x => [x.complete, x.naturalWidth, x.naturalHeight])"
+        )
         assert sizes and all(c and w > 0 and h > 0 for c, w, h in sizes)
         page.screenshot(path=str(tmp_path / "shot.png"))
         browser.close()

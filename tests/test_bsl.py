@@ -1,14 +1,15 @@
 """BSL's defining mechanism: the target changes only by EMA, never by gradients; the predictor is on the
 online side only; the loss is symmetric; BatchNorm trains in train mode; views are drawn per step."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from benchbench_plugins.bsl import BSL, BSLConfig, BSLObjective, make_optimizer, predictor, symmetric_negative_cosine
 
 from benchbench import TrainContext, tiny_bert
-from benchbench_plugins.bsl import BSL, BSLConfig, BSLObjective, make_optimizer, predictor, symmetric_negative_cosine
 
 TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence {i} talks about topic {i % 5} with some extra words number {i * 7}" for i in range(24)]

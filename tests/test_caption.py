@@ -1,19 +1,27 @@
 """Caption retrieval: the rank metrics on hand-built embeddings, a known projection that gives
 R@1 = 100, training from scratch on synthetic features, and both data layouts."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from helpers import FIXTURES
 
-from benchbench.adapters.caption import (CaptionRetrievalAdapter, JointProjection, fold_metrics, load_npy,
-                                         load_senteval_pickle, margin_loss, retrieval_metrics, train_projection)
+from benchbench.adapters.caption import (
+    CaptionRetrievalAdapter,
+    JointProjection,
+    fold_metrics,
+    load_npy,
+    load_senteval_pickle,
+    margin_loss,
+    retrieval_metrics,
+    train_projection,
+)
 from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import DataError
 from benchbench.tasks import TaskSpec
-
-from helpers import FIXTURES
 
 
 def _unit(x):
@@ -50,8 +58,10 @@ def test_known_projection_gives_r1_100():
     img, sent = _synthetic(8, rng, A)
     net = JointProjection(6, 6, 6)
     with torch.no_grad():  # images as they are; captions mapped back through A^-1: the two spaces coincide
-        net.imgproj.weight.copy_(torch.eye(6)); net.imgproj.bias.zero_()
-        net.sentproj.weight.copy_(torch.as_tensor(np.linalg.inv(A).T)); net.sentproj.bias.zero_()
+        net.imgproj.weight.copy_(torch.eye(6))
+        net.imgproj.bias.zero_()
+        net.sentproj.weight.copy_(torch.as_tensor(np.linalg.inv(A).T))
+        net.sentproj.bias.zero_()
         pi = net.image(torch.as_tensor(img)).numpy()
         ps = net.sentence(torch.as_tensor(sent)).numpy()
     m = fold_metrics(pi, ps, fold_images=4, folds=2)
@@ -71,10 +81,13 @@ def test_training_from_scratch_learns_the_map():
     rng = np.random.RandomState(2)
     A = rng.randn(6, 5).astype(np.float32)
     train, dev, test = (_synthetic(n, rng, A) for n in (200, 8, 8))
-    net, dev_score, epochs = train_projection(train, dev, projdim=32, batch_size=64, ncontrast=10, max_epoch=30,
-                                              fold_images=4, folds=2, device="cpu")
+    net, dev_score, epochs = train_projection(
+        train, dev, projdim=32, batch_size=64, ncontrast=10, max_epoch=30, fold_images=4, folds=2, device="cpu"
+    )
     with torch.no_grad():
-        m = fold_metrics(net.image(torch.as_tensor(test[0])).numpy(), net.sentence(torch.as_tensor(test[1])).numpy(), 4, 2)
+        m = fold_metrics(
+            net.image(torch.as_tensor(test[0])).numpy(), net.sentence(torch.as_tensor(test[1])).numpy(), 4, 2
+        )
     # chance: R@1 = 25 with 4 images a fold; the learnt maps must be close to the true one
     assert m["t2i_r1"] >= 75 and m["i2t_r1"] >= 75 and m["recall_mean"] >= 90
     assert dev_score == 600.0 and 5 <= epochs <= 31  # perfect dev (6 recalls x 100), then 4 epochs without gain
@@ -117,9 +130,24 @@ class ImageEchoEncoder:
 
 
 def test_adapter_end_to_end_npy_layout():
-    spec = TaskSpec(name="coco-mini", kind="caption-retrieval", main_metric="recall_mean",
-                    params={"layout": "npy", "dir": "coco", "projdim": 32, "ncontrast": 10, "batch_size": 64,
-                            "max_epoch": 30, "fold_images": 4, "folds": 2, "device": "cpu"})
-    res = CaptionRetrievalAdapter(spec, DataStore(FIXTURES, allow_download=False)).evaluate(Embedder(ImageEchoEncoder()), "test")
+    spec = TaskSpec(
+        name="coco-mini",
+        kind="caption-retrieval",
+        main_metric="recall_mean",
+        params={
+            "layout": "npy",
+            "dir": "coco",
+            "projdim": 32,
+            "ncontrast": 10,
+            "batch_size": 64,
+            "max_epoch": 30,
+            "fold_images": 4,
+            "folds": 2,
+            "device": "cpu",
+        },
+    )
+    res = CaptionRetrievalAdapter(spec, DataStore(FIXTURES, allow_download=False)).evaluate(
+        Embedder(ImageEchoEncoder()), "test"
+    )
     assert res.scores["i2t_r1"] >= 75 and res.scores["t2i_r1"] >= 75 and res.main_score >= 85  # chance R@1: 25
     assert res.details["n_captions"] == {"train": 500, "dev": 40, "test": 40}

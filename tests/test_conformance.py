@@ -1,5 +1,6 @@
 """Every built-in method and a fixture task pass the conformance kit (benchbench.testing) with tiny
 budgets; the kit itself catches a non-deterministic method and a method whose resume is inexact."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,12 +17,19 @@ from benchbench.testing import ConformanceError, check_method, check_task
 _TINY_RNN = {"hidden": 16, "emb_dim": 8, "vocab_size": 300, "max_tokens": 12, "batch_size": 4, "steps": 3}
 # per-method tiny budgets (options by name, as --set gives them); a method not listed gets the
 # generic budget for the options it has
-BUDGETS: dict[str, dict] = {"qt": _TINY_RNN, "mc-qt": _TINY_RNN, "combine-qt": _TINY_RNN, "skip-thought": _TINY_RNN,
-                            "ct": {"steps": 3, "batch_size": 4, "negatives": 2}}
+BUDGETS: dict[str, dict] = {
+    "qt": _TINY_RNN,
+    "mc-qt": _TINY_RNN,
+    "combine-qt": _TINY_RNN,
+    "skip-thought": _TINY_RNN,
+    "ct": {"steps": 3, "batch_size": 4, "negatives": 2},
+}
 GENERIC = {"steps": 3, "batch_size": 4}
 # methods the kit cannot run on a tiny random BERT alone, with why (reported, never silently passed)
-NOT_HERE = {"trans-encoder": "needs a task's pairs and dev split to select cycles",
-            "trans-encoder-mutual": "needs a task's pairs and dev split to select cycles"}
+NOT_HERE = {
+    "trans-encoder": "needs a task's pairs and dev split to select cycles",
+    "trans-encoder-mutual": "needs a task's pairs and dev split to select cycles",
+}
 
 _REG = load_registry()
 

@@ -1,4 +1,5 @@
 """Finding data: data dir, cache, checksummed download from a local HTTP server; clear errors."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,11 +8,10 @@ import threading
 from functools import partial
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench.data import DataStore, FileEntry
 from benchbench.errors import DataError
-
-from helpers import FIXTURES
 
 REL = "sts_mini/STS.gs.A.txt"
 SHA = hashlib.sha256((FIXTURES / REL).read_bytes()).hexdigest()
@@ -78,7 +78,9 @@ def test_download_with_wrong_checksum_is_not_kept(http_server, tmp_path):
 
 def test_failed_download_says_where_to_put_the_file(http_server, tmp_path):
     with pytest.raises(DataError, match=r"download from .*/nothing-here.txt failed.*Put it at"):
-        DataStore(None, cache_dir=tmp_path / "cache").fetch(FileEntry("x/nothing-here.txt", "1" * 64, f"{http_server}/nothing-here.txt"))
+        DataStore(None, cache_dir=tmp_path / "cache").fetch(
+            FileEntry("x/nothing-here.txt", "1" * 64, f"{http_server}/nothing-here.txt")
+        )
 
 
 def test_gz_reading_roundtrips_and_a_broken_file_is_named(tmp_path):

@@ -7,6 +7,7 @@ one checkpoint interval of training.
 
 To keep it fast, one "server" process imports torch/transformers/benchbench once and forks one child
 per segment (the server itself never computes, so the children start clean)."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,7 +23,7 @@ from helpers import FIXTURES
 CKPT_EVERY = 4
 STEPS = 40
 
-_SERVER = textwrap.dedent('''
+_SERVER = textwrap.dedent("""
     import json, os, random, signal, sys, time
     from pathlib import Path
     work, plan = Path(sys.argv[1]), json.loads(sys.argv[2])
@@ -123,21 +124,34 @@ _SERVER = textwrap.dedent('''
         result["segments"].append([kind, n, segment(kind, n, "drill", "progress.txt", delay)])
     result["final"] = segment("none", 0, "drill", "progress.txt")
     print(json.dumps(result))
-''') % {"steps": STEPS, "every": CKPT_EVERY}
+""") % {"steps": STEPS, "every": CKPT_EVERY}
 
-_PLUGIN = f'''
+_PLUGIN = f"""
 from pathlib import Path
 from benchbench import hookimpl
 
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
-'''
+"""
 
 # (kind, n): step -> the n-th step of the segment; ckpt -> the n-th checkpoint state file; timer -> a
 # random instant (n unused) after the segment's first step; encsave/eval/write -> see the server
-_PLAN = [["step", 3], ["timer", 0], ["ckpt", 2], ["step", 5], ["timer", 0], ["ckpt", 4], ["step", 2],
-         ["timer", 0], ["step", 6], ["timer", 0], ["encsave", 1], ["eval", 1], ["write", 1]]
+_PLAN = [
+    ["step", 3],
+    ["timer", 0],
+    ["ckpt", 2],
+    ["step", 5],
+    ["timer", 0],
+    ["ckpt", 4],
+    ["step", 2],
+    ["timer", 0],
+    ["step", 6],
+    ["timer", 0],
+    ["encsave", 1],
+    ["eval", 1],
+    ["write", 1],
+]
 
 
 def _weights(root: Path) -> dict:
@@ -151,8 +165,13 @@ def test_kill_minus_9_drill(tmp_path):
     (tmp_path / "benchbench_plugin.py").write_text(_PLUGIN)
     (tmp_path / "server.py").write_text(_SERVER)
     env = dict(os.environ, OMP_NUM_THREADS="1", BENCHBENCH_DATA=str(FIXTURES), BENCHBENCH_CACHE=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, str(tmp_path / "server.py"), str(tmp_path), json.dumps({"seed": 7, "kills": _PLAN})],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "server.py"), str(tmp_path), json.dumps({"seed": 7, "kills": _PLAN})],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     logs = "\n".join(p.read_text()[-1500:] for p in tmp_path.glob("child-*.out"))

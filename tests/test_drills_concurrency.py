@@ -4,6 +4,7 @@ overlapping result keys (same method, seeds and tasks) and two tasks that share 
 one run at a checkpoint: ``Parent directory .../checkpoints/.tmp-step-... does not exist``).
 No crash, no lost or torn record, and each training happens once (the others wait on its lock and
 reuse the encoder)."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from helpers import FIXTURES
 
 STEPS = 12
 
-_SERVER = textwrap.dedent('''
+_SERVER = textwrap.dedent("""
     import json, os, sys
     from pathlib import Path
     work = Path(sys.argv[1])
@@ -59,16 +60,16 @@ _SERVER = textwrap.dedent('''
         _, st = os.waitpid(pid, 0)
         rcs.append(-os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st))
     print(json.dumps(rcs))
-''').replace('"STEPS"', f'"{STEPS}"')
+""").replace('"STEPS"', f'"{STEPS}"')
 
-_PLUGIN = '''
+_PLUGIN = """
 from pathlib import Path
 from benchbench import hookimpl
 
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path(__file__).parent / "mini.toml")
-'''
+"""
 
 
 def test_four_processes_one_output_one_cache(tmp_path):
@@ -78,19 +79,29 @@ def test_four_processes_one_output_one_cache(tmp_path):
     (tmp_path / "benchbench_plugin.py").write_text(_PLUGIN)
     (tmp_path / "server.py").write_text(_SERVER)
     env = dict(os.environ, OMP_NUM_THREADS="1", BENCHBENCH_DATA=str(FIXTURES), BENCHBENCH_CACHE=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, str(tmp_path / "server.py"), str(tmp_path)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "server.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     logs = "\n".join((tmp_path / f"proc{i}.out").read_text()[-2000:] for i in range(4))
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, 0, 0, 0], logs
     recs = [p for p in (tmp_path / "out").rglob("*.json") if "runs" not in p.parts]
     parsed = [json.loads(p.read_text()) for p in recs]  # none torn
-    assert sorted((r["task"], r["seed"]) for r in parsed) == [("sts-mini", 1), ("sts-mini", 2), ("sts-twin", 1), ("sts-twin", 2)]
+    assert sorted((r["task"], r["seed"]) for r in parsed) == [
+        ("sts-mini", 1),
+        ("sts-mini", 2),
+        ("sts-twin", 1),
+        ("sts-twin", 2),
+    ]
     assert not list((tmp_path / "out").rglob("*.tmp"))
     # every process printed the same 4 records (evaluated itself or read back after waiting)
     for i in range(4):
         text = (tmp_path / f"proc{i}.out").read_text()
-        printed = json.loads(text[text.index("[\n"):text.rindex("]") + 1])
+        printed = json.loads(text[text.index("[\n") : text.rindex("]") + 1])
         got = {(r["task"], r["seed"]): r["splits"]["test"]["scores"] for r in printed}
         assert got == {(r["task"], r["seed"]): r["splits"]["test"]["scores"] for r in parsed}
     # two trainings (one per seed; the twin task shares the run folder), each done once, never twice at once

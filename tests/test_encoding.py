@@ -1,12 +1,12 @@
 """The encoding pipeline: de-duplication, order, batching, the on-disk cache."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import CosineFixtureEncoder
 
 from benchbench.encoding import EmbeddingCache, embed
-
-from helpers import CosineFixtureEncoder
 
 
 def test_dedup_order_and_batches(tmp_path):
@@ -46,7 +46,9 @@ def test_unsorted_encoder_keeps_input_order_and_owns_nothing_shared():
         def encode(self, texts):
             self.calls.append(list(texts))
             rows = [int(t[1:]) for t in texts]
-            return self.store[rows[0]:rows[-1] + 1] if rows == list(range(rows[0], rows[-1] + 1)) else self.store[rows]
+            return (
+                self.store[rows[0] : rows[-1] + 1] if rows == list(range(rows[0], rows[-1] + 1)) else self.store[rows]
+            )
 
     texts = ["t2", "t0", "t1", "t0", "t2"]
     enc = Table(batch_size=2)
@@ -132,7 +134,9 @@ def test_keys_ending_in_nul_bytes_hit_the_cache(tmp_path):
     nul = [t for t in texts if text_key(t).endswith(b"\0")]
     assert nul  # the fixture really contains such keys
     enc = CosineFixtureEncoder()
-    enc.encode = lambda batch, _e=enc: np.ones((len(batch), 2), dtype=np.float32) if _e.calls.append(list(batch)) is None else None
+    enc.encode = lambda batch, _e=enc: (
+        np.ones((len(batch), 2), dtype=np.float32) if _e.calls.append(list(batch)) is None else None
+    )
     embed(enc, texts, cache=EmbeddingCache(tmp_path))
     n = enc.n_encoded
     embed(enc, texts, cache=EmbeddingCache(tmp_path))  # fresh index read from disk

@@ -1,4 +1,5 @@
 """The examples a newcomer copies keep working: the one-TOML task and the third-party method plugin."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -38,12 +39,25 @@ def test_example_task_evaluates_end_to_end(monkeypatch, tmp_path, tmp_cache):
     mod = importlib.util.module_from_spec(spec)
     sys.modules["benchbench_wordcrop_example"] = mod
     spec.loader.exec_module(mod)
-    reg = load_registry(extra_plugins=[("wordcrop-example", mod)]) if "wordcrop" not in load_registry().methods \
+    reg = (
+        load_registry(extra_plugins=[("wordcrop-example", mod)])
+        if "wordcrop" not in load_registry().methods
         else load_registry()
+    )
     from benchbench.runner import RunOptions, run
 
-    report = run(RunOptions(method="wordcrop", tasks="example-sts", model="tiny-bert", data_dir=str(EXAMPLE_TASK.parent / "data"),
-                            output=str(tmp_path / "out"), overrides={"steps": "3", "batch_size": "8"}, progress=False), reg)
+    report = run(
+        RunOptions(
+            method="wordcrop",
+            tasks="example-sts",
+            model="tiny-bert",
+            data_dir=str(EXAMPLE_TASK.parent / "data"),
+            output=str(tmp_path / "out"),
+            overrides={"steps": "3", "batch_size": "8"},
+            progress=False,
+        ),
+        reg,
+    )
     (rec,) = report.records
     assert rec["task"] == "example-sts" and rec["train"]["steps"] == 3
     assert -100 <= rec["splits"]["test"]["main_score"] <= 100

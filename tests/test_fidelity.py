@@ -2,6 +2,7 @@
 weights and batch, and the mechanisms the references rely on (fresh noise, per-step scheduling,
 gradient clipping, pretrained heads, SimCSE's test-time MLP, the flow's log-determinant) are in place.
 bench/mutations.py checks that each listed one-line breakage makes a test here fail."""
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,12 @@ from benchbench.methods import TrainContext
 from benchbench.models import TransformerEncoder, load_encoder, load_pretrained_head, tiny_bert
 from benchbench.training import LoopConfig, Objective, train_loop
 
-SENTS = ["the quick brown fox jumps over the lazy dog near the river bank today .",
-         "a second sentence , somewhat longer than the first one and with more words in it",
-         "short one here", "how do i install ubuntu on a usb stick without losing data ?"]
+SENTS = [
+    "the quick brown fox jumps over the lazy dog near the river bank today .",
+    "a second sentence , somewhat longer than the first one and with more words in it",
+    "short one here",
+    "how do i install ubuntu on a usb stick without losing data ?",
+]
 CORPUS = [f"sentence {i} talks about topic {i % 5} with some extra words number {i * 7}" for i in range(24)]
 TOL = 1e-4
 
@@ -64,9 +68,8 @@ def _same_tok(st, enc, texts):
 # ---- loss equality with the references ---------------------------------------------------------
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_tsdae_loss_equals_denoising_auto_encoder_loss(ckpt, mode):
-    from sentence_transformers.losses import DenoisingAutoEncoderLoss
-
     from benchbench_plugins.tsdae import TSDAE, TSDAEConfig
+    from sentence_transformers.losses import DenoisingAutoEncoderLoss
 
     st = _st(ckpt, "cls")
     ref = DenoisingAutoEncoderLoss(st, decoder_name_or_path=ckpt, tie_encoder_decoder=True)
@@ -91,9 +94,8 @@ def test_tsdae_loss_equals_denoising_auto_encoder_loss(ckpt, mode):
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_ct_loss_equals_contrastive_tension_loss(ckpt, mode):
-    from sentence_transformers.losses import ContrastiveTensionLoss
-
     from benchbench_plugins.ct import CTObjective
+    from sentence_transformers.losses import ContrastiveTensionLoss
 
     st = _st(ckpt, "mean")
     ref = ContrastiveTensionLoss(st)
@@ -117,9 +119,8 @@ def test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors(ckpt):
     """Eval mode (the reference encodes the two views in two passes, benchbench in one doubled pass,
     so their dropout masks cannot coincide). The vectors are far from unit length, so a dot product
     in place of the cosine would change the loss."""
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-
     from benchbench_plugins.simcse import SimCSEObjective
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
 
     st = _st(ckpt, "cls")
     ref = MultipleNegativesRankingLoss(st, scale=20.0)
@@ -136,9 +137,8 @@ def test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors(ckpt):
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_mlm_loss_equals_bert_for_masked_lm(ckpt, mode):
+    from benchbench_plugins.mlm import MLMObjective, build_mlm_head
     from transformers import BertForMaskedLM
-
-    from benchbench_plugins.mlm import build_mlm_head, MLMObjective
 
     ref = BertForMaskedLM.from_pretrained(ckpt)
     enc = TransformerEncoder.load(ckpt, pooling="mean", max_seq_length=128)
@@ -173,7 +173,7 @@ def _head_equal(head_state: dict, ckpt_dir: str) -> None:
 
 def test_pretrained_heads_load_from_a_local_and_a_sentence_transformers_folder(ckpt, tmp_path):
     from benchbench_plugins.mlm import build_mlm_head
-    from benchbench_plugins.tsdae import lm_head, TSDAE, TSDAEConfig
+    from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, lm_head
 
     st_dir = tmp_path / "st"
     _st(ckpt, "cls").save(str(st_dir))
@@ -245,8 +245,14 @@ def test_hub_id_loads_the_checkpoint_head_through_the_hf_cache(ckpt, tmp_path):
     (snap / "refs").mkdir(parents=True)
     (snap / "refs" / "main").write_text("0" * 40)
     shutil.copytree(ckpt, snap / "snapshots" / ("0" * 40))
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "REF": os.path.join(ckpt, "model.safetensors")}
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "REF": os.path.join(ckpt, "model.safetensors"),
+    }
     env.pop("TRANSFORMERS_CACHE", None)
     r = subprocess.run([sys.executable, "-c", HUB_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -258,8 +264,9 @@ def test_hub_id_loads_the_checkpoint_head_through_the_hf_cache(ckpt, tmp_path):
 
 # ---- TSDAE mechanisms -----------------------------------------------------------------------------
 def test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean():
+    from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
+
     from benchbench.noise import WordNoise
-    from benchbench_plugins.tsdae import build_decoder, TSDAEObjective
 
     enc = tiny_bert(16, 1, 2, 32)
     obj = TSDAEObjective(enc, build_decoder(enc), WordNoise("delete", 0.6))
@@ -273,13 +280,18 @@ def test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean():
 def test_one_vector_shortcut_keeps_attention_dropout_in_training():
     """With attention dropout, the single attention weight is dropped per (position, head): in train
     mode two calls differ and positions differ; the average over draws is the eval-mode output."""
+    from benchbench_plugins.tsdae import OneVectorCrossAttention
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertAttention
 
-    from benchbench_plugins.tsdae import OneVectorCrossAttention
-
-    cfg = BertConfig(hidden_size=16, num_attention_heads=2, attention_probs_dropout_prob=0.5, hidden_dropout_prob=0.0,
-                     is_decoder=True, add_cross_attention=True)
+    cfg = BertConfig(
+        hidden_size=16,
+        num_attention_heads=2,
+        attention_probs_dropout_prob=0.5,
+        hidden_dropout_prob=0.0,
+        is_decoder=True,
+        add_cross_attention=True,
+    )
     torch.manual_seed(0)
     block = OneVectorCrossAttention(BertAttention(cfg, is_cross_attention=True))
     h, mem = torch.randn(2, 5, 16), torch.randn(2, 1, 16)
@@ -310,27 +322,42 @@ class _Recorder(Objective):
 
 def test_collate_rng_is_fresh_per_micro_batch(tmp_path):
     obj = _Recorder()
-    train_loop(obj, list(range(10)), _ctx(tmp_path, "x"), LoopConfig(steps=3, batch_size=2, grad_accum=2,
-                                                                      checkpoint_every=0, checkpoint_minutes=0),
-               fingerprint="rng", make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.0))
+    train_loop(
+        obj,
+        list(range(10)),
+        _ctx(tmp_path, "x"),
+        LoopConfig(steps=3, batch_size=2, grad_accum=2, checkpoint_every=0, checkpoint_minutes=0),
+        fingerprint="rng",
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.0),
+    )
     assert len(obj.draws) == 6 and len(set(obj.draws)) == 6
 
 
 def test_scheduler_steps_once_per_optimizer_step(tmp_path):
     obj, lrs = _Recorder(), []
-    train_loop(obj, list(range(10)), _ctx(tmp_path, "x"), LoopConfig(steps=3, batch_size=2, grad_accum=4,
-                                                                      checkpoint_every=0, checkpoint_minutes=0),
-               fingerprint="sched", make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=1.0),
-               make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: lrs.append(s) or 1.0))
+    train_loop(
+        obj,
+        list(range(10)),
+        _ctx(tmp_path, "x"),
+        LoopConfig(steps=3, batch_size=2, grad_accum=4, checkpoint_every=0, checkpoint_minutes=0),
+        fingerprint="sched",
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=1.0),
+        make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: lrs.append(s) or 1.0),
+    )
     assert lrs == [0, 1, 2, 3]  # construction + one step per optimizer update
 
 
 def test_gradient_clipping_is_on_by_default_at_norm_1(tmp_path):
     assert LoopConfig(steps=1, batch_size=1).max_grad_norm == 1.0
     obj = _Recorder(scale=1000.0)  # gradient 1000
-    train_loop(obj, list(range(4)), _ctx(tmp_path, "x"), LoopConfig(steps=1, batch_size=1, checkpoint_every=0,
-                                                                      checkpoint_minutes=0),
-               fingerprint="clip", make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=1.0))
+    train_loop(
+        obj,
+        list(range(4)),
+        _ctx(tmp_path, "x"),
+        LoopConfig(steps=1, batch_size=1, checkpoint_every=0, checkpoint_minutes=0),
+        fingerprint="clip",
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=1.0),
+    )
     assert abs(float(obj.w) + 1.0) < 1e-5  # clipped to norm 1: one unit step, not 1000
 
 
@@ -393,7 +420,9 @@ def test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length(tmp_path)
     enc.save(tmp_path / "saved")
     again = load_encoder(str(tmp_path / "saved"))
     assert np.allclose(again.encode(SENTS), out, atol=1e-5) and again.max_seq_length == start.max_seq_length
-    plain = SimCSE(SimCSEConfig(steps=1, batch_size=4, mlp="train_only")).train(CORPUS, _ctx(tmp_path / "p", "tiny-bert:16:1:2:32"))
+    plain = SimCSE(SimCSEConfig(steps=1, batch_size=4, mlp="train_only")).train(
+        CORPUS, _ctx(tmp_path / "p", "tiny-bert:16:1:2:32")
+    )
     assert not hasattr(plain, "mlp")
 
 
@@ -419,7 +448,7 @@ def test_flow_nll_is_the_exact_change_of_variables(variant):
     for row in u:
         jac = torch.autograd.functional.jacobian(lambda x: flow(x[None])[0][0], row)
         z = flow(row[None])[0][0]
-        log_pz = -0.5 * (z ** 2).sum() - 3 * np.log(2 * np.pi)
+        log_pz = -0.5 * (z**2).sum() - 3 * np.log(2 * np.pi)
         expected.append(-(log_pz + torch.linalg.slogdet(jac)[1]) / 6)
     assert abs(float(flow.nll(u)) - float(torch.stack(expected).mean())) < 1e-4
 
@@ -435,11 +464,12 @@ def test_bertflow_default_is_the_official_config(tmp_path):
 
 
 def test_simcse_stsb_dev_selection_keeps_the_best_step(real_data, tmp_path):
+    from benchbench_plugins.simcse import SimCSE, SimCSEConfig
+
     from benchbench.data import DataStore
     from benchbench.encoding import Embedder
     from benchbench.registry import get_registry
     from benchbench.runner import make_adapter
-    from benchbench_plugins.simcse import SimCSE, SimCSEConfig
 
     ctx = _ctx(tmp_path, "tiny-bert:16:1:2:32")
     ctx.data = DataStore(real_data, allow_download=False)

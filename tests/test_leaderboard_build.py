@@ -1,5 +1,6 @@
 """The generated leaderboard: labels from config diffs, seeds averaged, marks, escaping, determinism and
 the staleness check (records are synthetic dicts written as files: no training, fast)."""
+
 from __future__ import annotations
 
 import json
@@ -11,27 +12,67 @@ from benchbench.board_cli import cmd_leaderboard
 XSS = "<img src=x onerror=alert(1)>"
 
 
-def rec(method: str, task: str, score: float, seed: int = 1, config: dict | None = None, chash: str = "h1",
-        model: str = "m", **extra) -> dict:
-    r = {"schema_version": 2, "task_version": 1, "method": method, "model": model, "setup": "unsupervised",
-         "config": config or {}, "config_hash": chash, "seed": seed, "task": task, "device": "cpu",
-         "git_sha": "abc", "versions": {"torch": "t"},
-         "splits": {"test": {"main_metric": "x", "main_score": score, "partial": False, "notes": [], "scores": {"x": score}}}}
+def rec(
+    method: str,
+    task: str,
+    score: float,
+    seed: int = 1,
+    config: dict | None = None,
+    chash: str = "h1",
+    model: str = "m",
+    **extra,
+) -> dict:
+    r = {
+        "schema_version": 2,
+        "task_version": 1,
+        "method": method,
+        "model": model,
+        "setup": "unsupervised",
+        "config": config or {},
+        "config_hash": chash,
+        "seed": seed,
+        "task": task,
+        "device": "cpu",
+        "git_sha": "abc",
+        "versions": {"torch": "t"},
+        "splits": {
+            "test": {"main_metric": "x", "main_score": score, "partial": False, "notes": [], "scores": {"x": score}}
+        },
+    }
     r.update(extra)
     return r
 
 
 def write(root: Path, records: list[dict]) -> None:
     for r in records:
-        p = root / "results" / r["method"].replace("<", "_").replace(">", "_").replace("/", "_") / f"{r['config_hash']}-{r['seed']}-{r['task']}.json"
+        p = (
+            root
+            / "results"
+            / r["method"].replace("<", "_").replace(">", "_").replace("/", "_")
+            / f"{r['config_hash']}-{r['seed']}-{r['task']}.json"
+        )
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(r))
 
 
 def records() -> list[dict]:
     rs = [rec("tsdae", "twitterpara", s, seed, {"steps": 2000, "lr": 3e-5}, "a") for seed, s in ((1, 70.0), (2, 72.0))]
-    rs += [rec("tsdae", "cqadupstack", 20.0, 1, {"steps": 2000, "lr": 3e-5}, "a", train={"seconds": 100, "flops": 1e12,
-            "monitor": [[100, {"dev/ap": 60.0}], [200, {"dev/ap": 65.0}]], "loss_curve": [[1, 5.0], [2, 4.0]]})]
+    rs += [
+        rec(
+            "tsdae",
+            "cqadupstack",
+            20.0,
+            1,
+            {"steps": 2000, "lr": 3e-5},
+            "a",
+            train={
+                "seconds": 100,
+                "flops": 1e12,
+                "monitor": [[100, {"dev/ap": 60.0}], [200, {"dev/ap": 65.0}]],
+                "loss_curve": [[1, 5.0], [2, 4.0]],
+            },
+        )
+    ]
     rs[-1]["splits"]["test"]["partial"] = True
     rs += [rec("tenc", "stsb", 80.0, transductive=True)]
     rs += [rec(XSS, "stsb", 50.0), rec("sbert", "stsb", 75.0, train={"seconds": 1})]
@@ -71,8 +112,10 @@ def test_build_escapes_everywhere_and_is_deterministic(tmp_path: Path) -> None:
     tex = (a / "latex" / "sts.tex").read_text()
     assert r"\toprule" in tex and r"\textless{}img" in tex
     plots = {p.name for p in (a / "site" / "plots").iterdir()}
-    assert {"learning-twitterpara-dev-ap.svg", "loss-curves.svg", "seed-spread.svg"} <= plots or \
-        {"loss-curves.svg", "seed-spread.svg"} <= plots
+    assert {"learning-twitterpara-dev-ap.svg", "loss-curves.svg", "seed-spread.svg"} <= plots or {
+        "loss-curves.svg",
+        "seed-spread.svg",
+    } <= plots
     assert any(n.startswith("learning-") for n in plots)
     assert any(n.startswith("compute-flops") for n in plots)
     assert "<dc:date>" not in (a / "site" / "plots" / "seed-spread.svg").read_text()
@@ -128,8 +171,12 @@ def test_every_suite_has_a_section(tmp_path: Path) -> None:
 def test_dagger_from_stats(tmp_path: Path) -> None:
     rs = []
     for seed, (a, c, s) in enumerate(((70, 60, 61), (71, 62, 60)), start=1):
-        rs += [rec("tsdae", "askubuntu", a, seed, chash="t"), rec("ct", "askubuntu", c, seed, chash="c"),
-               rec("simcse", "askubuntu", s, seed, chash="s"), rec("mlm", "askubuntu", c + 0.5, seed, chash="m")]
+        rs += [
+            rec("tsdae", "askubuntu", a, seed, chash="t"),
+            rec("ct", "askubuntu", c, seed, chash="c"),
+            rec("simcse", "askubuntu", s, seed, chash="s"),
+            rec("mlm", "askubuntu", c + 0.5, seed, chash="m"),
+        ]
     write(tmp_path, rs)
     t = {t.name: t for t in site.suite_tables(site.build_rows(site.load_records(tmp_path)))}["USEB"]
     col = t.headers.index("askubuntu")

@@ -1,4 +1,5 @@
 """Model resolution, pooling, and the sentence-transformers folder round trip."""
+
 from __future__ import annotations
 
 import numpy as np

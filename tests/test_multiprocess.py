@@ -1,5 +1,6 @@
 """Multi-process training: ``torchrun`` with 2 CPU processes (gloo) gives the weights of a
 1-process run with the same global batch, and its checkpoints hold one RNG state per process."""
+
 from __future__ import annotations
 
 import json
@@ -44,11 +45,27 @@ def test_two_cpu_processes_equal_one_with_the_same_global_batch(tmp_path):
     script = tmp_path / "mp.py"
     script.write_text(_SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    one = subprocess.run([sys.executable, str(script), str(tmp_path / "one"), "4"], capture_output=True, text=True,
-                         env=env, timeout=300)
+    one = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "one"), "4"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert one.returncode == 0, one.stderr[-2000:]
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(script), str(tmp_path / "two"), "2"], capture_output=True, text=True, env=env, timeout=300)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path / "two"),
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if two.returncode != 0 and "gloo" in two.stderr.lower() and "not available" in two.stderr.lower():
         pytest.skip("torch.distributed has no gloo backend here")
     assert two.returncode == 0, two.stderr[-3000:]

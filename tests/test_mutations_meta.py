@@ -1,6 +1,7 @@
 """bench/mutations.py must not rot: every mutation's target text still occurs exactly once in the code
 and every test it relies on still exists (otherwise a mutation would 'survive' or error for the wrong
 reason)."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,5 @@
 """The offline NLI data: BSL's general corpus (unlabelled, de-duplicated) and the entailment pairs."""
+
 from __future__ import annotations
 
 import pytest

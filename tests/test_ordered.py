@@ -1,4 +1,5 @@
 """Ordered corpora: sentence splitting, the streamed line index, the record's corpus identity."""
+
 from __future__ import annotations
 
 import pickle
@@ -45,7 +46,12 @@ def test_running_text_is_sentence_split_and_sentence_per_line_kept(tmp_path):
     run.write_text("It was a truth universally\nacknowledged. Mr. Bennet was\nsilent.\n\nShe _smiled_. Then left\n")
     assert not is_sentence_per_line(run)
     c = load_ordered(_store(tmp_path), str(run))
-    assert list(c.sentences) == ["It was a truth universally acknowledged.", "Mr. Bennet was silent.", "She smiled.", "Then left"]
+    assert list(c.sentences) == [
+        "It was a truth universally acknowledged.",
+        "Mr. Bennet was silent.",
+        "She smiled.",
+        "Then left",
+    ]
     per_line = tmp_path / "bookcorpus.txt"
     per_line.write_text("the first sentence .\nthe second one .\n")
     assert is_sentence_per_line(per_line)

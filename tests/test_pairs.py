@@ -1,17 +1,17 @@
 """Pair classification AUC: hand-computed on a QQP-format fixture, the cross-encoder path, the
 split slices Trans-Encoder uses on QNLI, and the formats' error messages."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench.adapters.pairs import PairClassificationAdapter, read_pairs
 from benchbench.data import DataStore
-from benchbench.encoding import EmbeddingCache, Embedder
+from benchbench.encoding import Embedder, EmbeddingCache
 from benchbench.errors import ConfigError, DataError
 from benchbench.tasks import TaskSpec
-
-from helpers import FIXTURES
 
 # cosine of each QQP fixture pair (labels 1, 0, 1, 0)
 COS = {0: 0.9, 1: 0.1, 2: 0.2, 3: 0.3}
@@ -41,8 +41,13 @@ class PerfectCrossEncoder(LookupEncoder):
 
 
 def _adapter(fmt="glue-qqp", splits=None) -> PairClassificationAdapter:
-    spec = TaskSpec(name="qqp", kind="pair-auc", main_metric="auc", splits=["test"],
-                    params={"format": fmt, "splits": splits or {"test": {"file": "qqp/dev.tsv"}}})
+    spec = TaskSpec(
+        name="qqp",
+        kind="pair-auc",
+        main_metric="auc",
+        splits=["test"],
+        params={"format": fmt, "splits": splits or {"test": {"file": "qqp/dev.tsv"}}},
+    )
     return PairClassificationAdapter(spec, DataStore(FIXTURES, allow_download=False))
 
 
@@ -72,8 +77,12 @@ def test_errors_name_the_problem(tmp_path):
     bad = tmp_path / "qqp"
     bad.mkdir()
     (bad / "dev.tsv").write_text("id\tquestion1\tquestion2\tis_duplicate\n0\ta\tb\tmaybe\n")
-    spec = TaskSpec(name="qqp", kind="pair-auc", main_metric="auc",
-                    params={"format": "glue-qqp", "splits": {"test": {"file": "qqp/dev.tsv"}}})
+    spec = TaskSpec(
+        name="qqp",
+        kind="pair-auc",
+        main_metric="auc",
+        params={"format": "glue-qqp", "splits": {"test": {"file": "qqp/dev.tsv"}}},
+    )
     with pytest.raises(DataError, match=r"dev.tsv:2: unknown label 'maybe'"):
         PairClassificationAdapter(spec, DataStore(tmp_path)).load("test")
     with pytest.raises(DataError, match="lacks columns"):

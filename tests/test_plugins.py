@@ -1,4 +1,5 @@
 """Plugin discovery through the entry-point group, and the errors a plugin author can hit."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -10,7 +11,7 @@ import pytest
 from benchbench import registry as plugins
 from benchbench.errors import PluginError, UnknownNameError
 
-THIRD_PARTY = '''
+THIRD_PARTY = """
 from dataclasses import dataclass
 from benchbench import Method, hookimpl
 
@@ -28,7 +29,7 @@ class Echo(Method):
 @hookimpl
 def benchbench_register_methods(register):
     register("echo-method", Echo)
-'''
+"""
 
 
 def _install_fake_distribution(monkeypatch, tmp_path, module_name: str, source: str, ep_name: str) -> None:
@@ -73,7 +74,9 @@ def test_third_party_plugin_is_discovered(monkeypatch, tmp_path, capsys):
 def test_misspelled_hook_is_rejected(monkeypatch, tmp_path):
     bad = THIRD_PARTY.replace("def benchbench_register_methods", "def benchbench_register_method")
     _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_typo", bad, "typo")
-    with pytest.raises(PluginError, match=r"'typo'.*benchbench_register_method.*Did you mean 'benchbench_register_methods'"):
+    with pytest.raises(
+        PluginError, match=r"'typo'.*benchbench_register_method.*Did you mean 'benchbench_register_methods'"
+    ):
         plugins.load_registry()
 
 
@@ -86,17 +89,23 @@ def test_plugin_that_raises_is_named(monkeypatch, tmp_path):
 
 def test_plugin_import_error_is_named(monkeypatch, tmp_path):
     _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken", "import not_a_module_xyz\n", "broken")
-    with pytest.raises(PluginError, match=r"Plugin 'broken'.*failed to import.*not_a_module_xyz.*BENCHBENCH_DISABLE_PLUGINS=broken"):
+    with pytest.raises(
+        PluginError, match=r"Plugin 'broken'.*failed to import.*not_a_module_xyz.*BENCHBENCH_DISABLE_PLUGINS=broken"
+    ):
         plugins.load_registry(strict=True)
 
 
 def test_broken_plugin_leaves_the_others_working(monkeypatch, tmp_path, caplog):
     """One plugin that fails to import used to make every command fail (table and plugins included)."""
-    _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken2", "raise RuntimeError('kaput')\n", "broken")
+    _install_fake_distribution(
+        monkeypatch, tmp_path, "bb_thirdparty_broken2", "raise RuntimeError('kaput')\n", "broken"
+    )
     reg = plugins.load_registry()
     assert "sbert" in reg.methods and "stsb" in reg.tasks  # everything else registered
     assert "kaput" in reg.broken["broken"] and "BENCHBENCH_DISABLE_PLUGINS=broken" in reg.broken["broken"]
-    assert any("'broken'" in r.getMessage() and "BENCHBENCH_DISABLE_PLUGINS=broken" in r.getMessage() for r in caplog.records)
+    assert any(
+        "'broken'" in r.getMessage() and "BENCHBENCH_DISABLE_PLUGINS=broken" in r.getMessage() for r in caplog.records
+    )
     # asking for something that only a broken plugin could provide says which plugin is broken
     with pytest.raises(PluginError, match=r"Unknown method 'echo-method'.*'broken'.*kaput"):
         reg.method("echo-method")

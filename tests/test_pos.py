@@ -1,5 +1,6 @@
 """POS relevance analysis on a fixture whose answer is known: a toy encoder whose similarity depends
 on one word only."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,18 @@ class KeywordEncoder:
         return np.array([[1.0, x.count("cat") * 3.0, x.count("dog") * 3.0] for x in w])
 
 
-TAGS = {"the": ("DT", "DET"), "a": ("DT", "DET"), "cat": ("NN", "NOUN"), "dog": ("NN", "NOUN"), "is": ("VBZ", "AUX"),
-        "sleeps": ("VBZ", "VERB"), "runs": ("VBZ", "VERB"), "fast": ("RB", "ADV"), "on": ("IN", "ADP"), "mat": ("NN", "NOUN")}
+TAGS = {
+    "the": ("DT", "DET"),
+    "a": ("DT", "DET"),
+    "cat": ("NN", "NOUN"),
+    "dog": ("NN", "NOUN"),
+    "is": ("VBZ", "AUX"),
+    "sleeps": ("VBZ", "VERB"),
+    "runs": ("VBZ", "VERB"),
+    "fast": ("RB", "ADV"),
+    "on": ("IN", "ADP"),
+    "mat": ("NN", "NOUN"),
+}
 
 
 def toy_tagger(texts):
@@ -60,7 +71,9 @@ def test_distribution_prior_and_average(tmp_path):
     assert res["average"]["prior"]["DT"] == pytest.approx((res["d1"]["prior"]["DT"] + res["d2"]["prior"]["DT"]) / 2)
     assert (tmp_path / "tags-d1.json").is_file()
     # the cached tags are read back (a tagger that fails proves it is not called)
-    again = pos.tag_all(lambda texts: (_ for _ in ()).throw(AssertionError("tagger called")), PAIRS, tmp_path / "tags-d1.json")
+    again = pos.tag_all(
+        lambda texts: (_ for _ in ()).throw(AssertionError("tagger called")), PAIRS, tmp_path / "tags-d1.json"
+    )
     assert [t.xpos for t in again["the cat sleeps"]] == ["DT", "NN", "VBZ"]
     assert "| toy |" in pos.markdown(res)
     png = pos.bar_plot(res, tmp_path / "pos.png")
@@ -70,8 +83,19 @@ def test_distribution_prior_and_average(tmp_path):
 def test_class_mapping_splits_aux_verbs():
     c = lambda x, u="X": pos.pos_class(Token("w", 0, 1, x, u))  # noqa: E731
     assert c("VBZ", "AUX") == "VB-AUX" and c("VBZ", "VERB") == "VB-NAUX"
-    assert [c(x) for x in ("NNS", "JJR", "RBS", "PRP$", "WDT", "IN", "CC", "CD", ",", "MD", "UH")] == \
-        ["NN", "JJ", "RB", "PRP", "DT", "IN", "CC", "CD", "SYM", "OTHER", "OTHER"]
+    assert [c(x) for x in ("NNS", "JJR", "RBS", "PRP$", "WDT", "IN", "CC", "CD", ",", "MD", "UH")] == [
+        "NN",
+        "JJ",
+        "RB",
+        "PRP",
+        "DT",
+        "IN",
+        "CC",
+        "CD",
+        "SYM",
+        "OTHER",
+        "OTHER",
+    ]
     assert len(CLASSES) == 12
 
 

@@ -1,4 +1,5 @@
 """The public API: everything a plugin needs comes from ``benchbench`` itself."""
+
 from __future__ import annotations
 
 import ast
@@ -18,7 +19,9 @@ def _private_imports(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchbench."):
             bad.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
         elif isinstance(node, ast.Import):
-            bad.extend(f"{path.name}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("benchbench."))
+            bad.extend(
+                f"{path.name}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("benchbench.")
+            )
     return bad
 
 
@@ -31,7 +34,9 @@ def test_builtin_plugins_import_only_the_public_api():
 
 def test_private_import_detector_catches_both_forms(tmp_path):
     f = tmp_path / "p.py"
-    f.write_text("from benchbench.training import train_loop\nimport benchbench.models\nfrom benchbench import Method\n")
+    f.write_text(
+        "from benchbench.training import train_loop\nimport benchbench.models\nfrom benchbench import Method\n"
+    )
     assert len(_private_imports(f)) == 2
 
 

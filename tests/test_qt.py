@@ -1,12 +1,13 @@
 """Quick-Thoughts mechanism tests (tiny sizes, CPU, a few seconds)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from benchbench_plugins import qt
 
 from benchbench import TrainContext, load_encoder
-from benchbench_plugins import qt
 
 
 def _ctx(tmp_path, name="run", seed=0) -> TrainContext:
@@ -75,7 +76,7 @@ def _context_accuracy(enc: qt.QTEncoder, sents: list[str], window: int) -> float
     hits = total = 0
     with torch.no_grad():
         for a in range(0, len(sents) - window + 1, window):
-            feats = f.features(sents[a:a + window])
+            feats = f.features(sents[a : a + window])
             s = f(**feats) @ g(**feats).T
             s.fill_diagonal_(float("-inf"))
             top = s.argmax(1)
@@ -99,7 +100,9 @@ def test_shuffled_text_trains_to_chance_ordered_text_does_not(tmp_path):
 
 def test_f_and_g_are_distinct_parameters_and_the_test_vector_is_f_then_g(tmp_path):
     corpus = [f"the cat {i % 5} sat on mat {i % 3} ." for i in range(60)]
-    enc = qt.QT(qt.QTConfig(encoder="gru", hidden=8, emb_dim=6, vocab_size=50, batch_size=10, steps=2)).train(corpus, _ctx(tmp_path))
+    enc = qt.QT(qt.QTConfig(encoder="gru", hidden=8, emb_dim=6, vocab_size=50, batch_size=10, steps=2)).train(
+        corpus, _ctx(tmp_path)
+    )
     f, g = enc.pairs[0]
     fp = {p.data_ptr() for p in f.parameters()}
     assert fp.isdisjoint({p.data_ptr() for p in g.parameters()})
@@ -155,8 +158,10 @@ def test_vocabulary_is_case_sensitive_and_sized():
 
 def test_save_load_round_trip_through_load_encoder(tmp_path):
     corpus = [f"Sentence {i} ." for i in range(40)]
-    for name, cfg in (("qt", qt.QTConfig(encoder="bigru", hidden=8, emb_dim=4, vocab_size=30, batch_size=10, steps=1)),
-                      ("combine-qt", qt.QTConfig(hidden=8, emb_dim=4, vocab_size=30, batch_size=10, steps=1))):
+    for name, cfg in (
+        ("qt", qt.QTConfig(encoder="bigru", hidden=8, emb_dim=4, vocab_size=30, batch_size=10, steps=1)),
+        ("combine-qt", qt.QTConfig(hidden=8, emb_dim=4, vocab_size=30, batch_size=10, steps=1)),
+    ):
         cls = qt.QT if name == "qt" else qt.CombineQT
         enc = cls(cfg).train(corpus, _ctx(tmp_path, name))
         enc.save(tmp_path / name / "encoder")
@@ -168,7 +173,9 @@ def test_save_load_round_trip_through_load_encoder(tmp_path):
 def test_skip_thought_trains_and_its_vector_is_the_encoder(tmp_path):
     corpus = [f"word{i % 7} word{(i + 1) % 7} ." for i in range(50)]
     ctx = _ctx(tmp_path)
-    enc = qt.SkipThought(qt.SkipThoughtConfig(hidden=8, emb_dim=4, vocab_size=30, batch_size=8, steps=3)).train(corpus, ctx)
+    enc = qt.SkipThought(qt.SkipThoughtConfig(hidden=8, emb_dim=4, vocab_size=30, batch_size=8, steps=3)).train(
+        corpus, ctx
+    )
     assert enc.pairs[0][1] is None and enc.encode(corpus[:3]).shape == (3, 8)
     assert ctx.accounting["flops"] > 0 and ctx.accounting["examples"] == 24
 
@@ -187,12 +194,30 @@ def test_neighbours_command_finds_the_sentence_itself_first(tmp_path, tmp_cache,
     from benchbench.cli import main
 
     corpus = [f"Line {i} talks about {w} ." for i, w in enumerate(["cats", "dogs", "ships", "rain", "tea"] * 8)]
-    enc = qt.QT(qt.QTConfig(encoder="bow", emb_dim=8, vocab_size=100, batch_size=10, steps=1)).train(corpus, _ctx(tmp_path))
+    enc = qt.QT(qt.QTConfig(encoder="bow", emb_dim=8, vocab_size=100, batch_size=10, steps=1)).train(
+        corpus, _ctx(tmp_path)
+    )
     enc.save(tmp_path / "enc")
     f = tmp_path / "corpus.txt"
     f.write_text("\n".join(corpus) + "\n")
-    assert main(["neighbours", "--model", str(tmp_path / "enc"), "--corpus", str(f), "--query", corpus[7],
-                 "-k", "3", "--batch-size", "7"]) == 0
+    assert (
+        main(
+            [
+                "neighbours",
+                "--model",
+                str(tmp_path / "enc"),
+                "--corpus",
+                str(f),
+                "--query",
+                corpus[7],
+                "-k",
+                "3",
+                "--batch-size",
+                "7",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"query: {corpus[7]}" and len(out) == 4
     assert out[1].split("  ", 2)[2] == corpus[7] and out[1].strip().startswith("1.0000")
@@ -201,8 +226,14 @@ def test_neighbours_command_finds_the_sentence_itself_first(tmp_path, tmp_cache,
 def test_table_columns_show_training_cost():
     from benchbench.leaderboard import summarise
 
-    rec = {"method": "qt", "model": "-", "task": "mr", "config_hash": "x", "train": {"seconds": 12.0, "flops": 3e12},
-           "splits": {"test": {"main_score": 70.0, "scores": {"acc": 70.0}, "main_metric": "acc"}}}
+    rec = {
+        "method": "qt",
+        "model": "-",
+        "task": "mr",
+        "config_hash": "x",
+        "train": {"seconds": 12.0, "flops": 3e12},
+        "splits": {"test": {"main_score": 70.0, "scores": {"acc": 70.0}, "main_metric": "acc"}},
+    }
     headers, rows, _ = summarise([rec], ["mr"], columns=["train.seconds", "train.flops"])
     assert headers[-2:] == ["train.seconds", "train.flops"] and rows[0][-2:] == ["12", "3e+12"]
 

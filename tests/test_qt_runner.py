@@ -1,25 +1,25 @@
 """QT through the runner: ordered --corpus named in the record, training cost recorded, the saved
 encoder reloaded from disk (registered encoder loader) on a later run."""
+
 from __future__ import annotations
 
 import textwrap
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.results import ResultStore
 
-from helpers import FIXTURES
-
-PLUGIN = f'''
+PLUGIN = f"""
 from pathlib import Path
 from benchbench import hookimpl
 
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
-'''
+"""
 
 
 @pytest.fixture
@@ -36,8 +36,25 @@ def test_qt_run_records_its_ordered_corpus_and_cost_and_reloads(workdir, capsys)
     books = workdir / "books.txt"
     # the fixture task's words (a0..b4) are in the corpus, so the vectors differ (no constant scores)
     books.write_text("\n".join(f"Sentence {i} of the book {'ab'[i % 2]}{i % 5} ." for i in range(60)) + "\n")
-    args = ["run", "--method", "qt", "--tasks", "mini", "--corpus", str(books), "--set", "encoder=bow",
-            "--set", "emb_dim=8", "--set", "batch_size=10", "--set", "steps=2", "--set", "vocab_size=50"]
+    args = [
+        "run",
+        "--method",
+        "qt",
+        "--tasks",
+        "mini",
+        "--corpus",
+        str(books),
+        "--set",
+        "encoder=bow",
+        "--set",
+        "emb_dim=8",
+        "--set",
+        "batch_size=10",
+        "--set",
+        "steps=2",
+        "--set",
+        "vocab_size=50",
+    ]
     assert main(args) == 0
     (rec,) = ResultStore("results").records()
     c = rec["train"]["corpus"]

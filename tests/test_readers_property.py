@@ -2,6 +2,7 @@
 bad scores, either returns a result or raises a ``DataError`` that names the file; never another
 exception type (``UnicodeDecodeError``, ``ValueError``, ``IndexError``, ...). The line-exact
 messages are pinned by the targeted tests at the end."""
+
 from __future__ import annotations
 
 import re
@@ -16,15 +17,47 @@ from benchbench.adapters import afs, askubuntu, caption, cqadupstack, pairs, sci
 from benchbench.errors import DataError
 from tests.helpers import fixture_adapter
 
-SETTINGS = settings(max_examples=25, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 LONG = "w" * 100_000
 FIELDS = st.one_of(
-    st.sampled_from(["", " ", "0", "1", "3", "4.5", "-1", "nan", "inf", "x", "(3,6)", "entailment", "not_entailment",
-                     "NEUTRAL", "ENTAILMENT", "DESC:manner", "q1", "d1", "{", "[]", '{"_id": "1", "title": "t"}',
-                     "query-id", "\"", LONG, "a b c", "\u00e9\u4e2d", "\u2028", "\x00"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "0",
+            "1",
+            "3",
+            "4.5",
+            "-1",
+            "nan",
+            "inf",
+            "x",
+            "(3,6)",
+            "entailment",
+            "not_entailment",
+            "NEUTRAL",
+            "ENTAILMENT",
+            "DESC:manner",
+            "q1",
+            "d1",
+            "{",
+            "[]",
+            '{"_id": "1", "title": "t"}',
+            "query-id",
+            '"',
+            LONG,
+            "a b c",
+            "\u00e9\u4e2d",
+            "\u2028",
+            "\x00",
+        ]
+    ),
     st.text(max_size=12),
 )
 ROWS = st.lists(st.lists(FIELDS, min_size=0, max_size=8).map("\t".join), max_size=6).map("\n".join)
@@ -32,7 +65,8 @@ CONTENT = st.one_of(
     st.binary(max_size=200),
     ROWS.map(lambda s: s.encode("utf-8", "surrogatepass")),
     st.tuples(ROWS, st.binary(min_size=1, max_size=4)).map(lambda t: t[0].encode("utf-8", "surrogatepass") + t[1]),
-    st.just(b""), st.just(b"\xff\xfe\x00bad"),
+    st.just(b""),
+    st.just(b"\xff\xfe\x00bad"),
 )
 
 
@@ -111,8 +145,11 @@ ADAPTER_READERS = {
     "sickr": ({}, ["sts/SICK/SICK_test_annotated.txt"], lambda a: a.load("test")),
     "sts12": ({"subsets": ["X"]}, ["sts/STS12/STS.input.X.txt", "sts/STS12/STS.gs.X.txt"], lambda a: a.load("test")),
     "sts17-ar-ar": ({"gold": ""}, ["sts17/STS.input.track1.ar-ar.txt"], lambda a: a.load("test")),
-    "sick-r": ({}, [f"senteval/SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")],
-               lambda a: a.load()),
+    "sick-r": (
+        {},
+        [f"senteval/SICK/{f}" for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")],
+        lambda a: a.load(),
+    ),
     "scidocs": ({}, ["useb/data-eval/scidocs/x.json"], lambda a: a._json("useb/data-eval/scidocs/x.json")),
 }
 
@@ -144,11 +181,14 @@ def _raises_at(fn, path: Path, line: int):
 STSB_OK = "main-captions\tMSRvid\t2012test\t0001\t5.000\tA man.\tA man.\n"
 
 
-@pytest.mark.parametrize("bad, line", [
-    (STSB_OK + "main-captions\tMSRvid\t2012test\t0002\tfive\tA.\tB.\n", 2),  # non-numeric score
-    (STSB_OK + "main-captions\tMSRvid\t2012test\t0002\tnan\tA.\tB.\n", 2),  # NaN score
-    (STSB_OK * 2 + "main\tshort\n", 3),  # short row
-])
+@pytest.mark.parametrize(
+    "bad, line",
+    [
+        (STSB_OK + "main-captions\tMSRvid\t2012test\t0002\tfive\tA.\tB.\n", 2),  # non-numeric score
+        (STSB_OK + "main-captions\tMSRvid\t2012test\t0002\tnan\tA.\tB.\n", 2),  # NaN score
+        (STSB_OK * 2 + "main\tshort\n", 3),  # short row
+    ],
+)
 def test_stsb_bad_line_is_named(bad, line, registry, tmp_path):
     p = _write(tmp_path, "sts/STSBenchmark/sts-test.csv", bad.encode())
     _raises_at(lambda: fixture_adapter(registry, "stsb", tmp_path).load("test"), p, line)
@@ -168,19 +208,22 @@ def test_sts12_bad_gold_names_the_gold_file(registry, tmp_path):
     _raises_at(lambda: fixture_adapter(registry, "sts12", tmp_path, subsets=["X"]).load("test"), short, 2)
 
 
-@pytest.mark.parametrize("name, data, line", [
-    ("askubuntu.eval", b"1\t2\t3 4\t1.0 2.0\n1\t2\t3 4\t1.0 x\n", 2),
-    ("askubuntu.titles", b"1\tt\n2\n", 2),
-    ("askubuntu.titles", b"1\tt\n2\t\xe9\n", 2),
-    ("twitterpara.pit", b"1\tt\ta\tb\t3\n1\tt\ta\tb\tthree\n", 2),
-    ("scidocs.qrel", b"q 0 d 1\nq 0 d x\n", 2),
-    ("senteval.sst2", b"good\t1\nbad\tone\n", 2),
-    ("senteval.mrpc", b"header\n1\ta\tb\ts\tt\nX\ta\tb\ts\tt\n", 3),
-    ("senteval.sick", b"h\n1\ta\tb\n", 2),
-    ("pairs.qqp", b"id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta\tb\tmaybe\n", 2),
-    ("afs.auto", b"regression_label,sentence_1,sentence_2\n1.0,a,b\nhigh,a,b\n", 3),
-    ("cqadupstack.jsonl", b'{"_id": "1"}\n{oops\n', 2),
-])
+@pytest.mark.parametrize(
+    "name, data, line",
+    [
+        ("askubuntu.eval", b"1\t2\t3 4\t1.0 2.0\n1\t2\t3 4\t1.0 x\n", 2),
+        ("askubuntu.titles", b"1\tt\n2\n", 2),
+        ("askubuntu.titles", b"1\tt\n2\t\xe9\n", 2),
+        ("twitterpara.pit", b"1\tt\ta\tb\t3\n1\tt\ta\tb\tthree\n", 2),
+        ("scidocs.qrel", b"q 0 d 1\nq 0 d x\n", 2),
+        ("senteval.sst2", b"good\t1\nbad\tone\n", 2),
+        ("senteval.mrpc", b"header\n1\ta\tb\ts\tt\nX\ta\tb\ts\tt\n", 3),
+        ("senteval.sick", b"h\n1\ta\tb\n", 2),
+        ("pairs.qqp", b"id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta\tb\tmaybe\n", 2),
+        ("afs.auto", b"regression_label,sentence_1,sentence_2\n1.0,a,b\nhigh,a,b\n", 3),
+        ("cqadupstack.jsonl", b'{"_id": "1"}\n{oops\n', 2),
+    ],
+)
 def test_reader_names_file_and_line(name, data, line, tmp_path):
     p = _write(tmp_path, "task-file.txt", data)
     _raises_at(lambda: FUNCTION_READERS[name](p), p, line)

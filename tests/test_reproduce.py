@@ -1,6 +1,7 @@
 """benchbench reproduce: bundled data files are well-formed, the dry run lists exactly the runs the
 records lack, stored records are compared with the paper (difference signed ours - paper), an
 uninstalled method gives a clear line, and MTEB export/import round-trips a score."""
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,40 @@ def test_data_files() -> None:
     assert t2["rows"][0]["published"]["avg"] == 55.2
 
 
-def _rec(method: str, task: str, score: float, steps: int | None, model: str = "sentence-transformers/all-MiniLM-L6-v2") -> dict:
-    return {"schema_version": 2, "task_version": 1, "method": method, "model": model, "setup": "unsupervised",
-            "config": {} if steps is None else {"steps": steps}, "config_hash": f"h{steps}", "seed": 1, "task": task,
-            "device": "cpu", "splits": {"test": {"main_metric": "ap", "main_score": score, "partial": False,
-                                                 "notes": ["x gap"], "scores": {"ap": score}}}}
+def _rec(
+    method: str, task: str, score: float, steps: int | None, model: str = "sentence-transformers/all-MiniLM-L6-v2"
+) -> dict:
+    return {
+        "schema_version": 2,
+        "task_version": 1,
+        "method": method,
+        "model": model,
+        "setup": "unsupervised",
+        "config": {} if steps is None else {"steps": steps},
+        "config_hash": f"h{steps}",
+        "seed": 1,
+        "task": task,
+        "device": "cpu",
+        "splits": {
+            "test": {
+                "main_metric": "ap",
+                "main_score": score,
+                "partial": False,
+                "notes": ["x gap"],
+                "scores": {"ap": score},
+            }
+        },
+    }
 
 
 def _spec(tmp_path: Path) -> Path:
     p = tmp_path / "t.toml"
-    p.write_text('name = "t"\npaper = "P"\ntable = "T1"\nsource = "s"\nmodel = "bert-base-uncased"\nsteps = 100000\n'
-                 'seeds = [1]\ntasks = ["twitterpara", "cqadupstack"]\n'
-                 '[[rows]]\nlabel = "TSDAE"\nmethod = "tsdae"\npublished = { twitterpara = 73.0, cqadupstack = 14.5, avg = 55.2 }\n'
-                 '[[rows]]\nlabel = "Nope"\nmethod = "no-such-method"\npublished = { twitterpara = 1.0 }\n')
+    p.write_text(
+        'name = "t"\npaper = "P"\ntable = "T1"\nsource = "s"\nmodel = "bert-base-uncased"\nsteps = 100000\n'
+        'seeds = [1]\ntasks = ["twitterpara", "cqadupstack"]\n'
+        '[[rows]]\nlabel = "TSDAE"\nmethod = "tsdae"\npublished = { twitterpara = 73.0, cqadupstack = 14.5, avg = 55.2 }\n'
+        '[[rows]]\nlabel = "Nope"\nmethod = "no-such-method"\npublished = { twitterpara = 1.0 }\n'
+    )
     return p
 
 
@@ -72,8 +94,15 @@ def test_mteb_roundtrip(tmp_path: Path) -> None:
     # an MTEB-style file for STSBenchmark imports as an 'imported' record on stsb, x100
     src = tmp_path / "mteb_in" / "some__model" / "rev"
     src.mkdir(parents=True)
-    (src / "STSBenchmark.json").write_text(json.dumps({"task_name": "STSBenchmark", "mteb_version": "1.0",
-        "scores": {"test": [{"hf_subset": "default", "main_score": 0.8, "cosine_spearman": 0.8}]}}))
+    (src / "STSBenchmark.json").write_text(
+        json.dumps(
+            {
+                "task_name": "STSBenchmark",
+                "mteb_version": "1.0",
+                "scores": {"test": [{"hf_subset": "default", "main_score": 0.8, "cosine_spearman": 0.8}]},
+            }
+        )
+    )
     (src / "Unknown.json").write_text(json.dumps({"task_name": "Unknown", "scores": {"test": []}}))
     written = mteb_io.import_dir(tmp_path / "mteb_in", tmp_path / "imp")
     assert len(written) == 1

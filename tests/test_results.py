@@ -1,5 +1,6 @@
 """Result keys and resume that cannot lose data: split merging, --force vs --retrain, task versions in
 the key, schema-1 records, option validation, no-data runs, checkpoint_every out of the hash, locks."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,7 @@ from benchbench.cli import main
 from benchbench.errors import ConfigError, DataError
 from benchbench.results import ResultKey, ResultStore
 
-PLUGIN = f'''
+PLUGIN = f"""
 from pathlib import Path
 from dataclasses import dataclass
 import sys
@@ -55,9 +56,13 @@ def benchbench_register_methods(register):
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path(__file__).parent / "mini.toml")
-'''
+"""
 
-SPEC = (FIXTURES / "sts_mini.toml").read_text().replace('splits = ["test"]', 'splits = ["dev", "test"]\ndefault_splits = ["test"]')
+SPEC = (
+    (FIXTURES / "sts_mini.toml")
+    .read_text()
+    .replace('splits = ["test"]', 'splits = ["dev", "test"]\ndefault_splits = ["test"]')
+)
 
 
 @pytest.fixture
@@ -70,7 +75,9 @@ def workdir(tmp_path, monkeypatch, tmp_cache):
     import benchbench.models
 
     # the fixture encoder is not a transformer: "loading" the saved encoder gives it back
-    monkeypatch.setattr(benchbench.models, "load_encoder", lambda *a, **k: sys.modules["benchbench_local_plugin"].ENCODER_SAVABLE)
+    monkeypatch.setattr(
+        benchbench.models, "load_encoder", lambda *a, **k: sys.modules["benchbench_local_plugin"].ENCODER_SAVABLE
+    )
     yield tmp_path
     plugins.reset_registry()
 
@@ -123,7 +130,9 @@ def test_task_version_is_part_of_the_key_and_schema_1_records_stay_readable(work
     assert main(["run", "--method", "trained", "--tasks", "sts-mini"]) == 0
     (r,) = _records()
     assert r["task_version"] == 1 and r["schema_version"] == 2
-    path_v1 = ResultStore("results").path(ResultKey(r["method"], r["config_hash"], r["model"], r["setup"], 1, "sts-mini"))
+    path_v1 = ResultStore("results").path(
+        ResultKey(r["method"], r["config_hash"], r["model"], r["setup"], 1, "sts-mini")
+    )
     assert path_v1.is_file()
     # a schema-1 record (as written before task versions) is read as task version 1 and still resumes
     old = json.loads(path_v1.read_text())

@@ -1,5 +1,6 @@
 """Runs end to end through the CLI on a fixture task: records, resume, --force with cache hits,
 atomic writes, partial suites, bad options."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,13 @@ import os
 import textwrap
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.results import ResultKey, ResultStore
 
-from helpers import FIXTURES
-
-PLUGIN = f'''
+PLUGIN = f"""
 from pathlib import Path
 from dataclasses import dataclass
 import sys
@@ -52,7 +52,7 @@ def benchbench_register_methods(register):
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
-'''
+"""
 
 
 @pytest.fixture
@@ -117,8 +117,16 @@ def test_only_rank_zero_of_a_multi_process_run_evaluates_and_stores(workdir, cap
 
 def test_atomic_write_keeps_previous_record(tmp_path, monkeypatch):
     store = ResultStore(tmp_path)
-    rec = {"method": "m", "config_hash": "c", "model": "x/y", "setup": "unsupervised", "seed": 1, "task": "t",
-           "schema_version": 1, "splits": {}}
+    rec = {
+        "method": "m",
+        "config_hash": "c",
+        "model": "x/y",
+        "setup": "unsupervised",
+        "seed": 1,
+        "task": "t",
+        "schema_version": 1,
+        "splits": {},
+    }
     path = store.write(rec)
     before = path.read_text()
 
@@ -145,9 +153,14 @@ def test_bad_option_and_names(workdir, capsys):
 def test_missing_data_marks_suite_partial(workdir, capsys, tmp_path, monkeypatch):
     # a suite whose second task has no data: the run says which file, and the average is marked partial
     spec = tmp_path / "extra.toml"
-    spec.write_text((FIXTURES / "sts_mini.toml").read_text().replace('name = "sts-mini"', 'name = "sts-gone"')
-                    .replace('dir = "sts_mini"', 'dir = "gone"').replace('"sts_mini/', '"gone/')
-                    .replace('name = "mini"\ntasks = ["sts-mini"]', 'name = "mini2"\ntasks = ["sts-mini", "sts-gone"]'))
+    spec.write_text(
+        (FIXTURES / "sts_mini.toml")
+        .read_text()
+        .replace('name = "sts-mini"', 'name = "sts-gone"')
+        .replace('dir = "sts_mini"', 'dir = "gone"')
+        .replace('"sts_mini/', '"gone/')
+        .replace('name = "mini"\ntasks = ["sts-mini"]', 'name = "mini2"\ntasks = ["sts-mini", "sts-gone"]')
+    )
     src = open("benchbench_plugin.py").read()
     open("benchbench_plugin.py", "w").write(src + f"    register('extra', Path({str(spec)!r}))\n")
     monkeypatch.setenv("BENCHBENCH_OFFLINE", "1")
@@ -165,8 +178,15 @@ def test_table_keeps_configs_apart():
     from benchbench.leaderboard import summarise
 
     def rec(chash, seed, score):
-        return {"method": "m", "model": "x", "setup": "unsupervised", "config_hash": chash, "seed": seed, "task": "t",
-                "splits": {"test": {"main_score": score, "partial": False, "notes": []}}}
+        return {
+            "method": "m",
+            "model": "x",
+            "setup": "unsupervised",
+            "config_hash": chash,
+            "seed": seed,
+            "task": "t",
+            "splits": {"test": {"main_score": score, "partial": False, "notes": []}},
+        }
 
     headers, rows, notes = summarise([rec("aaa", 1, 10.0), rec("bbb", 1, 20.0), rec("aaa", 2, 12.0)], ["t"])
     assert [(r[0], r[2]) for r in rows] == [("m [aaa]", "11.00±1.00"), ("m [bbb]", "20.00")]
@@ -175,8 +195,24 @@ def test_table_keeps_configs_apart():
 def test_learning_curve_is_stored_and_ends_at_the_stored_score(workdir, capsys):
     """--eval-every scores the encoder as it trains on the chosen split; the last point is the very
     encoder that is then evaluated and stored, so the two scores agree."""
-    args = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--steps", "3",
-            "--batch-size", "4", "--lr", "1e-3", "--device", "cpu", "--json"]
+    args = [
+        "run",
+        "--method",
+        "simcse",
+        "--model",
+        "tiny-bert:16:1:2:32",
+        "--tasks",
+        "sts-mini",
+        "--steps",
+        "3",
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-3",
+        "--device",
+        "cpu",
+        "--json",
+    ]
     assert main(args + ["--eval-every", "2"]) == 2  # the fixture has no dev split: named, before any training
     err = capsys.readouterr().err
     assert "--eval-every: task 'sts-mini' has no 'dev' split" in err and "--eval-split" in err

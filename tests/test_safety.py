@@ -1,6 +1,7 @@
 """Reliability and security drills (issue 12, half B), each a failure reproduced on the old main:
 NaN/Inf and wrong-shaped encoder output, untrusted model wrappers, unescaped HTML/Markdown
 tables, read-only and full disks, record permissions, a missing STSb file."""
+
 from __future__ import annotations
 
 import errno
@@ -12,14 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.errors import ConfigError, DataError
 
-from helpers import FIXTURES
-
-PLUGIN = f'''
+PLUGIN = f"""
 from pathlib import Path
 from dataclasses import dataclass
 import sys
@@ -88,7 +88,7 @@ def benchbench_register_methods(register):
 @hookimpl
 def benchbench_register_tasks(register):
     register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
-'''
+"""
 
 
 @pytest.fixture
@@ -102,7 +102,9 @@ def workdir(tmp_path, monkeypatch, tmp_cache):
 
 
 def _records(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*.json") if ".locks" not in p.parts and "runs" not in p.parts] if root.exists() else []
+    return (
+        [p for p in root.rglob("*.json") if ".locks" not in p.parts and "runs" not in p.parts] if root.exists() else []
+    )
 
 
 # ---- encoder output ---------------------------------------------------------------------------------
@@ -134,12 +136,21 @@ def test_undefined_score_is_a_named_error_not_a_record(workdir, capsys):
 def test_record_with_nan_is_never_written(tmp_path):
     from benchbench.results import ResultStore
 
-    good = {"schema_version": 2, "method": "m", "model": "-", "config_hash": "abc", "setup": "unsupervised", "seed": 1,
-            "task": "t", "task_version": 1, "splits": {"test": {"main_score": 0.5}}}
+    good = {
+        "schema_version": 2,
+        "method": "m",
+        "model": "-",
+        "config_hash": "abc",
+        "setup": "unsupervised",
+        "seed": 1,
+        "task": "t",
+        "task_version": 1,
+        "splits": {"test": {"main_score": 0.5}},
+    }
     store = ResultStore(tmp_path)
     try:
         path = store.write(good)
-    except Exception as e:  # noqa: BLE001 - the record layout belongs to results.py; only NaN matters here
+    except Exception as e:
         pytest.skip(f"record layout changed: {e}")
     bad = json.loads(json.dumps(good))
     bad["splits"]["test"]["main_score"] = float("nan")
@@ -161,7 +172,7 @@ def test_records_follow_the_umask(workdir, umask, mode):
 
 
 # ---- model wrappers ---------------------------------------------------------------------------------
-CANARY = '''
+CANARY = """
 import os
 class Canary:
     @classmethod
@@ -170,12 +181,23 @@ class Canary:
         return encoder
 def load(encoder, path):
     open(os.environ["CANARY_FILE"], "w").write("ran")
-'''
+"""
 
 
-@pytest.mark.parametrize("loader", ["bb_canary_mod:Canary.load", "bb_canary_mod:load", "os:system", "builtins:eval",
-                                    "benchbench_plugins.bertflow:torch.load", "benchbench_plugins.bertflow:np.load",
-                                    "benchbench_plugins.bertflow:FlowEncoder.__init__", "", 42])
+@pytest.mark.parametrize(
+    "loader",
+    [
+        "bb_canary_mod:Canary.load",
+        "bb_canary_mod:load",
+        "os:system",
+        "builtins:eval",
+        "benchbench_plugins.bertflow:torch.load",
+        "benchbench_plugins.bertflow:np.load",
+        "benchbench_plugins.bertflow:FlowEncoder.__init__",
+        "",
+        42,
+    ],
+)
 def test_wrapper_json_cannot_run_arbitrary_code(loader, tmp_path, monkeypatch, registry):
     """benchbench_wrapper.json used to import and call whatever it named."""
     from benchbench import models
@@ -198,14 +220,17 @@ def test_registered_loader_resolves(tmp_path, monkeypatch):
     from benchbench import models
 
     mod = type(sys)("bb_loader_plugin")
-    exec(textwrap.dedent('''
+    exec(
+        textwrap.dedent("""
         from benchbench import hookimpl
         def wrap(encoder, path):
             return ("wrapped", encoder, path.name)
         @hookimpl
         def benchbench_register_loaders(register):
             register("my-head", wrap)
-    '''), mod.__dict__)
+    """),
+        mod.__dict__,
+    )
     reg = plugins.load_registry(extra_plugins=[("loader-plugin", mod)])
     monkeypatch.setattr(plugins, "_REGISTRY", reg)
     model = tmp_path / "model"

@@ -1,6 +1,7 @@
 """The embedding cache under concurrent writers: several processes writing (and reading) the same
 encoder fingerprint with overlapping texts at once lose nothing, tear nothing and leave no temp
 file: each shard has a unique name (pid + random) and lands by atomic rename, keys file last."""
+
 from __future__ import annotations
 
 import logging
@@ -52,7 +53,9 @@ def test_concurrent_writers_same_fingerprint(tmp_path, caplog):
     assert [p.exitcode for p in procs] == [0] * N_PROC
     with caplog.at_level(logging.WARNING):
         cache = EmbeddingCache(tmp_path)
-        texts = [f"shared {i}" for i in range(110)] + [f"own {w} {r} {i}" for w in range(N_PROC) for r in range(6) for i in range(5)]
+        texts = [f"shared {i}" for i in range(110)] + [
+            f"own {w} {r} {i}" for w in range(N_PROC) for r in range(6) for i in range(5)
+        ]
         found, vecs = cache.get(FP, [text_key(t) for t in texts])
     assert found.all()  # nothing lost
     assert np.array_equal(vecs, np.stack([_vec(t) for t in texts]))  # nothing torn or mixed up

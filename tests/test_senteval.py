@@ -1,19 +1,28 @@
 """SentEval transfer: loaders keep SentEval's text and row order; the protocols pick folds, L2 and
 report numbers the way SentEval does; the adapter runs end to end on fixtures."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from benchbench.adapters import _classifier as C
-from benchbench.adapters.senteval import (SentEvalAdapter, featurize, load_binary, load_mrpc, load_sick_entailment, load_sst,
-                                          load_task, load_trec, pair_features)
+from benchbench.adapters.senteval import (
+    SentEvalAdapter,
+    featurize,
+    load_binary,
+    load_mrpc,
+    load_sick_entailment,
+    load_sst,
+    load_task,
+    load_trec,
+    pair_features,
+)
 from benchbench.data import DataStore
-from benchbench.encoding import EmbeddingCache, Embedder
+from benchbench.encoding import Embedder, EmbeddingCache
 from benchbench.errors import ConfigError, DataError
 from benchbench.tasks import TaskSpec
-
-from helpers import FIXTURES
 
 SE = FIXTURES / "senteval"
 
@@ -67,6 +76,7 @@ def test_pair_features_and_featurize_order():
 
 # ---- the classifier: batched training equals SentEval's one-model-at-a-time recipe -----------------
 
+
 @pytest.fixture(scope="module")
 def noisy():
     rng = np.random.RandomState(0)
@@ -86,7 +96,11 @@ def test_batched_models_equal_senteval_sequential_recipe(noisy, setting, workers
     torch.set_num_threads(1)  # the sequential loop is thousands of tiny ops
     tr, dev = np.arange(0, 100), np.arange(100, 150)
     # two streams of different sizes: the shorter one has no batch at the end of an epoch and must skip that step
-    streams = [C.Stream(tr, dev, s.l2_grid), C.Stream(tr[:-4], dev, s.l2_grid), C.validation_split_stream(tr[:90], 1e-3, s)]
+    streams = [
+        C.Stream(tr, dev, s.l2_grid),
+        C.Stream(tr[:-4], dev, s.l2_grid),
+        C.validation_split_stream(tr[:90], 1e-3, s),
+    ]
     fits = C.train_streams(torch.as_tensor(X), torch.as_tensor(y), streams[:2], 2, s)
     fits.append(C.train_streams(torch.as_tensor(X), torch.as_tensor(y), streams[2:], 2, s)[0])
     cases = [(tr, l2, False) for l2 in s.l2_grid] + [(tr[:-4], l2, False) for l2 in s.l2_grid] + [(tr[:90], 1e-3, True)]
@@ -123,6 +137,7 @@ def test_unknown_setting_is_a_config_error():
 
 # ---- the adapter end to end -------------------------------------------------------------------------
 
+
 class WordSignEncoder:
     """+1 on axis 0 for a positive word, -1 for a negative one, plus a per-text jitter."""
 
@@ -139,8 +154,12 @@ class WordSignEncoder:
 
 
 def _adapter(task: str, folder: str, setting: str = "prototyping", **overrides) -> SentEvalAdapter:
-    spec = TaskSpec(name=task.lower(), kind="senteval", main_metric="acc",
-                    params={"task": task, "dir": f"senteval/{folder}", "setting": setting, "classifier_overrides": overrides})
+    spec = TaskSpec(
+        name=task.lower(),
+        kind="senteval",
+        main_metric="acc",
+        params={"task": task, "dir": f"senteval/{folder}", "setting": setting, "classifier_overrides": overrides},
+    )
     return SentEvalAdapter(spec, DataStore(FIXTURES, allow_download=False))
 
 
@@ -163,8 +182,13 @@ def test_adapter_sst_and_missing_file(tmp_path):
 
 def test_real_senteval_files_load_with_published_counts(real_data):
     # SST-2 (67k lines) and SUBJ/MPQA read the same way as MR and take most of the time: left out
-    counts = {"MR": {"all": 10662}, "CR": {"all": 3775}, "TREC": {"train": 5452, "test": 500},
-              "MRPC": {"train": 4076, "test": 1725}, "SICKEntailment": {"train": 4500, "dev": 500, "test": 4927}}
+    counts = {
+        "MR": {"all": 10662},
+        "CR": {"all": 3775},
+        "TREC": {"train": 5452, "test": 500},
+        "MRPC": {"train": 4076, "test": 1725},
+        "SICKEntailment": {"train": 4500, "dev": 500, "test": 4927},
+    }
     dirs = {"SST2": "SST/binary", "SICKEntailment": "SICK"}
     for task, n in counts.items():
         d = load_task(task, real_data / "senteval" / dirs.get(task, task))

@@ -1,5 +1,6 @@
 """SICK-R (SentEval regressor): Tai et al.'s target encoding, the trainer against SentEval's
 autograd recipe, and the adapter end to end on the SICK fixture."""
+
 from __future__ import annotations
 
 import copy
@@ -7,14 +8,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import FIXTURES
 
 from benchbench.adapters.sick_relatedness import SICKRelatednessAdapter, fit_relatedness, score_distribution
 from benchbench.data import DataStore
 from benchbench.encoding import Embedder
 from benchbench.errors import DataError
 from benchbench.tasks import TaskSpec
-
-from helpers import FIXTURES
 
 
 def test_score_distribution_hand_computed():
@@ -39,7 +39,7 @@ def _senteval_recipe(X, Y, Xd, dev_scores, seed=1111, round_epochs=5, tenacity=3
         for _ in range(round_epochs):
             perm = np.random.permutation(len(X))
             for i in range(0, len(X), 8):
-                idx = torch.as_tensor(perm[i:i + 8])
+                idx = torch.as_tensor(perm[i : i + 8])
                 loss = loss_fn(model(X[idx]), Y[idx])
                 opt.zero_grad()
                 loss.backward()
@@ -82,9 +82,16 @@ class RelatedEncoder:
 
 
 def test_adapter_end_to_end_on_fixture():
-    spec = TaskSpec(name="sick-r", kind="sick-relatedness", main_metric="pearson", splits=["test", "dev"],
-                    params={"dir": "senteval/SICK"})
-    res = SICKRelatednessAdapter(spec, DataStore(FIXTURES, allow_download=False)).evaluate(Embedder(RelatedEncoder()), "test")
+    spec = TaskSpec(
+        name="sick-r",
+        kind="sick-relatedness",
+        main_metric="pearson",
+        splits=["test", "dev"],
+        params={"dir": "senteval/SICK"},
+    )
+    res = SICKRelatednessAdapter(spec, DataStore(FIXTURES, allow_download=False)).evaluate(
+        Embedder(RelatedEncoder()), "test"
+    )
     # three kinds of pairs (4.5 / 3.0 / 1.6): the expected score must at least order them
     assert res.scores["spearman"] == pytest.approx(100.0) and res.scores["pearson"] > 90
     assert res.scores["mse"] >= 0 and res.details["n"] == {"train": 12, "dev": 6, "test": 6}

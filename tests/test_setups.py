@@ -1,6 +1,7 @@
 """Setups as stage pipelines (benchbench.setups): order, the data each stage sees (a supervised stage
 never sees the target's evaluation pairs), sizes in the key, the sentence-transformers losses, and a
 run through the runner."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,26 +23,41 @@ def test_parse_and_key_strings():
     assert parse_setup("unsupervised") == setups.Setup("unsupervised")
     s = parse_setup("unsupervised@corpus=1024")
     assert s.corpus_size == 1024 and str(s) == "unsupervised@corpus=1024"
-    assert str(parse_setup("pretrain-supervised@corpus=128@labelled=500")) == "pretrain-supervised@corpus=128@labelled=500"
+    assert (
+        str(parse_setup("pretrain-supervised@corpus=128@labelled=500")) == "pretrain-supervised@corpus=128@labelled=500"
+    )
     assert setup_string("supervised", labelled=7) == "supervised@labelled=7"
-    for bad in ("semi", "unsupervised@corpus=0", "unsupervised@corpus=x", "unsupervised@labelled=5",
-                "supervised@corpus=10", "unsupervised@size=3"):
+    for bad in (
+        "semi",
+        "unsupervised@corpus=0",
+        "unsupervised@corpus=x",
+        "unsupervised@labelled=5",
+        "supervised@corpus=10",
+        "unsupervised@size=3",
+    ):
         with pytest.raises(ConfigError):
             parse_setup(bad)
     assert setups.parse_sizes("128,1024") == [128, 1024] and setups.parse_sizes("") == [None]
 
 
-EXPECTED = {"unsupervised": ["target"], "da-general-target": ["general", "target"],
-            "da-target-general": ["target", "general"], "pretrain-supervised": ["target", "in-domain"],
-            "supervised": ["in-domain"]}
+EXPECTED = {
+    "unsupervised": ["target"],
+    "da-general-target": ["general", "target"],
+    "da-target-general": ["target", "general"],
+    "pretrain-supervised": ["target", "in-domain"],
+    "supervised": ["in-domain"],
+}
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_stage_order_and_data(name, monkeypatch, tmp_path):
     calls: list[tuple[str, object]] = []
     monkeypatch.setattr(setups, "general_data", lambda data: Labelled("general:nli+stsb", ["nli"], pairs=[("g", "h")]))
-    monkeypatch.setattr(setups, "in_domain_data", lambda ad, n, seed: Labelled(f"in-domain:{ad.name}", ["turl"],
-                                                                               scored=[("a", "b", 1.0)] * (n or 3)))
+    monkeypatch.setattr(
+        setups,
+        "in_domain_data",
+        lambda ad, n, seed: Labelled(f"in-domain:{ad.name}", ["turl"], scored=[("a", "b", 1.0)] * (n or 3)),
+    )
 
     class Enc:
         def __init__(self, tag):
@@ -60,9 +76,15 @@ def test_stage_order_and_data(name, monkeypatch, tmp_path):
         return Enc(enc.tag + "+" + data.name), {"data": data.describe()}
 
     ctx = SimpleNamespace(model="base", seed=3, data=None)
-    enc, info = run_stages(parse_setup(name + ("@labelled=2" if "in-domain" in EXPECTED[name] else "")), ctx,
-                           SimpleNamespace(name="twitterpara"), target, lambda m: Enc(f"load:{Path(m).name}"),
-                           tmp_path, supervised=supervised)
+    enc, info = run_stages(
+        parse_setup(name + ("@labelled=2" if "in-domain" in EXPECTED[name] else "")),
+        ctx,
+        SimpleNamespace(name="twitterpara"),
+        target,
+        lambda m: Enc(f"load:{Path(m).name}"),
+        tmp_path,
+        supervised=supervised,
+    )
     assert [s["kind"] for s in info["stages"]] == EXPECTED[name]
     kinds = [c[0].split(":")[0] for c in calls]
     assert kinds == EXPECTED[name]
@@ -81,9 +103,15 @@ def test_stage_order_and_data(name, monkeypatch, tmp_path):
     if EXPECTED[name][0] != "target":
         calls.clear()
         ctx.model = "base"
-        run_stages(parse_setup(name + ("@labelled=2" if "in-domain" in EXPECTED[name] else "")), ctx,
-                   SimpleNamespace(name="twitterpara"), target, lambda m: Enc(f"load:{Path(m).name}"), tmp_path,
-                   supervised=supervised)
+        run_stages(
+            parse_setup(name + ("@labelled=2" if "in-domain" in EXPECTED[name] else "")),
+            ctx,
+            SimpleNamespace(name="twitterpara"),
+            target,
+            lambda m: Enc(f"load:{Path(m).name}"),
+            tmp_path,
+            supervised=supervised,
+        )
         assert not any(c[0].startswith(EXPECTED[name][0]) for c in calls[:1])
 
 
@@ -145,10 +173,16 @@ def test_corpus_subsample_by_seed():
 def test_train_supervised_uses_st_losses_and_early_stops(tiny_encoder):
     enc = tiny_encoder.clone()
     before = {k: v.clone() for k, v in enc.state_dict().items()}
-    data = Labelled("x", ["x"], pairs=[(f"a {i}", f"a {i} b") for i in range(8)],
-                    scored=[(f"c {i}", f"d {i}", float(i % 2)) for i in range(8)],
-                    dev=[(f"c {i}", f"d {i}", float(i % 2)) for i in range(8)])
-    out, info = setups.train_supervised(enc, data, setups.SupervisedConfig(batch_size=4, steps=2, eval_every=1, lr=1e-3), 0)
+    data = Labelled(
+        "x",
+        ["x"],
+        pairs=[(f"a {i}", f"a {i} b") for i in range(8)],
+        scored=[(f"c {i}", f"d {i}", float(i % 2)) for i in range(8)],
+        dev=[(f"c {i}", f"d {i}", float(i % 2)) for i in range(8)],
+    )
+    out, info = setups.train_supervised(
+        enc, data, setups.SupervisedConfig(batch_size=4, steps=2, eval_every=1, lr=1e-3), 0
+    )
     assert info["steps"] == {"mnrl": 2, "mse": 2}
     assert "dev_spearman" in info and 0 <= info["best_step"] <= 4
     changed = any(not np.allclose(before[k].numpy(), v.numpy()) for k, v in out.state_dict().items())
@@ -163,13 +197,28 @@ def test_run_supervised_setup_key_and_record(registry, tmp_path, monkeypatch):
     from benchbench.runner import RunOptions, run
 
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(setups, "SupervisedConfig", functools.partial(setups.SupervisedConfig, batch_size=4, steps=1, eval_every=1))
+    monkeypatch.setattr(
+        setups, "SupervisedConfig", functools.partial(setups.SupervisedConfig, batch_size=4, steps=1, eval_every=1)
+    )
     registry.tasks["twitterpara"] = dataclasses.replace(registry.task("twitterpara"), files={})
-    rep = run(RunOptions(method="sbert", model="tiny-bert:16:1:2:32", tasks="twitterpara", setup="supervised@labelled=4",
-                         data_dir=str(_tp_with_leak(tmp_path)), output=str(tmp_path / "o"), progress=False), registry)
+    rep = run(
+        RunOptions(
+            method="sbert",
+            model="tiny-bert:16:1:2:32",
+            tasks="twitterpara",
+            setup="supervised@labelled=4",
+            data_dir=str(_tp_with_leak(tmp_path)),
+            output=str(tmp_path / "o"),
+            progress=False,
+        ),
+        registry,
+    )
     rec = rep.records[0]
     assert rec["setup"] == "supervised@labelled=4"
     st = rec["train"]["stages"]
     assert [s["kind"] for s in st] == ["in-domain"] and st[0]["data"]["mse_pairs"] == 4
-    assert ResultStore(tmp_path / "o").exists(ResultKey("sbert", rec["config_hash"], rec["model"], "supervised@labelled=4", 1,
-                                                        "twitterpara", rec["task_version"]))
+    assert ResultStore(tmp_path / "o").exists(
+        ResultKey(
+            "sbert", rec["config_hash"], rec["model"], "supervised@labelled=4", 1, "twitterpara", rec["task_version"]
+        )
+    )

@@ -1,4 +1,5 @@
 """Equivalent labelling work: binary search on a synthetic monotone curve."""
+
 import math
 
 import pytest

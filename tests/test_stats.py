@@ -1,4 +1,5 @@
 """Seeds and significance on hand-made numbers (benchbench.stats)."""
+
 import numpy as np
 import pytest
 

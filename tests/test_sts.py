@@ -1,15 +1,15 @@
 """STS scoring and both aggregation conventions on a hand-computed fixture, plus one real-data check."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FIXTURES, CosineFixtureEncoder, TablePairScorer
 
 from benchbench.adapters.sts import STSAdapter
 from benchbench.data import DataStore
-from benchbench.encoding import EmbeddingCache, Embedder
+from benchbench.encoding import Embedder, EmbeddingCache
 from benchbench.tasks import load_spec_file
-
-from helpers import FIXTURES, CosineFixtureEncoder, TablePairScorer
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """benchbench sweep: the expansion, failures reported without stopping, resume, and a 2-worker local
 Ray sweep whose records equal sequential runs."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,21 @@ from benchbench.sweep import SweepRun, base_options, expand, run_sweep
 
 
 def test_expand_folds_sizes_into_setups():
-    runs = expand(["a", "b"], ["t"], [1, 2], ["unsupervised", "supervised", "pretrain-supervised@labelled=9"],
-                  corpus_sizes=[128, 1024], labelled_sizes=[500])
+    runs = expand(
+        ["a", "b"],
+        ["t"],
+        [1, 2],
+        ["unsupervised", "supervised", "pretrain-supervised@labelled=9"],
+        corpus_sizes=[128, 1024],
+        labelled_sizes=[500],
+    )
     setups = sorted({r.setup for r in runs})
-    assert setups == ["pretrain-supervised@labelled=9", "supervised@labelled=500",
-                      "unsupervised@corpus=1024", "unsupervised@corpus=128"]
+    assert setups == [
+        "pretrain-supervised@labelled=9",
+        "supervised@labelled=500",
+        "unsupervised@corpus=1024",
+        "unsupervised@corpus=128",
+    ]
     assert len(runs) == 4 * 2 * 2
     assert len(expand(["a", "a"], ["t"], [1, 1], ["unsupervised"])) == 1  # de-duplicated
 
@@ -43,7 +54,9 @@ def _records(root):
     return out
 
 
-RUNS = [SweepRun("simcse", "sts-mini", s, "unsupervised") for s in (1, 2)] + [SweepRun("nope", "sts-mini", 1, "unsupervised")]
+RUNS = [SweepRun("simcse", "sts-mini", s, "unsupervised") for s in (1, 2)] + [
+    SweepRun("nope", "sts-mini", 1, "unsupervised")
+]
 BASE = {"model": "tiny-bert:16:1:2:32", "overrides": {"steps": 2, "batch_size": 4}, "device": "cpu", "progress": False}
 
 
@@ -57,7 +70,9 @@ def test_sweep_local_then_two_worker_ray_equals_sequential(env):
     assert [o.scores for o in again] == [o.scores for o in seq[:2]]
     with pytest.raises(Exception, match="sweep axes"):
         run_sweep(RUNS, {**base, "seeds": [1]}, executor="local")
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'benchbench[sweep]'); the Ray sweep is not tested")
+    pytest.importorskip(
+        "ray", reason="Ray is not installed (pip install 'benchbench[sweep]'); the Ray sweep is not tested"
+    )
     par = run_sweep(RUNS, base_options(output=str(env / "ray"), **BASE), executor="ray", workers=2, cpus_per_run=1)
     assert [o.status for o in par] == ["done", "done", "failed"]
     a, b = _records(env / "seq"), _records(env / "ray")

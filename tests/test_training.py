@@ -1,5 +1,6 @@
 """The shared training loop: data order, budget, gradient accumulation, accounting, and exact resume
 after the process is killed."""
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,19 @@ def test_budget_and_accounting(tmp_path):
 
 def test_gradient_accumulation_equals_the_large_batch(tmp_path):
     items = [i / 7 for i in range(40)]
-    a = train_loop(LinearObjective(), items, _ctx(tmp_path / "a"), LoopConfig(steps=5, batch_size=8, checkpoint_every=0), _sgd)
-    b = train_loop(LinearObjective(), items, _ctx(tmp_path / "b"), LoopConfig(steps=5, batch_size=4, grad_accum=2,
-                                                                              checkpoint_every=0), _sgd)
-    c = train_loop(LinearObjective(), items, _ctx(tmp_path / "c"), LoopConfig(steps=10, batch_size=4, checkpoint_every=0), _sgd)
+    a = train_loop(
+        LinearObjective(), items, _ctx(tmp_path / "a"), LoopConfig(steps=5, batch_size=8, checkpoint_every=0), _sgd
+    )
+    b = train_loop(
+        LinearObjective(),
+        items,
+        _ctx(tmp_path / "b"),
+        LoopConfig(steps=5, batch_size=4, grad_accum=2, checkpoint_every=0),
+        _sgd,
+    )
+    c = train_loop(
+        LinearObjective(), items, _ctx(tmp_path / "c"), LoopConfig(steps=10, batch_size=4, checkpoint_every=0), _sgd
+    )
     assert torch.allclose(a.w, b.w, atol=1e-6)
     assert not torch.allclose(a.w, c.w, atol=1e-4)  # without accumulation: twice the updates
 
@@ -81,7 +91,9 @@ def test_checkpoint_of_another_run_is_not_resumed(tmp_path):
     train_loop(LinearObjective(), items, ctx2, loop, _sgd, fingerprint="run-b")
     assert ctx2.accounting["resumed_from_steps"] == []
     ctx3 = _ctx(tmp_path)
-    train_loop(LinearObjective(), items, ctx3, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="run-b")
+    train_loop(
+        LinearObjective(), items, ctx3, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="run-b"
+    )
     assert ctx3.accounting["resumed_from_steps"] == [2]  # the last checkpoint written before the finished step 4
 
 
@@ -109,8 +121,9 @@ _SCRIPT = textwrap.dedent("""
 
 def _run(script: Path, out: Path, kill_at: int) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(script), str(out), str(kill_at)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(script), str(out), str(kill_at)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
@@ -150,7 +163,9 @@ def test_learning_curve_survives_a_resume_and_needs_an_encoder(tmp_path):
     assert [s for s, _ in ctx.accounting["monitor"]] == [2, 4]
     ctx2 = _ctx(tmp_path)  # a longer budget resumes from the step-2 checkpoint, whose state holds the step-2 point
     ctx2.monitor, ctx2.monitor_every = watch, 2
-    train_loop(WatchedLinear(), items, ctx2, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="curve")
+    train_loop(
+        WatchedLinear(), items, ctx2, LoopConfig(steps=6, batch_size=2, checkpoint_every=2), _sgd, fingerprint="curve"
+    )
     assert ctx2.accounting["resumed_from_steps"] == [2]
     assert [s for s, _ in ctx2.accounting["monitor"]] == [2, 4, 6]
     assert ctx2.accounting["monitor"][:2] == ctx.accounting["monitor"]  # the same run: the same points
@@ -173,12 +188,20 @@ def test_checkpoints_hold_no_pickle_and_resume_without_unpickling(tmp_path, monk
 
     items = [i / 10 for i in range(20)]
     torch.manual_seed(0)  # what a method's seed_everything does before it builds the objective
-    full = train_loop(NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd)
+    full = train_loop(
+        NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd
+    )
     ctx = _ctx(tmp_path / "part")
     # a run that kept its last checkpoint (step 3 of 6), then resumed with the same fingerprint
     torch.manual_seed(0)
-    train_loop(NoisyLinear(), items, ctx, LoopConfig(steps=6, batch_size=2, checkpoint_every=3, keep_checkpoints=True), _sgd,
-               fingerprint="f")
+    train_loop(
+        NoisyLinear(),
+        items,
+        ctx,
+        LoopConfig(steps=6, batch_size=2, checkpoint_every=3, keep_checkpoints=True),
+        _sgd,
+        fingerprint="f",
+    )
     (ckpt,) = ctx.checkpoint_dir.glob("step-*")
     assert {p.suffix for p in ckpt.iterdir()} == {".safetensors", ".json"}  # no .pkl / .bin / .pt
     meta = json.loads((ckpt / "benchbench_state.json").read_text())
@@ -192,8 +215,9 @@ def test_checkpoints_hold_no_pickle_and_resume_without_unpickling(tmp_path, monk
     monkeypatch.setattr(torch, "load", no_unpickling)
     resumed_ctx = _ctx(tmp_path / "part")
     torch.manual_seed(123)  # the resumed run's RNG comes from the checkpoint, not from here
-    resumed = train_loop(NoisyLinear(), items, resumed_ctx, LoopConfig(steps=6, batch_size=2, checkpoint_every=3), _sgd,
-                         fingerprint="f")
+    resumed = train_loop(
+        NoisyLinear(), items, resumed_ctx, LoopConfig(steps=6, batch_size=2, checkpoint_every=3), _sgd, fingerprint="f"
+    )
     assert resumed_ctx.accounting["resumed_from_steps"] == [3]
     assert torch.equal(resumed.w, full.w)
 
@@ -201,7 +225,9 @@ def test_checkpoints_hold_no_pickle_and_resume_without_unpickling(tmp_path, monk
 def test_a_damaged_rng_state_is_a_loud_warning_with_an_exact_fallback(tmp_path, caplog):
     items = [i / 10 for i in range(20)]
     torch.manual_seed(0)  # what a method's seed_everything does before it builds the objective
-    full = train_loop(NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd)
+    full = train_loop(
+        NoisyLinear(), items, _ctx(tmp_path / "full"), LoopConfig(steps=6, batch_size=2, checkpoint_every=0), _sgd
+    )
     ctx = _ctx(tmp_path / "part")
     loop = LoopConfig(steps=6, batch_size=2, checkpoint_every=3, keep_checkpoints=True)
     torch.manual_seed(0)
@@ -228,21 +254,45 @@ def test_checkpoints_by_wall_time_and_kept_until_the_encoder_is_complete(tmp_pat
     def spy(state):
         steps_seen.append(sorted(p.name for p in ctx.checkpoint_dir.glob("step-*")))
 
-    train_loop(LinearObjective(), items, ctx, LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=1e-9),
-               _sgd, fingerprint="t", on_step=spy)
+    train_loop(
+        LinearObjective(),
+        items,
+        ctx,
+        LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=1e-9),
+        _sgd,
+        fingerprint="t",
+        on_step=spy,
+    )
     assert steps_seen[1] == ["step-000000002"]  # time-based: every step here, with no step interval at all
     assert [p.name for p in ctx.checkpoint_dir.glob("step-*")] == ["step-000000004"]  # a last one, kept for the runner
     none = _ctx(tmp_path / "n")
-    train_loop(LinearObjective(), items, none, LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=0),
-               _sgd, fingerprint="t")
+    train_loop(
+        LinearObjective(),
+        items,
+        none,
+        LoopConfig(steps=4, batch_size=2, checkpoint_every=0, checkpoint_minutes=0),
+        _sgd,
+        fingerprint="t",
+    )
     assert not list(none.checkpoint_dir.glob("step-*"))
 
 
 def test_speed_knobs_do_not_change_the_run_fingerprint(tmp_path):
     items = [i / 10 for i in range(20)]
     ctx = _ctx(tmp_path)
-    train_loop(LinearObjective(), items, ctx, LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True), _sgd)
+    train_loop(
+        LinearObjective(),
+        items,
+        ctx,
+        LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True),
+        _sgd,
+    )
     ctx3 = _ctx(tmp_path)  # another checkpoint interval, log interval and time interval: the same run, resumed
-    train_loop(LinearObjective(), items, ctx3, LoopConfig(steps=4, batch_size=2, checkpoint_every=3, log_every=1,
-                                                          checkpoint_minutes=0), _sgd)
+    train_loop(
+        LinearObjective(),
+        items,
+        ctx3,
+        LoopConfig(steps=4, batch_size=2, checkpoint_every=3, log_every=1, checkpoint_minutes=0),
+        _sgd,
+    )
     assert ctx3.accounting["resumed_from_steps"] == [2]

@@ -2,6 +2,7 @@
 every forward pass is deterministic: bi->cross soft BCE on the bi-encoder's cosines, cross->bi MSE
 on cosine against the cross-encoder's scores, refreshing, mutual label averaging, no gold label read,
 per-kind dev selection, and the saved result (both encoders, CrossEncoder format)."""
+
 from __future__ import annotations
 
 import logging
@@ -10,16 +11,31 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from benchbench import Embedder, load_encoder, tiny_bert, TrainContext
 from benchbench_plugins import trans_encoder as te
 
-PAIRS = [("a man plays a guitar", "a person plays music"), ("the cat sleeps", "a dog runs in the park"),
-         ("stocks fell sharply today", "the market dropped"), ("she reads a book", "a woman is reading"),
-         ("two kids play football", "children play soccer outside"), ("rain is falling", "the sun is shining")]
-FAST = {"cycles": 1, "cross_epochs": 1.0, "bi_epochs": 1.0, "cross_batch_size": 64, "bi_batch_size": 64,
-        "select": False, "both_orders": "false", "cross_max_length": 32, "bi_max_length": 16,
-        "bi_lr": 5e-3, "cross_lr": 5e-3}  # large steps: one step visibly moves a tiny model
+from benchbench import Embedder, TrainContext, load_encoder, tiny_bert
+
+PAIRS = [
+    ("a man plays a guitar", "a person plays music"),
+    ("the cat sleeps", "a dog runs in the park"),
+    ("stocks fell sharply today", "the market dropped"),
+    ("she reads a book", "a woman is reading"),
+    ("two kids play football", "children play soccer outside"),
+    ("rain is falling", "the sun is shining"),
+]
+FAST = {
+    "cycles": 1,
+    "cross_epochs": 1.0,
+    "bi_epochs": 1.0,
+    "cross_batch_size": 64,
+    "bi_batch_size": 64,
+    "select": False,
+    "both_orders": "false",
+    "cross_max_length": 32,
+    "bi_max_length": 16,
+    "bi_lr": 5e-3,
+    "cross_lr": 5e-3,
+}  # large steps: one step visibly moves a tiny model
 
 
 def _tiny_dir(tmp_path, seed: int = 0, name: str = "tiny"):
@@ -31,8 +47,16 @@ def _tiny_dir(tmp_path, seed: int = 0, name: str = "tiny"):
 
 
 def _ctx(tmp_path, model: str) -> TrainContext:
-    return TrainContext(model=model, seed=1, output_dir=tmp_path / "run", task=None, device="cpu", pairs=list(PAIRS),
-                        progress=False, logger=logging.getLogger("test"))
+    return TrainContext(
+        model=model,
+        seed=1,
+        output_dir=tmp_path / "run",
+        task=None,
+        device="cpu",
+        pairs=list(PAIRS),
+        progress=False,
+        logger=logging.getLogger("test"),
+    )
 
 
 def _method(cls=te.TransEncoder, **kw):
@@ -64,7 +88,8 @@ def test_losses_are_soft_bce_and_mse_on_cosine():
     bce = -(y * p.log() + (1 - y) * (1 - p).log()).mean()
     assert te.bi_to_cross_loss(logits, y).item() == pytest.approx(bce.item(), rel=1e-5)
     assert te.bi_to_cross_loss(logits, torch.tensor([1.5, -0.2, 0.5])).item() == pytest.approx(
-        te.bi_to_cross_loss(logits, torch.tensor([1.0, 0.0, 0.5])).item())  # targets clipped into [0, 1]
+        te.bi_to_cross_loss(logits, torch.tensor([1.0, 0.0, 0.5])).item()
+    )  # targets clipped into [0, 1]
     u, v, s = torch.randn(4, 8), torch.randn(4, 8), torch.rand(4)
     cos = (u * v).sum(1) / (u.norm(dim=1) * v.norm(dim=1))
     assert te.cross_to_bi_loss(u, v, s).item() == pytest.approx(((cos - s) ** 2).mean().item(), rel=1e-5)
@@ -91,7 +116,9 @@ def test_cycle_targets_and_refreshing(tmp_path, monkeypatch):
     # as cycle 1's first step (batch order differs by cycle: compare sorted)
     np.testing.assert_allclose(np.sort(bce.calls[1][0].numpy()), np.sort(bce.calls[0][0].numpy()), atol=1e-6, rtol=0)
     # the last cycle's cross-encoder (the one returned) produced cycle 2's bi targets
-    np.testing.assert_allclose(np.sort(y2.numpy()), np.sort(res.cross_encoder.score_pairs(*map(list, zip(*PAIRS)))), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        np.sort(y2.numpy()), np.sort(res.cross_encoder.score_pairs(*map(list, zip(*PAIRS)))), atol=1e-6, rtol=0
+    )
     assert not np.allclose(np.sort(y2.numpy()), start_cos, atol=1e-2)  # cross scores, not the bi's cosines
 
 
@@ -100,11 +127,15 @@ def test_sequential_does_not_refresh(tmp_path, monkeypatch):
     mse = Spy(monkeypatch, "cross_to_bi_loss")
     _method(cycles=1, init="sequential", pooling="mean").train([], _ctx(tmp_path, model))
     u, v, _ = mse.calls[0]  # the bi-encoder starts from the cross-encoder's transformer, not the start
-    assert not np.allclose(np.sort(F.cosine_similarity(u, v).numpy()), np.sort(_cos(model, pooling="mean")), atol=1e-3, rtol=0)
+    assert not np.allclose(
+        np.sort(F.cosine_similarity(u, v).numpy()), np.sort(_cos(model, pooling="mean")), atol=1e-3, rtol=0
+    )
     mse.calls.clear()
     _method(cycles=1, init="refresh", pooling="mean").train([], _ctx(tmp_path, model))  # the control
     u, v, _ = mse.calls[0]
-    np.testing.assert_allclose(np.sort(F.cosine_similarity(u, v).numpy()), np.sort(_cos(model, pooling="mean")), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        np.sort(F.cosine_similarity(u, v).numpy()), np.sort(_cos(model, pooling="mean")), atol=1e-6, rtol=0
+    )
 
 
 def test_mutual_labels_are_the_mean_over_models(tmp_path, monkeypatch):
@@ -118,8 +149,12 @@ def test_mutual_labels_are_the_mean_over_models(tmp_path, monkeypatch):
     assert len(bce.calls) == 2  # one cross-encoder per model, both on the averaged labels
     for call in bce.calls:
         np.testing.assert_allclose(np.sort(call[1].numpy()), mean, atol=1e-6, rtol=0)
-    assert not np.allclose(np.sort(c1), mean, atol=1e-3, rtol=0) and not np.allclose(np.sort(c2), mean, atol=1e-3, rtol=0)
-    np.testing.assert_allclose(np.sort(mse.calls[0][2].numpy()), np.sort(mse.calls[1][2].numpy()))  # the same averaged cross labels
+    assert not np.allclose(np.sort(c1), mean, atol=1e-3, rtol=0) and not np.allclose(
+        np.sort(c2), mean, atol=1e-3, rtol=0
+    )
+    np.testing.assert_allclose(
+        np.sort(mse.calls[0][2].numpy()), np.sort(mse.calls[1][2].numpy())
+    )  # the same averaged cross labels
     assert res.info["model"] == m2
     ens = _method(te.TransEncoderMutual, models=[m1, m2], report="ensemble").train([], _ctx(tmp_path, m1))
     a, b = map(list, zip(*PAIRS))
@@ -128,7 +163,9 @@ def test_mutual_labels_are_the_mean_over_models(tmp_path, monkeypatch):
     means = np.mean([Embedder(e).cosine_pairs(a, b) for e in ens.bi_encoder.encoders], axis=0)
     np.testing.assert_allclose(cos, means, atol=1e-6, rtol=0)  # the ensemble's cosine is the mean cosine
     assert len(per_model) == 2
-    np.testing.assert_allclose(ens.score_pairs(a, b), np.mean([s.score_pairs(a, b) for s in ens.cross_encoder.scorers], 0))
+    np.testing.assert_allclose(
+        ens.score_pairs(a, b), np.mean([s.score_pairs(a, b) for s in ens.cross_encoder.scorers], 0)
+    )
 
 
 class FakeDev:
@@ -195,7 +232,9 @@ def test_no_gold_label_is_read(tmp_path, monkeypatch, real_data):
 
     def scrambled(self, split):
         rng = np.random.default_rng(0)
-        return {k: (a, b, rng.permutation(y) * 0 + rng.random(len(y))) for k, (a, b, y) in real_load(self, split).items()}
+        return {
+            k: (a, b, rng.permutation(y) * 0 + rng.random(len(y))) for k, (a, b, y) in real_load(self, split).items()
+        }
 
     monkeypatch.setattr(STSAdapter, "load", scrambled)
     r2 = train()
@@ -204,12 +243,24 @@ def test_no_gold_label_is_read(tmp_path, monkeypatch, real_data):
 
 
 def test_runner_scores_with_the_cross_encoder_when_asked(tmp_path, tmp_cache, real_data):
-    from benchbench.runner import run, RunOptions
+    from benchbench.runner import RunOptions, run
 
     model = _tiny_dir(tmp_path)
-    kw = dict(method="trans-encoder", tasks="mrpc-pairs", model=model, data_dir=str(real_data), output=str(tmp_path / "res"),
-              progress=False, overrides={**{k: str(v) for k, v in FAST.items()}, "max_pairs": "16", "select": "true",
-                                          "dev_max_pairs": "40", "eval_every": "0"})
+    kw = dict(
+        method="trans-encoder",
+        tasks="mrpc-pairs",
+        model=model,
+        data_dir=str(real_data),
+        output=str(tmp_path / "res"),
+        progress=False,
+        overrides={
+            **{k: str(v) for k, v in FAST.items()},
+            "max_pairs": "16",
+            "select": "true",
+            "dev_max_pairs": "40",
+            "eval_every": "0",
+        },
+    )
     bi = run(RunOptions(**kw)).records[0]
     cross = run(RunOptions(**kw, score="cross")).records[0]
     assert bi["transductive"] and cross["transductive"]

@@ -1,19 +1,24 @@
 """TSDAE's defining mechanisms: the decoder sees only the pooled sentence vector, encoder and decoder
 are tied, the vocabulary projection covers only target positions, and the noise does what it says."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, TSDAEObjective, build_decoder, lm_head
 
 from benchbench.errors import ConfigError
 from benchbench.methods import TrainContext
 from benchbench.models import load_encoder, tiny_bert
 from benchbench.noise import WordNoise, words
-from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, TSDAEObjective, build_decoder, lm_head
 
-SENTS = ["the quick brown fox jumps over the lazy dog .", "a second sentence , somewhat longer than the first one",
-         "short one", "how do i install ubuntu on a usb stick ?"]
+SENTS = [
+    "the quick brown fox jumps over the lazy dog .",
+    "a second sentence , somewhat longer than the first one",
+    "short one",
+    "how do i install ubuntu on a usb stick ?",
+]
 
 
 def _objective(pooling="cls", fast=True, tie=True):
@@ -29,10 +34,12 @@ def _batch(obj, seed=0):
 
 def _perturb_non_pooled_states(obj):
     """Forward hook replacing every token state except position 0 ([CLS]) with noise."""
+
     def hook(module, args, output):
         h = output.last_hidden_state
         output.last_hidden_state = torch.cat([h[:, :1], torch.randn_like(h[:, 1:]) * 5], 1)
         return output
+
     return obj.encoder.model.register_forward_hook(hook)
 
 
@@ -99,8 +106,14 @@ def test_encoder_and_decoder_are_tied():
     assert dec.encoder.layer[0].attention.self.query.weight is enc.encoder.layer[0].attention.self.query.weight
     assert obj.decoder.get_output_embeddings().weight is enc.embeddings.word_embeddings.weight
     untied = _objective(tie=False)
-    assert untied.decoder.bert.encoder.layer[0].output.dense.weight is not untied.encoder.model.encoder.layer[0].output.dense.weight
-    assert torch.equal(untied.decoder.bert.encoder.layer[0].output.dense.weight, untied.encoder.model.encoder.layer[0].output.dense.weight)
+    assert (
+        untied.decoder.bert.encoder.layer[0].output.dense.weight
+        is not untied.encoder.model.encoder.layer[0].output.dense.weight
+    )
+    assert torch.equal(
+        untied.decoder.bert.encoder.layer[0].output.dense.weight,
+        untied.encoder.model.encoder.layer[0].output.dense.weight,
+    )
 
 
 def test_vocabulary_projection_only_on_target_positions():
@@ -115,7 +128,9 @@ def test_vocabulary_projection_only_on_target_positions():
     assert rows[0] < labels.numel()  # the batch has padding, and it was skipped
 
 
-@pytest.mark.parametrize("kind,ratio", [("delete", 0.6), ("delete", 0.3), ("mask", 0.3), ("add", 0.3), ("replace", 0.3)])
+@pytest.mark.parametrize(
+    "kind,ratio", [("delete", 0.6), ("delete", 0.3), ("mask", 0.3), ("add", 0.3), ("replace", 0.3)]
+)
 def test_noise_ratio_is_honoured_on_average(kind, ratio):
     text = " ".join(f"w{i}" for i in range(40))
     noise = WordNoise(kind, ratio, "[MASK]")
@@ -154,8 +169,15 @@ def test_noise_is_fresh_per_draw_reproducible_per_rng_and_keeps_a_word():
 
 def test_paper_defaults_and_bad_options():
     c = TSDAEConfig()
-    assert (c.lr, c.batch_size, c.noise, c.noise_ratio, c.pooling, c.tie_encoder_decoder, c.steps) == \
-        (3e-5, 8, "delete", 0.6, "cls", True, 100_000)
+    assert (c.lr, c.batch_size, c.noise, c.noise_ratio, c.pooling, c.tie_encoder_decoder, c.steps) == (
+        3e-5,
+        8,
+        "delete",
+        0.6,
+        "cls",
+        True,
+        100_000,
+    )
     with pytest.raises(ConfigError):
         TSDAE(TSDAEConfig(noise="blur")).build(TrainContext(model="tiny-bert", seed=0, output_dir=None))
 

@@ -1,13 +1,13 @@
 """AskUbuntu: USEB's re-ranking conventions, both published layouts, hand-computed MAP."""
+
 import gzip
 from pathlib import Path
 
 import pytest
+from helpers import TablePairScorer, fixture_adapter
 
 from benchbench.encoding import Embedder
 from benchbench.errors import DataError
-
-from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -19,9 +19,14 @@ def make(registry, root, task="askubuntu"):
 PairScorer = TablePairScorer
 
 
-T = {"101": "how to install python 3 on ubuntu", "102": "installing python3 in ubuntu 14.04",
-     "103": "wifi not working after upgrade", "105": "how do i install python", "110": "python version change",
-     "112": "update manager freezes"}
+T = {
+    "101": "how to install python 3 on ubuntu",
+    "102": "installing python3 in ubuntu 14.04",
+    "103": "wifi not working after upgrade",
+    "105": "how do i install python",
+    "110": "python version change",
+    "112": "update manager freezes",
+}
 
 
 @pytest.mark.parametrize("layout, root", [("taolei87", FIX / "native"), ("useb", FIX / "useb")])
@@ -87,7 +92,9 @@ def test_own_sentences_exclude_eval_queries_and_gold(registry):
 def test_malformed_eval_line_names_the_file(registry, tmp_path):
     d = tmp_path / "useb" / "askubuntu"
     d.mkdir(parents=True)
-    (d / "text_tokenized.txt.gz").write_bytes((FIX / "native" / "useb" / "askubuntu" / "text_tokenized.txt.gz").read_bytes())
+    (d / "text_tokenized.txt.gz").write_bytes(
+        (FIX / "native" / "useb" / "askubuntu" / "text_tokenized.txt.gz").read_bytes()
+    )
     (d / "dev.txt").write_text("101\t102\t102 103\n")
     (d / "test.txt").write_text("")
     with pytest.raises(DataError, match="dev.txt:1"):

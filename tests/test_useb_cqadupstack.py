@@ -1,16 +1,16 @@
 """CQADupStack: USEB's MAP@100 (scikit-learn AP of the top 100) against a brute-force reference,
 both layouts, streaming corpus blocks, missing forums marked partial, one training corpus."""
+
 import hashlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fixture_adapter
 from sklearn.metrics import average_precision_score
 
 from benchbench.encoding import Embedder
 from benchbench.errors import ConfigError
-
-from helpers import fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -51,10 +51,18 @@ def reference(enc, forum):
     return 100 * np.mean(aps), 100 * np.mean(ndcgs)
 
 
-ANDROID = {"corpus": {"a1": "phone battery drains fast", "a2": "how to root my phone", "a3": "battery life is poor on android",
-                      "a4": "install apk from sd card", "a5": "rooting android without a computer", "a6": "wifi keeps disconnecting"},
-           "queries": {"aq1": "why does my battery drain so quickly", "aq2": "root android phone"},
-           "qrels": {"aq1": {"a1", "a3"}, "aq2": {"a5"}}}
+ANDROID = {
+    "corpus": {
+        "a1": "phone battery drains fast",
+        "a2": "how to root my phone",
+        "a3": "battery life is poor on android",
+        "a4": "install apk from sd card",
+        "a5": "rooting android without a computer",
+        "a6": "wifi keeps disconnecting",
+    },
+    "queries": {"aq1": "why does my battery drain so quickly", "aq2": "root android phone"},
+    "qrels": {"aq1": {"a1", "a3"}, "aq2": {"a5"}},
+}
 
 
 def test_beir_layout_matches_brute_force_reference_and_is_partial(registry):
@@ -76,7 +84,11 @@ def test_corpus_streams_in_blocks_with_the_same_result(registry):
     enc = HashEncoder()
     small = make(registry, FIX / "native", block=2).evaluate(Embedder(enc), "test")
     assert small.scores == pytest.approx(big.scores)
-    corpus_calls = [c for c in enc.calls if not any(t.startswith(("why", "root android", "how to reproject", "raster algebra", "utm")) for t in c)]
+    corpus_calls = [
+        c
+        for c in enc.calls
+        if not any(t.startswith(("why", "root android", "how to reproject", "raster algebra", "utm")) for t in c)
+    ]
     assert corpus_calls and max(len(c) for c in corpus_calls) <= 2
 
 

@@ -1,12 +1,19 @@
 """The ranking conventions USEB's numbers depend on, on hand-computed cases and against the
 reference definitions (scikit-learn's AP for CQADupStack's MAP@100)."""
+
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
 from benchbench.adapters.askubuntu import rerank_metrics
-from benchbench.adapters.ranking import (search_topk, stable_rank, topk_average_precision, trec_average_precision,
-                                         trec_ndcg, trec_order)
+from benchbench.adapters.ranking import (
+    search_topk,
+    stable_rank,
+    topk_average_precision,
+    trec_average_precision,
+    trec_ndcg,
+    trec_order,
+)
 
 
 def test_stable_rank_keeps_input_order_on_ties():
@@ -16,7 +23,9 @@ def test_stable_rank_keeps_input_order_on_ties():
 
 def test_topk_ap_hand_computed():
     # relevant at ranks 2 and 4 -> (1/2 + 2/4) / 2 ; the denominator is the hits retrieved (USEB), not |relevant|
-    ap = topk_average_precision(np.array([[0, 1, 0, 1], [0, 0, 0, 0]]), np.array([[.9, .8, .7, .6], [.9, .8, .7, .6]]))
+    ap = topk_average_precision(
+        np.array([[0, 1, 0, 1], [0, 0, 0, 0]]), np.array([[0.9, 0.8, 0.7, 0.6], [0.9, 0.8, 0.7, 0.6]])
+    )
     assert ap == pytest.approx([0.5, 0.0])
 
 
@@ -43,7 +52,12 @@ def test_rerank_metrics_hand_computed():
 
 
 def test_trec_order_breaks_ties_by_descending_doc_id():
-    assert [["d1", "d2", "d3", "d4"][i] for i in trec_order(["d1", "d2", "d3", "d4"], [0.3, 0.9, 0.5, 0.5])] == ["d2", "d4", "d3", "d1"]
+    assert [["d1", "d2", "d3", "d4"][i] for i in trec_order(["d1", "d2", "d3", "d4"], [0.3, 0.9, 0.5, 0.5])] == [
+        "d2",
+        "d4",
+        "d3",
+        "d1",
+    ]
 
 
 def test_trec_map_and_ndcg_hand_computed():

@@ -1,13 +1,13 @@
 """SciDocs: trec_eval MAP per sub-task over each query's candidates (None titles dropped from the
 ranking but kept in the qrels), sub-tasks averaged; allenai and USEB layouts agree."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TablePairScorer, fixture_adapter
 
 from benchbench.encoding import Embedder
-
-from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -19,16 +19,32 @@ def make(registry, root, **params):
 PairScorer = TablePairScorer
 
 
-P = {1: "attention is all you need", 2: "neural machine translation by jointly learning to align",
-     3: "deep residual learning", 4: "bert pre-training of deep bidirectional transformers",
-     5: "sequence to sequence learning", 7: "imagenet classification with deep convolutional networks",
-     8: "glove global vectors", 9: "word2vec efficient estimation", 10: "layer normalization", 11: "dropout a simple way"}
+P = {
+    1: "attention is all you need",
+    2: "neural machine translation by jointly learning to align",
+    3: "deep residual learning",
+    4: "bert pre-training of deep bidirectional transformers",
+    5: "sequence to sequence learning",
+    7: "imagenet classification with deep convolutional networks",
+    8: "glove global vectors",
+    9: "word2vec efficient estimation",
+    10: "layer normalization",
+    11: "dropout a simple way",
+}
 
 
 def table():
     q1, q7 = P[1], P[7]
-    return {(q1, P[2]): 0.3, (q1, P[3]): 0.9, (q1, P[4]): 0.5, (q1, P[5]): 0.5,
-            (q7, P[8]): 0.8, (q7, P[9]): 0.1, (q7, P[10]): 0.2, (q7, P[11]): 0.7}
+    return {
+        (q1, P[2]): 0.3,
+        (q1, P[3]): 0.9,
+        (q1, P[4]): 0.5,
+        (q1, P[5]): 0.5,
+        (q7, P[8]): 0.8,
+        (q7, P[9]): 0.1,
+        (q7, P[10]): 0.2,
+        (q7, P[11]): 0.7,
+    }
 
 
 @pytest.mark.parametrize("root, layout", [(FIX / "native", "allenai"), (FIX / "useb", "useb")])

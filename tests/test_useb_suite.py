@@ -1,5 +1,6 @@
 """The useb suite: Table 2's average of the four main scores, marked partial (never silently smaller)
 when a dataset is missing or partial, and the dev-split rule inside a suite run."""
+
 import dataclasses
 import shutil
 from pathlib import Path
@@ -30,8 +31,12 @@ def test_suite_average_is_partial_when_a_dataset_is_missing(reg, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(FIX / "native", data)
     shutil.rmtree(data / "scidocs")
-    report = run(RunOptions(method="bm25", tasks="useb", data_dir=str(data), output=str(tmp_path / "out"),
-                            splits=["dev", "test"]), reg)
+    report = run(
+        RunOptions(
+            method="bm25", tasks="useb", data_dir=str(data), output=str(tmp_path / "out"), splits=["dev", "test"]
+        ),
+        reg,
+    )
     assert "scidocs/paper_metadata_view_cite_read.json" in report.missing["scidocs"]
     assert report.unavailable["twitterpara"] == ["dev"] and report.unavailable["cqadupstack"] == ["dev"]
     headers, rows, notes = summarise(report.records, report.tasks, {"useb": USEB}, split="test", missing=report.missing)
@@ -49,7 +54,13 @@ def test_suite_average_is_partial_when_a_dataset_is_missing(reg, tmp_path):
 def test_complete_suite_average_is_not_marked(reg, tmp_path):
     records = []
     for t in USEB:
-        records.append({"method": "m", "model": "x", "task": t, "splits": {"test": {"main_score": 10.0 * (USEB.index(t) + 1),
-                                                                                   "partial": False, "notes": []}}})
+        records.append(
+            {
+                "method": "m",
+                "model": "x",
+                "task": t,
+                "splits": {"test": {"main_score": 10.0 * (USEB.index(t) + 1), "partial": False, "notes": []}},
+            }
+        )
     headers, rows, notes = summarise(records, USEB, {"useb": USEB})
     assert dict(zip(headers, rows[0]))["useb avg"] == "25.00" and not any("PARTIAL" in n for n in notes)

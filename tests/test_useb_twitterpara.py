@@ -1,15 +1,15 @@
 """TwitterPara: USEB's label handling (3 dropped from AP, > 3 positive, Spearman vs label x 20 over
 all pairs), TURL/PIT averaged, and the no-dev-split rule."""
+
 import dataclasses
 from pathlib import Path
 
 import pytest
+from helpers import TablePairScorer, fixture_adapter
 
 from benchbench.encoding import Embedder
 from benchbench.errors import ConfigError, DataError
 from benchbench.runner import RunOptions, run
-
-from helpers import TablePairScorer, fixture_adapter  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -18,19 +18,27 @@ def make(registry, root, **params):
     return fixture_adapter(registry, "twitterpara", root, **params)
 
 
-def PairScorer(table):  # noqa: N802 - a pair missing from the table is an error here
+def PairScorer(table):
     return TablePairScorer(table, strict=True)
 
 
 # texts are stripped (the TURL file has trailing spaces), as USEB strips before encoding
-TABLE = {("Pair one first tweet", "Pair one second tweet"): 0.9, ("Pair two first", "Pair two second"): 0.2,
-         ("Pair three first", "Pair three second"): 0.8, ("Pair four first", "Pair four second"): 0.3,
-         ("Pair five first", "Pair five second"): 0.4,
-         ("pit one a", "pit one b"): 0.1, ("pit two a", "pit two b"): 0.6, ("pit three a", "pit three b"): 0.5,
-         ("pit four a", "pit four b"): 0.05}
+TABLE = {
+    ("Pair one first tweet", "Pair one second tweet"): 0.9,
+    ("Pair two first", "Pair two second"): 0.2,
+    ("Pair three first", "Pair three second"): 0.8,
+    ("Pair four first", "Pair four second"): 0.3,
+    ("Pair five first", "Pair five second"): 0.4,
+    ("pit one a", "pit one b"): 0.1,
+    ("pit two a", "pit two b"): 0.6,
+    ("pit three a", "pit three b"): 0.5,
+    ("pit four a", "pit four b"): 0.05,
+}
 
 
-@pytest.mark.parametrize("root, d", [(FIX / "native", "useb/twitterpara"), (FIX / "useb", "useb/data-eval/twitterpara")])
+@pytest.mark.parametrize(
+    "root, d", [(FIX / "native", "useb/twitterpara"), (FIX / "useb", "useb/data-eval/twitterpara")]
+)
 def test_hand_computed_ap_and_spearman(registry, root, d):
     r = make(registry, root, dir=d).evaluate(Embedder(PairScorer(TABLE)), "test")
     # TURL labels 5,1,3,4,0 -> label 3 dropped; ranking 0.9(+) 0.4(-) 0.3(+) 0.2(-): AP = (1 + 2/3)/2
@@ -55,8 +63,16 @@ def test_explicit_dev_run_is_an_error(registry, tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
     registry.tasks["twitterpara"] = dataclasses.replace(registry.task("twitterpara"), files={})
     with pytest.raises(ConfigError, match="no dev split"):
-        run(RunOptions(method="bm25", tasks="twitterpara", data_dir=str(FIX / "native"), output=str(tmp_path / "o"),
-                       splits=["dev"]), registry)
+        run(
+            RunOptions(
+                method="bm25",
+                tasks="twitterpara",
+                data_dir=str(FIX / "native"),
+                output=str(tmp_path / "o"),
+                splits=["dev"],
+            ),
+            registry,
+        )
 
 
 def test_malformed_turl_label_names_the_file(registry, tmp_path):

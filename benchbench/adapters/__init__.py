@@ -1,5 +1,6 @@
 """Built-in evaluation protocols. Every module here that defines a ``TaskAdapter`` subclass with a
 ``kind`` is registered under that kind, so adding a protocol is adding a module."""
+
 from __future__ import annotations
 
 import importlib

@@ -24,6 +24,7 @@ Why hand-written: neither scikit-learn nor torch trains hundreds of independent,
 early-stopped minibatch models with per-model data orders in one pass; the optimiser step is
 written out (a few lines of Adam/RMSprop) because each model needs its own step count.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,12 +57,22 @@ class Setting:
     validation_split: float = 0.05
     l2_grid: tuple[float, ...] = L2_GRID
     stream_chunk: int = 8  # CPU only: streams per gather/product block (speed only, same numbers)
-    workers: int = 0  # CPU only: processes the streams are split over (0: one per core, at most 4; speed only, same numbers)
+    workers: int = (
+        0  # CPU only: processes the streams are split over (0: one per core, at most 4; speed only, same numbers)
+    )
 
     def describe(self) -> dict[str, Any]:
-        return {"kfold": self.kfold, "nhid": 0, "optim": self.optim, "batch_size": self.batch_size,
-                "tenacity": self.tenacity, "epoch_size": self.epoch_size, "max_epoch": self.max_epoch,
-                "seed": self.seed, "l2_grid": list(self.l2_grid)}
+        return {
+            "kfold": self.kfold,
+            "nhid": 0,
+            "optim": self.optim,
+            "batch_size": self.batch_size,
+            "tenacity": self.tenacity,
+            "epoch_size": self.epoch_size,
+            "max_epoch": self.max_epoch,
+            "seed": self.seed,
+            "l2_grid": list(self.l2_grid),
+        }
 
 
 SETTINGS = {
@@ -132,7 +143,9 @@ def _init(d: int, nclasses: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]
     return lin.weight.detach().T.contiguous(), lin.bias.detach().clone()
 
 
-def train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting) -> list[list[Fitted]]:
+def train_streams(
+    X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting
+) -> list[list[Fitted]]:
     """Train every model of every stream at once; returns, per stream, one ``Fitted`` per L2 value.
 
     On CPU the streams are split over ``s.workers`` forked processes, each running single-threaded
@@ -196,8 +209,15 @@ def _map_groups(X, y, streams, nclasses, s, w0, b0, groups: list[list[int]]) -> 
         return [_train_streams(X, y, [streams[i] for i in g], nclasses, s, w0, b0) for g in groups]
 
 
-def _train_streams(X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting,
-                   w0: torch.Tensor, b0: torch.Tensor) -> list[list[Fitted]]:
+def _train_streams(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    streams: list[Stream],
+    nclasses: int,
+    s: Setting,
+    w0: torch.Tensor,
+    b0: torch.Tensor,
+) -> list[list[Fitted]]:
     """Train every model of every stream at once (SentEval's recipe per model, see ``_StreamBatch``)."""
     return _StreamBatch(X, y, streams, nclasses, s, w0, b0).run()
 
@@ -213,8 +233,16 @@ class _StreamBatch:
     every model has stopped are dropped from ``W``/``b``/the optimiser state (``alive`` maps the
     remaining rows to stream indices); ``bestW``/``bestb`` keep all S streams."""
 
-    def __init__(self, X: torch.Tensor, y: torch.Tensor, streams: list[Stream], nclasses: int, s: Setting,
-                 w0: torch.Tensor, b0: torch.Tensor):
+    def __init__(
+        self,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        streams: list[Stream],
+        nclasses: int,
+        s: Setting,
+        w0: torch.Tensor,
+        b0: torch.Tensor,
+    ):
         if s.optim not in OPTIM_LR:
             raise ConfigError(f"SentEval optimiser {s.optim!r} is not supported here; use 'adam' or 'rmsprop'.")
         self.X, self.streams, self.s = X, streams, s
@@ -278,9 +306,18 @@ class _StreamBatch:
             self._drop_finished()
         self.stop_epoch[~self.stopped] = self.nepoch
         C = self.C
-        return [[Fitted(float(self.best_acc[i, k]), self.bestW[i, :, k * C:(k + 1) * C].clone(),
-                        self.bestb[i, k * C:(k + 1) * C].clone(), int(self.stop_epoch[i, k]))
-                 for k in range(self.K)] for i in range(self.S)]
+        return [
+            [
+                Fitted(
+                    float(self.best_acc[i, k]),
+                    self.bestW[i, :, k * C : (k + 1) * C].clone(),
+                    self.bestb[i, k * C : (k + 1) * C].clone(),
+                    int(self.stop_epoch[i, k]),
+                )
+                for k in range(self.K)
+            ]
+            for i in range(self.S)
+        ]
 
     def _epoch(self, e: int) -> None:
         """One epoch of minibatches for every alive stream (rows padded to the longest stream)."""
@@ -294,7 +331,9 @@ class _StreamBatch:
             wts[j, :n] = np.repeat(1.0 / sizes, sizes)
         rows_t = torch.from_numpy(rows).to(self.dev)
         wts_t = torch.from_numpy(wts).to(device=self.dev, dtype=self.X.dtype)
-        tgt_t = F.one_hot(torch.from_numpy(self.y_np[rows]).to(self.dev), self.C).to(self.X.dtype).mul_(wts_t.unsqueeze(-1))
+        tgt_t = (
+            F.one_hot(torch.from_numpy(self.y_np[rows]).to(self.dev), self.C).to(self.X.dtype).mul_(wts_t.unsqueeze(-1))
+        )
         nb_alive = self.nbatches[alive]
         for bi in range(int(nb_alive.max())):
             sl = slice(bi * B, (bi + 1) * B)
@@ -305,8 +344,9 @@ class _StreamBatch:
                 sel = torch.from_numpy(np.flatnonzero(have)).to(self.dev)
                 self._step(sel, rows_t[sel, sl], wts_t[sel, sl], tgt_t[sel, sl])
 
-    def _gradients(self, Ws: torch.Tensor, bs_: torch.Tensor, rows: torch.Tensor, wts: torch.Tensor,
-                   tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _gradients(
+        self, Ws: torch.Tensor, bs_: torch.Tensor, rows: torch.Tensor, wts: torch.Tensor, tgt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradients of SentEval's mean cross-entropy (``wts``: 1/batch size per row, 0 = padding;
         ``tgt``: one-hot labels times ``wts``) plus torch's coupled weight decay."""
         K, C = self.K, self.C
@@ -317,7 +357,9 @@ class _StreamBatch:
             c = slice(c0, c0 + self.chunk)
             xb = F.embedding(rows[c], self.X)  # (c, B, d): torch's fastest row gather on CPU
             z = torch.baddbmm(bs_[c].unsqueeze(1), xb, Ws[c]).view(-1, Bn, K, C)
-            if C == 2:  # softmax over two logits is a sigmoid of their difference (torch's softmax is slow on a dim of 2)
+            if (
+                C == 2
+            ):  # softmax over two logits is a sigmoid of their difference (torch's softmax is slow on a dim of 2)
                 p1 = torch.sigmoid(z[..., 1] - z[..., 0])
                 g = torch.stack((1 - p1, p1), -1)
             else:
@@ -342,8 +384,11 @@ class _StreamBatch:
             self.steps[sel] += 1
             t = self.steps[sel]
         if self.adam:
-            m1, v1, m2, v2 = ((self.mW, self.vW, self.mb, self.vb) if sel is None else
-                              (self.mW[sel], self.vW[sel], self.mb[sel], self.vb[sel]))
+            m1, v1, m2, v2 = (
+                (self.mW, self.vW, self.mb, self.vb)
+                if sel is None
+                else (self.mW[sel], self.vW[sel], self.mb[sel], self.vb[sel])
+            )
             self._adam((Ws, gW, m1, v1, (-1, 1, 1)), (bs_, gb, m2, v2, (-1, 1)), t=t)
         else:
             v1, v2 = (self.vW, self.vb) if sel is None else (self.vW[sel], self.vb[sel])
@@ -358,8 +403,8 @@ class _StreamBatch:
     def _adam(self, *groups, t: torch.Tensor) -> None:
         """torch.optim.Adam's single-tensor update, with a step count per stream."""
         b1, b2, eps = 0.9, 0.999, 1e-8
-        step_size = (self.lr / (1 - b1 ** t)).to(self.X.dtype)
-        bc2 = (1 - b2 ** t).sqrt().to(self.X.dtype)
+        step_size = (self.lr / (1 - b1**t)).to(self.X.dtype)
+        bc2 = (1 - b2**t).sqrt().to(self.X.dtype)
         for p_, g_, m_, v_, shape in groups:
             m_.lerp_(g_, 1 - b1)
             v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
@@ -376,7 +421,10 @@ class _StreamBatch:
     def _check_dev(self) -> None:
         """Score every alive model on its dev rows; keep improvements, count the rest (tenacity)."""
         alive, C = self.alive, self.C
-        acc = _accuracy(self.X, self.W, self.b, self.dev_idx_t[alive], self.dev_lab_t[alive], self.K, C) / self.ndev[alive][:, None]
+        acc = (
+            _accuracy(self.X, self.W, self.b, self.dev_idx_t[alive], self.dev_lab_t[alive], self.K, C)
+            / self.ndev[alive][:, None]
+        )
         improved = (acc > self.best_acc[alive]) & ~self.stopped[alive]
         for j, i in enumerate(alive):
             for k in range(self.K):
@@ -399,13 +447,22 @@ class _StreamBatch:
         if not keep.all():
             kt = torch.from_numpy(np.flatnonzero(keep)).to(self.dev)
             self.W, self.b, self.mW, self.vW, self.mb, self.vb, self.steps = (
-                t[kt] for t in (self.W, self.b, self.mW, self.vW, self.mb, self.vb, self.steps))
+                t[kt] for t in (self.W, self.b, self.mW, self.vW, self.mb, self.vb, self.steps)
+            )
             self.l2 = self.l2[kt]
             self.alive = self.alive[keep]
 
 
-def _accuracy(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, idx: torch.Tensor, lab: torch.Tensor, K: int, C: int,
-              chunk: int = 8) -> np.ndarray:
+def _accuracy(
+    X: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor,
+    idx: torch.Tensor,
+    lab: torch.Tensor,
+    K: int,
+    C: int,
+    chunk: int = 8,
+) -> np.ndarray:
     """Correct predictions per (stream, model) on padded row sets (label -1 = padding)."""
     out = []
     for s0 in range(0, len(idx), chunk):
@@ -426,11 +483,14 @@ def _score(X: torch.Tensor, y: np.ndarray, model: Fitted) -> float:
 
 def _tensors(X: np.ndarray, y: np.ndarray, device: str | None) -> tuple[torch.Tensor, torch.Tensor]:
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=dev), torch.as_tensor(np.asarray(y, dtype=np.int64), device=dev)
+    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=dev), torch.as_tensor(
+        np.asarray(y, dtype=np.int64), device=dev
+    )
 
 
-def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setting: str | Setting = "default",
-                device: str | None = None) -> dict[str, Any]:
+def inner_kfold(
+    X: np.ndarray, y: np.ndarray, nclasses: int, setting: str | Setting = "default", device: str | None = None
+) -> dict[str, Any]:
     """SentEval's ``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA)."""
     s = get_setting(setting)
     Xt, yt = _tensors(X, y, device)
@@ -444,18 +504,32 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setting: str | Sett
     fitted = train_streams(Xt, yt, streams, nclasses, s)
     dev_results, chosen = [], []
     for o in range(len(outer)):
-        per_fold = fitted[o * s.kfold:(o + 1) * s.kfold]
+        per_fold = fitted[o * s.kfold : (o + 1) * s.kfold]
         scores = [round(100 * np.mean([f[r].dev_acc for f in per_fold]), 2) for r in range(len(s.l2_grid))]
         chosen.append(s.l2_grid[int(np.argmax(scores))])
         dev_results.append(np.max(scores))
-    finals = train_streams(Xt, yt, [validation_split_stream(tr, l2, s) for (tr, _), l2 in zip(outer, chosen)], nclasses, s)
+    finals = train_streams(
+        Xt, yt, [validation_split_stream(tr, l2, s) for (tr, _), l2 in zip(outer, chosen)], nclasses, s
+    )
     test_results = [round(100 * _score(Xt[torch.as_tensor(te)], y[te], f[0]), 2) for (_, te), f in zip(outer, finals)]
-    return {"devacc": float(round(np.mean(dev_results), 2)), "acc": float(round(np.mean(test_results), 2)),
-            "l2": chosen, "fold_acc": test_results, "models": _count(fitted, finals)}
+    return {
+        "devacc": float(round(np.mean(dev_results), 2)),
+        "acc": float(round(np.mean(test_results), 2)),
+        "l2": chosen,
+        "fold_acc": test_results,
+        "models": _count(fitted, finals),
+    }
 
 
-def kfold(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray, nclasses: int,
-          setting: str | Setting = "default", device: str | None = None) -> dict[str, Any]:
+def kfold(
+    Xtr: np.ndarray,
+    ytr: np.ndarray,
+    Xte: np.ndarray,
+    yte: np.ndarray,
+    nclasses: int,
+    setting: str | Setting = "default",
+    device: str | None = None,
+) -> dict[str, Any]:
     """SentEval's ``KFoldClassifier`` (TREC, MRPC): L2 by k-fold on train, refit on train, score test."""
     s = get_setting(setting)
     Xt, yt = _tensors(Xtr, ytr, device)
@@ -467,25 +541,47 @@ def kfold(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray, nc
     Xtest = _tensors(Xte, yte, str(Xt.device))[0]
     yhat = predict(Xtest, final)
     acc = 1.0 * int((yhat == np.asarray(yte)).sum()) / len(yte)
-    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "l2": l2, "yhat": yhat, "cv_scores": scores,
-            "models": _count(fitted, [[final]])}
+    return {
+        "devacc": float(np.max(scores)),
+        "acc": round(100 * acc, 2),
+        "l2": l2,
+        "yhat": yhat,
+        "cv_scores": scores,
+        "models": _count(fitted, [[final]]),
+    }
 
 
-def split(Xtr: np.ndarray, ytr: np.ndarray, Xdev: np.ndarray, ydev: np.ndarray, Xte: np.ndarray, yte: np.ndarray,
-          nclasses: int, setting: str | Setting = "default", device: str | None = None) -> dict[str, Any]:
+def split(
+    Xtr: np.ndarray,
+    ytr: np.ndarray,
+    Xdev: np.ndarray,
+    ydev: np.ndarray,
+    Xte: np.ndarray,
+    yte: np.ndarray,
+    nclasses: int,
+    setting: str | Setting = "default",
+    device: str | None = None,
+) -> dict[str, Any]:
     """SentEval's ``SplitClassifier`` (SST-2, SICK-E): L2 chosen on dev, the chosen model scored on test."""
     s = get_setting(setting)
     X = np.concatenate([Xtr, Xdev])
     y = np.concatenate([ytr, ydev])
     Xt, yt = _tensors(X, y, device)
     ntr = len(ytr)
-    fitted = train_streams(Xt, yt, [Stream(train=np.arange(ntr), dev=np.arange(ntr, len(y)), l2=s.l2_grid)], nclasses, s)[0]
+    fitted = train_streams(
+        Xt, yt, [Stream(train=np.arange(ntr), dev=np.arange(ntr, len(y)), l2=s.l2_grid)], nclasses, s
+    )[0]
     scores = [round(100 * f.dev_acc, 2) for f in fitted]
     r = int(np.argmax(scores))
     # SentEval refits with the chosen L2 and the same seed: the identical model, so it is reused
     Xtest = _tensors(Xte, yte, str(Xt.device))[0]
-    return {"devacc": float(np.max(scores)), "acc": round(100 * _score(Xtest, np.asarray(yte), fitted[r]), 2),
-            "l2": s.l2_grid[r], "dev_scores": scores, "models": _count([fitted])}
+    return {
+        "devacc": float(np.max(scores)),
+        "acc": round(100 * _score(Xtest, np.asarray(yte), fitted[r]), 2),
+        "l2": s.l2_grid[r],
+        "dev_scores": scores,
+        "models": _count([fitted]),
+    }
 
 
 def _count(*groups: list[list[Fitted]]) -> dict[str, float]:
@@ -523,7 +619,7 @@ def senteval_sequential_fit(X, y, tr, dev, l2: float, s: Setting, split: bool = 
         for _ in range(s.epoch_size):
             perm = np.random.permutation(len(Xtr))
             for i in range(0, len(Xtr), s.batch_size):
-                idx = torch.as_tensor(perm[i:i + s.batch_size])
+                idx = torch.as_tensor(perm[i : i + s.batch_size])
                 loss = loss_fn(model(Xtr[idx]), ytr[idx])
                 opt.zero_grad()
                 loss.backward()

@@ -8,6 +8,7 @@ with the gold rating per topic; Pearson r and Spearman rho are averaged over the
 Files: ``ArgPairs_DP.csv``, ``ArgPairs_GC.csv``, ``ArgPairs_GM.csv`` as distributed (CSV with a
 header; the columns used are ``regression_label``, ``sentence_1``, ``sentence_2``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -45,7 +46,9 @@ def read_afs(path: Path, encoding: str | None = None) -> tuple[list[str], list[s
         raise DataError(f"{path}:{reader.reader.line_num}: {e}") from e
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
-        raise DataError(f"{path}: CSV header {reader.fieldnames} lacks columns {missing} (expected the AFS ArgPairs layout).")
+        raise DataError(
+            f"{path}: CSV header {reader.fieldnames} lacks columns {missing} (expected the AFS ArgPairs layout)."
+        )
     a, b, y = [], [], []
     for i, row in zip(ends, rows):
         try:
@@ -71,7 +74,9 @@ class AFSAdapter(TaskAdapter):
         return [f"{self.param('dir', 'afs')}/ArgPairs_{t}.csv" for t in self._topics()]
 
     def load(self) -> dict[str, tuple[list[str], list[str], np.ndarray]]:
-        return {t: read_afs(self.file(f), self.param("encoding")) for t, f in zip(self._topics(), self.files_for("test"))}
+        return {
+            t: read_afs(self.file(f), self.param("encoding")) for t, f in zip(self._topics(), self.files_for("test"))
+        }
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         self.check_split(split)
@@ -79,11 +84,22 @@ class AFSAdapter(TaskAdapter):
         subsets = {}
         for topic, (a, b, y) in data.items():
             pred = model.score_pairs(a, b)
-            subsets[topic] = {"pearson": 100 * metrics.pearson(pred, y), "spearman": 100 * metrics.spearman(pred, y), "n": len(y)}
+            subsets[topic] = {
+                "pearson": 100 * metrics.pearson(pred, y),
+                "spearman": 100 * metrics.spearman(pred, y),
+                "n": len(y),
+            }
         scores = {m: float(np.mean([s[m] for s in subsets.values()])) for m in ("pearson", "spearman")}
-        return TaskResult(main_metric=self.spec.main_metric, scores=scores, subsets=subsets,
-                          details={"aggregation": "mean over topics", "topics": {t: TOPICS.get(t, t) for t in data},
-                                   "scorer": "cross-encoder" if model.has_cross_encoder else "bi-encoder cosine"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores,
+            subsets=subsets,
+            details={
+                "aggregation": "mean over topics",
+                "topics": {t: TOPICS.get(t, t) for t in data},
+                "scorer": "cross-encoder" if model.has_cross_encoder else "bi-encoder cosine",
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         return list(dict.fromkeys(s for a, b, _ in self.load().values() for s in a + b))

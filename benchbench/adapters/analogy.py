@@ -14,6 +14,7 @@ Files (not public offline; put them under ``<data dir>/analogy/``): ``tuples.tsv
 ``s1<TAB>s2<TAB>s3<TAB>s4[<TAB>category]``; optional ``pool.txt``: distractor sentences, one a line
 (the paper adds 1M Yelp sentences).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -33,7 +34,9 @@ def read_tuples(path: Path) -> list[tuple[str, str, str, str, str]]:
             continue
         cols = [" ".join(c.split()) for c in line.split("\t")]
         if len(cols) not in (4, 5) or not all(cols[:4]):
-            raise DataError(f"{path}:{i}: expected 4 tab-separated sentences and an optional category, got {len(cols)} columns.")
+            raise DataError(
+                f"{path}:{i}: expected 4 tab-separated sentences and an optional category, got {len(cols)} columns."
+            )
         out.append((*cols[:4], cols[4] if len(cols) == 5 else "all"))
     if not out:
         raise DataError(f"{path}: no analogy tuples.")
@@ -46,7 +49,9 @@ def questions(t: tuple[str, str, str, str, str]) -> list[tuple[str, str, str, st
     return [(s1, s2, s3, s4), (s2, s1, s4, s3), (s3, s4, s1, s2), (s4, s3, s2, s1)]
 
 
-def analogy_accuracy(vec: dict[str, np.ndarray], pool: list[str], tuples, exclude_query: bool = True) -> dict[str, float]:
+def analogy_accuracy(
+    vec: dict[str, np.ndarray], pool: list[str], tuples, exclude_query: bool = True
+) -> dict[str, float]:
     """Accuracy@1 (x100) per category and overall; retrieval by cosine with faiss (exact inner product
     on normalised vectors), skipping the query's own three sentences."""
     import faiss
@@ -97,9 +102,17 @@ class AnalogyAdapter(TaskAdapter):
         vecs = model.embed(pool, desc=f"{self.name} pool")
         acc = analogy_accuracy(dict(zip(pool, vecs)), pool, tuples)
         subsets = {k: {"acc": v} for k, v in acc.items() if k != "__all__"}
-        return TaskResult(main_metric=self.spec.main_metric, scores={"acc": acc["__all__"]}, subsets=subsets,
-                          details={"tuples": len(tuples), "questions": 4 * len(tuples), "pool": len(pool),
-                                   "query": "v(C) + v(B) - v(A), cosine, query sentences excluded"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores={"acc": acc["__all__"]},
+            subsets=subsets,
+            details={
+                "tuples": len(tuples),
+                "questions": 4 * len(tuples),
+                "pool": len(pool),
+                "query": "v(C) + v(B) - v(A), cosine, query sentences excluded",
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         return self.load()[1]

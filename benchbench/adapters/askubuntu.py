@@ -19,6 +19,7 @@ Training sentences (``own_sentences``): USEB's ``data-train/askubuntu/unsupervis
 present; otherwise every title of the corpus except those of the dev and test queries and of their
 similar (gold) questions, so no gold pair of the evaluation is ever trained on.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,7 +48,9 @@ def read_eval(path) -> list[Query]:
             continue
         cols = line.split("\t")
         if len(cols) != 4:
-            raise DataError(f"{path}:{n}: expected 4 TAB fields (qid, similar ids, candidate ids, BM25 scores), got {len(cols)}.")
+            raise DataError(
+                f"{path}:{n}: expected 4 TAB fields (qid, similar ids, candidate ids, BM25 scores), got {len(cols)}."
+            )
         cands = cols[2].split()
         try:
             bm25 = [parse_score(x) for x in cols[3].split()]
@@ -76,8 +79,12 @@ def rerank_metrics(similar: list[str], ranked: list[str]) -> dict[str, float]:
     rel = [c in set(similar) for c in ranked]
     hits = np.flatnonzero(rel)
     ap = float(np.mean(np.cumsum(rel)[hits] / (hits + 1))) if len(hits) else 0.0
-    return {"map": ap, "mrr": metrics.reciprocal_rank(rel), "p@1": metrics.precision_at_k(rel, 1),
-            "p@5": float(np.sum(rel[:5]) / len(rel[:5])) if rel else 0.0}
+    return {
+        "map": ap,
+        "mrr": metrics.reciprocal_rank(rel),
+        "p@1": metrics.precision_at_k(rel, 1),
+        "p@5": float(np.sum(rel[:5]) / len(rel[:5])) if rel else 0.0,
+    }
 
 
 class AskUbuntuAdapter(TaskAdapter):
@@ -90,8 +97,10 @@ class AskUbuntuAdapter(TaskAdapter):
     def _layouts(self) -> dict[str, list[str]]:
         u = self.param("useb_dir", "useb/data-eval/askubuntu")
         t = self.param("dir", "useb/askubuntu")
-        return {"useb": [f"{u}/text_tokenized.txt", f"{u}/dev.txt", f"{u}/test.txt"],
-                "taolei87": [f"{t}/text_tokenized.txt.gz", f"{t}/dev.txt", f"{t}/test.txt"]}
+        return {
+            "useb": [f"{u}/text_tokenized.txt", f"{u}/dev.txt", f"{u}/test.txt"],
+            "taolei87": [f"{t}/text_tokenized.txt.gz", f"{t}/dev.txt", f"{t}/test.txt"],
+        }
 
     def _file(self, what: str) -> str:
         text, dev, test = self._layouts()[self.layout]
@@ -124,15 +133,29 @@ class AskUbuntuAdapter(TaskAdapter):
             pos += len(q.bm25_rank)
             per_query.append(rerank_metrics(q.similar, stable_rank(q.bm25_rank, s)))
         result = {m: 100 * float(np.mean([r[m] for r in per_query])) for m in ("map", "mrr", "p@1", "p@5")}
-        return TaskResult(main_metric=self.spec.main_metric, scores=result,
-                          details={"layout": self.layout, "queries": len(queries), "similarity": how,
-                                   "skipped_without_positive": sum(1 for q in self.load(split) if not q.similar),
-                                   "text": "titles only", "ties": "BM25 order"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=result,
+            details={
+                "layout": self.layout,
+                "queries": len(queries),
+                "similarity": how,
+                "skipped_without_positive": sum(1 for q in self.load(split) if not q.similar),
+                "text": "titles only",
+                "ties": "BM25 order",
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/askubuntu/unsupervised/train.txt")
         if self.data.exists(useb_train):
             lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
             return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
-        held = {i for split in ("dev", "test") if split in self.spec.splits for q in self.load(split) for i in [q.qid, *q.similar]}
+        held = {
+            i
+            for split in ("dev", "test")
+            if split in self.spec.splits
+            for q in self.load(split)
+            for i in [q.qid, *q.similar]
+        }
         return list(dict.fromkeys(t for i, t in self.titles().items() if i not in held and t))

@@ -1,4 +1,5 @@
 """The adapter contract: an evaluation protocol that turns an encoder into scores for one task."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,8 +29,15 @@ class TaskResult:
         return self.scores[self.main_metric]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"main_metric": self.main_metric, "main_score": self.scores.get(self.main_metric), "scores": self.scores,
-                "subsets": self.subsets, "notes": self.notes, "partial": self.partial, "details": self.details}
+        return {
+            "main_metric": self.main_metric,
+            "main_score": self.scores.get(self.main_metric),
+            "scores": self.scores,
+            "subsets": self.subsets,
+            "notes": self.notes,
+            "partial": self.partial,
+            "details": self.details,
+        }
 
 
 class TaskAdapter:
@@ -67,8 +75,10 @@ class TaskAdapter:
 
     def check_split(self, split: str) -> None:
         if split not in self.spec.splits:
-            raise ConfigError(f"Task {self.name!r} has no {split!r} split (it has {self.spec.splits}). "
-                              + self.spec.params.get("split_note", ""))
+            raise ConfigError(
+                f"Task {self.name!r} has no {split!r} split (it has {self.spec.splits}). "
+                + self.spec.params.get("split_note", "")
+            )
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         raise NotImplementedError

@@ -15,6 +15,7 @@ Layouts (``params.layout``):
   ``npy``       ``{split}.npy`` (n_images, d) float features and ``{split}.txt``, one caption per
                 line, ``captions_per_image`` (5) consecutive lines per image, in image order.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,11 +39,22 @@ class _SafeUnpickler(pickle.Unpickler):
     """SentEval ships Python-2 pickles of dicts, lists and numpy arrays; refuse anything else
     (unpickling an arbitrary object runs code)."""
 
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"), ("builtins", "set"), ("__builtin__", "set"),
-               ("collections", "OrderedDict"), ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"),
-               ("__builtin__", "object"), ("builtins", "object"), ("_codecs", "encode")}
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("builtins", "set"),
+        ("__builtin__", "set"),
+        ("collections", "OrderedDict"),
+        ("copy_reg", "_reconstructor"),
+        ("copyreg", "_reconstructor"),
+        ("__builtin__", "object"),
+        ("builtins", "object"),
+        ("_codecs", "encode"),
+    }
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self.ALLOWED:
@@ -57,7 +69,9 @@ def load_senteval_pickle(path: Path, captions_per_image: int = 5) -> tuple[np.nd
             data = _SafeUnpickler(f, encoding="latin1").load()
         feats, img2cap, caps = data["features"], data["image_to_caption_ids"], data["captions"]
     except (OSError, pickle.UnpicklingError, KeyError, EOFError, TypeError) as e:
-        raise DataError(f"{path}: not a SentEval COCO pickle (dict with features, image_to_caption_ids, captions): {e}") from e
+        raise DataError(
+            f"{path}: not a SentEval COCO pickle (dict with features, image_to_caption_ids, captions): {e}"
+        ) from e
     rows, texts = [], []
     i = None
     try:
@@ -74,8 +88,10 @@ def load_senteval_pickle(path: Path, captions_per_image: int = 5) -> tuple[np.nd
         i = None
         return np.asarray(feats, dtype=np.float32)[rows], texts
     except PARSE_ERRORS as e:  # a pickle has no lines: name the image whose entry is bad
-        raise DataError(f"{path}: " + (f"image {i}: " if i is not None else "") + f"malformed SentEval COCO entry "
-                        f"({type(e).__name__}: {e}).") from e
+        raise DataError(
+            f"{path}: " + (f"image {i}: " if i is not None else "") + f"malformed SentEval COCO entry "
+            f"({type(e).__name__}: {e})."
+        ) from e
 
 
 def load_npy(feat_path: Path, cap_path: Path, captions_per_image: int = 5) -> tuple[np.ndarray, list[str]]:
@@ -89,8 +105,10 @@ def load_npy(feat_path: Path, cap_path: Path, captions_per_image: int = 5) -> tu
     if caps and not caps[-1]:
         caps.pop()
     if len(caps) != captions_per_image * len(feats):
-        raise DataError(f"{cap_path}: {len(caps)} captions for {len(feats)} images in {feat_path}; expected "
-                        f"{captions_per_image} per image ({captions_per_image * len(feats)} lines).")
+        raise DataError(
+            f"{cap_path}: {len(caps)} captions for {len(feats)} images in {feat_path}; expected "
+            f"{captions_per_image} per image ({captions_per_image * len(feats)} lines)."
+        )
     return np.repeat(feats.astype(np.float32), captions_per_image, axis=0), caps
 
 
@@ -107,25 +125,44 @@ def retrieval_metrics(img: np.ndarray, sent: np.ndarray, captions_per_image: int
     r_i2t = (scores > own.max(1).values[:, None]).sum(1).numpy()
     # image search: rank of each caption's image among all images
     cap_img = torch.arange(len(caps)) // k
-    r_t2i = (scores.T > scores.T[torch.arange(len(caps)), cap_img][:, None]).sum(1).numpy()
+    r_t2i = (scores.T[torch.arange(len(caps)), cap_img][:, None] < scores.T).sum(1).numpy()
 
     def summary(r: np.ndarray) -> tuple[float, float, float, float]:
-        return (100.0 * (r < 1).mean(), 100.0 * (r < 5).mean(), 100.0 * (r < 10).mean(), float(np.floor(np.median(r)) + 1))
+        return (
+            100.0 * (r < 1).mean(),
+            100.0 * (r < 5).mean(),
+            100.0 * (r < 10).mean(),
+            float(np.floor(np.median(r)) + 1),
+        )
 
     a, s = summary(r_i2t), summary(r_t2i)
-    return {"i2t_r1": a[0], "i2t_r5": a[1], "i2t_r10": a[2], "i2t_medr": a[3],
-            "t2i_r1": s[0], "t2i_r5": s[1], "t2i_r10": s[2], "t2i_medr": s[3],
-            "recall_mean": (a[0] + a[1] + a[2] + s[0] + s[1] + s[2]) / 6}
+    return {
+        "i2t_r1": a[0],
+        "i2t_r5": a[1],
+        "i2t_r10": a[2],
+        "i2t_medr": a[3],
+        "t2i_r1": s[0],
+        "t2i_r5": s[1],
+        "t2i_r10": s[2],
+        "t2i_medr": s[3],
+        "recall_mean": (a[0] + a[1] + a[2] + s[0] + s[1] + s[2]) / 6,
+    }
 
 
-def fold_metrics(img: np.ndarray, sent: np.ndarray, fold_images: int = 1000, folds: int = 5,
-                 captions_per_image: int = 5) -> dict[str, float]:
+def fold_metrics(
+    img: np.ndarray, sent: np.ndarray, fold_images: int = 1000, folds: int = 5, captions_per_image: int = 5
+) -> dict[str, float]:
     """Mean of ``retrieval_metrics`` over consecutive folds of ``fold_images`` images."""
     rows = fold_images * captions_per_image
     if len(img) < rows * folds:
-        raise DataError(f"caption retrieval needs {folds} folds of {fold_images} images x {captions_per_image} captions "
-                        f"({rows * folds} rows); the split has {len(img)}.")
-    per = [retrieval_metrics(img[f * rows:(f + 1) * rows], sent[f * rows:(f + 1) * rows], captions_per_image) for f in range(folds)]
+        raise DataError(
+            f"caption retrieval needs {folds} folds of {fold_images} images x {captions_per_image} captions "
+            f"({rows * folds} rows); the split has {len(img)}."
+        )
+    per = [
+        retrieval_metrics(img[f * rows : (f + 1) * rows], sent[f * rows : (f + 1) * rows], captions_per_image)
+        for f in range(folds)
+    ]
     return {m: float(np.mean([p[m] for p in per])) for m in per[0]}
 
 
@@ -148,7 +185,9 @@ class JointProjection(torch.nn.Module):
         return self._unit(self.sentproj(x))
 
 
-def margin_loss(img: torch.Tensor, sent: torch.Tensor, img_c: torch.Tensor, sent_c: torch.Tensor, margin: float) -> torch.Tensor:
+def margin_loss(
+    img: torch.Tensor, sent: torch.Tensor, img_c: torch.Tensor, sent_c: torch.Tensor, margin: float
+) -> torch.Tensor:
     """Summed hinge: each (image, caption) pair must beat every contrastive caption (for the image)
     and every contrastive image (for the caption) by ``margin``. ``*_c``: (B, ncontrast, dim)."""
     anchor = (img * sent).sum(1, keepdim=True)  # (B, 1)
@@ -157,10 +196,22 @@ def margin_loss(img: torch.Tensor, sent: torch.Tensor, img_c: torch.Tensor, sent
     return torch.clamp(margin - anchor + img_vs_c, min=0).sum() + torch.clamp(margin - anchor + sent_vs_c, min=0).sum()
 
 
-def train_projection(train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray, np.ndarray], *, projdim: int = 1000,
-                     margin: float = 0.2, batch_size: int = 128, ncontrast: int = 30, max_epoch: int = 20,
-                     tenacity: int = 3, seed: int = 1111, fold_images: int = 1000, folds: int = 5,
-                     captions_per_image: int = 5, device: str | None = None) -> tuple[JointProjection, float, int]:
+def train_projection(
+    train: tuple[np.ndarray, np.ndarray],
+    dev: tuple[np.ndarray, np.ndarray],
+    *,
+    projdim: int = 1000,
+    margin: float = 0.2,
+    batch_size: int = 128,
+    ncontrast: int = 30,
+    max_epoch: int = 20,
+    tenacity: int = 3,
+    seed: int = 1111,
+    fold_images: int = 1000,
+    folds: int = 5,
+    captions_per_image: int = 5,
+    device: str | None = None,
+) -> tuple[JointProjection, float, int]:
     """SentEval's ImageSentenceRankingPytorch training. ``train``/``dev``: (image rows, sentence rows).
     Returns (best model, its dev score, epochs run)."""
     dev_ = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -178,13 +229,15 @@ def train_projection(train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray
         model.train()
         perm = rs.permutation(n)
         for i in range(0, n, batch_size):
-            idx = perm[i:i + batch_size]
+            idx = perm[i : i + batch_size]
             b = len(idx)
             # np.random.choice(permutation[:i] + permutation[i+b:], size): a uniform index into the
             # epoch order with this batch cut out (same draws, without building the list)
             rest = n - b
             if rest <= 0:
-                raise DataError(f"caption retrieval: {n} training captions cannot fill a batch plus contrastive samples.")
+                raise DataError(
+                    f"caption retrieval: {n} training captions cannot fill a batch plus contrastive samples."
+                )
             ci = rs.randint(0, rest, size=ncontrast * b)
             ci = perm[np.where(ci < i, ci, ci + b)]
             cs = rs.randint(0, rest, size=ncontrast * b)
@@ -212,8 +265,14 @@ def train_projection(train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray
 
 
 @torch.no_grad()
-def _evaluate(model: JointProjection, data: tuple[np.ndarray, np.ndarray], device: torch.device, fold_images: int,
-              folds: int, captions_per_image: int) -> dict[str, float]:
+def _evaluate(
+    model: JointProjection,
+    data: tuple[np.ndarray, np.ndarray],
+    device: torch.device,
+    fold_images: int,
+    folds: int,
+    captions_per_image: int,
+) -> dict[str, float]:
     model.eval()
     img = model.image(torch.as_tensor(data[0], device=device)).cpu().numpy()
     sent = model.sentence(torch.as_tensor(data[1], device=device)).cpu().numpy()
@@ -232,7 +291,9 @@ class CaptionRetrievalAdapter(TaskAdapter):
             return [f"{d}/{PARTS[part]}.pkl"]
         if layout == "npy":
             return [f"{d}/{part}.npy", f"{d}/{part}.txt"]
-        raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): params.layout must be 'senteval' or 'npy', got {layout!r}.")
+        raise ConfigError(
+            f"Task {self.name!r} (spec {self.spec.source}): params.layout must be 'senteval' or 'npy', got {layout!r}."
+        )
 
     def files_for(self, split: str) -> list[str]:
         return [p for part in ("train", "dev", split) for p in self._paths(part)]
@@ -251,19 +312,41 @@ class CaptionRetrievalAdapter(TaskAdapter):
         vecs = model.embed(texts, desc=self.name)
         data, pos = {}, 0
         for p, (img, caps) in parts.items():
-            data[p] = (img, np.ascontiguousarray(vecs[pos:pos + len(caps)], dtype=np.float32))
+            data[p] = (img, np.ascontiguousarray(vecs[pos : pos + len(caps)], dtype=np.float32))
             pos += len(caps)
-        cfg = {k: self.param(k, v) for k, v in {"projdim": 1000, "margin": 0.2, "batch_size": 128, "ncontrast": 30,
-                                                  "max_epoch": 20, "tenacity": 3, "seed": 1111, "fold_images": 1000,
-                                                  "folds": 5, "captions_per_image": 5}.items()}
+        cfg = {
+            k: self.param(k, v)
+            for k, v in {
+                "projdim": 1000,
+                "margin": 0.2,
+                "batch_size": 128,
+                "ncontrast": 30,
+                "max_epoch": 20,
+                "tenacity": 3,
+                "seed": 1111,
+                "fold_images": 1000,
+                "folds": 5,
+                "captions_per_image": 5,
+            }.items()
+        }
         t0 = time.perf_counter()
         net, dev_score, epochs = train_projection(data["train"], data["dev"], device=self.param("device"), **cfg)
-        scores = _evaluate(net, data[split], next(net.parameters()).device, cfg["fold_images"], cfg["folds"], cfg["captions_per_image"])
-        return TaskResult(main_metric=self.spec.main_metric, scores=scores,
-                          details={"protocol": "SentEval ImageSentenceRankingPytorch", "config": cfg, "epochs": epochs,
-                                   "dev_score": dev_score, "classifier_seconds": round(time.perf_counter() - t0, 2),
-                                   "layout": self.param("layout", "senteval"),
-                                   "n_captions": {p: len(c) for p, (_, c) in parts.items()}})
+        scores = _evaluate(
+            net, data[split], next(net.parameters()).device, cfg["fold_images"], cfg["folds"], cfg["captions_per_image"]
+        )
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores,
+            details={
+                "protocol": "SentEval ImageSentenceRankingPytorch",
+                "config": cfg,
+                "epochs": epochs,
+                "dev_score": dev_score,
+                "classifier_seconds": round(time.perf_counter() - t0, 2),
+                "layout": self.param("layout", "senteval"),
+                "n_captions": {p: len(c) for p, (_, c) in parts.items()},
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         return list(dict.fromkeys(self.load("train")[1]))

@@ -30,6 +30,7 @@ Training sentences (``own_sentences``): USEB's ``data-train/cqadupstack/unsuperv
 present; otherwise ONE corpus for all forums (the paper trains a single model): the union of every
 available forum's corpus titles, without any evaluation query (dev or test) of any forum.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,20 @@ from ..errors import DataError
 from .base import TaskAdapter, TaskResult
 from .ranking import normalized, pick_layout, search_topk, topk_average_precision
 
-FORUMS = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
-          "webmasters", "wordpress"]
+FORUMS = [
+    "android",
+    "english",
+    "gaming",
+    "gis",
+    "mathematica",
+    "physics",
+    "programmers",
+    "stats",
+    "tex",
+    "unix",
+    "webmasters",
+    "wordpress",
+]
 MAP_K, NDCG_K = 100, 10
 
 
@@ -64,8 +77,11 @@ class CQADupStackAdapter(TaskAdapter):
         super().__init__(spec, data)
         self.layout = pick_layout(self, self._layouts(), default="beir")
         if self.layout == "beir":  # BEIR publishes the test split only
-            self.spec = dataclasses.replace(spec, splits=[s for s in spec.splits if s == "test"],
-                                            default_splits=[s for s in spec.default_splits if s == "test"] or ["test"])
+            self.spec = dataclasses.replace(
+                spec,
+                splits=[s for s in spec.splits if s == "test"],
+                default_splits=[s for s in spec.default_splits if s == "test"] or ["test"],
+            )
 
     # ---- files --------------------------------------------------------------------------------
     def forums(self) -> list[str]:
@@ -108,6 +124,50 @@ class CQADupStackAdapter(TaskAdapter):
         return self._useb_cache
 
     def load_forum(self, forum: str, split: str) -> Forum:
+        data = self._load_full_forum(forum, split)
+        return self._lite(forum, split, data) if self.param("pool") else data
+
+    def lite_pools(self) -> dict[str, Any]:
+        """The published lite pools (``params.pool``, relative to the task spec, checked against
+        ``params.pool_sha256``): {split: {forum: {"queries": [ids], "pool": [ids]}}}, built by
+        ``bench/build_useb_lite.py``."""
+        if not hasattr(self, "_pools"):
+            import hashlib
+            from pathlib import Path
+
+            path = Path(self.spec.source).parent / self.param("pool")
+            try:
+                raw = path.read_bytes()
+            except OSError as e:
+                raise DataError(f"Task {self.name!r}: lite pool file {path} is unreadable: {e}") from e
+            want = self.param("pool_sha256")
+            got = hashlib.sha256(raw).hexdigest()
+            if want and got != want:
+                raise DataError(
+                    f"Task {self.name!r}: lite pool file {path} has sha256 {got}, the spec pins {want}; "
+                    "rebuild it with bench/build_useb_lite.py or restore the published file."
+                )
+            self._pools = json.loads(raw)["pools"]
+        return self._pools
+
+    def _lite(self, forum: str, split: str, data: Forum) -> Forum:
+        """A fixed pool per forum (MTEB's "lite" retrieval tasks): the capped queries and the union of
+        their relevant documents and of the top-k of several retrievers over the full forum."""
+        pools = self.lite_pools().get(split, {})
+        if forum not in pools:
+            raise DataError(f"Task {self.name!r}: the lite pool file has no {split!r} pool for forum {forum!r}.")
+        keep_q, keep_d = pools[forum]["queries"], pools[forum]["pool"]
+        lost = [q for q in keep_q if q not in data.queries] + [d for d in keep_d if d not in data.pool]
+        if lost:
+            raise DataError(
+                f"Task {self.name!r}: lite ids {lost[:5]} of forum {forum!r} are not in the data "
+                "(a different copy of CQADupStack?)."
+            )
+        return Forum(
+            {q: data.queries[q] for q in keep_q}, {d: data.pool[d] for d in keep_d}, {q: data.qrels[q] for q in keep_q}
+        )
+
+    def _load_full_forum(self, forum: str, split: str) -> Forum:
         if self.layout == "useb":
             corpus, splits = self._useb()
             key = {"dev": "valid"}.get(split, split)
@@ -134,7 +194,9 @@ class CQADupStackAdapter(TaskAdapter):
             try:
                 relevant = parse_score(cols[2]) > 0
             except (IndexError, ValueError) as e:
-                raise DataError(f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}") from e
+                raise DataError(
+                    f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}"
+                ) from e
             if relevant:
                 qrels.setdefault(cols[0], set()).add(cols[1])
         unknown = [q for q in qrels if q not in all_queries]
@@ -165,17 +227,22 @@ class CQADupStackAdapter(TaskAdapter):
         def blocks():
             for start in range(0, len(uniq), block):
                 # embed() returns a fresh array: normalised in place, no second corpus-sized copy
-                yield normalized(model.embed(uniq[start : start + block], desc=f"{self.name}/{forum} corpus"), inplace=True)
+                yield normalized(
+                    model.embed(uniq[start : start + block], desc=f"{self.name}/{forum} corpus"), inplace=True
+                )
 
         scores, idx = rep.expand(*search_topk(qv, blocks(), MAP_K), MAP_K)
         return scores, idx, dids
 
-    def score_forum(self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str],
-                    qrels: dict[str, set[str]]) -> dict[str, float]:
+    def score_forum(
+        self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str], qrels: dict[str, set[str]]
+    ) -> dict[str, float]:
         # hits as one membership test of (query row, corpus column) codes: no Python loop over the top 100s
         col = dict(zip(dids, range(len(dids))))
         n = len(dids)
-        rel_codes = np.fromiter((r * n + col[d] for r, q in enumerate(qids) for d in qrels[q] if d in col), dtype=np.int64)
+        rel_codes = np.fromiter(
+            (r * n + col[d] for r, q in enumerate(qids) for d in qrels[q] if d in col), dtype=np.int64
+        )
         codes = np.arange(len(qids), dtype=np.int64)[:, None] * n + idx
         hits = (idx >= 0) & np.isin(codes, rel_codes)
         ap = topk_average_precision(hits[:, :MAP_K], scores[:, :MAP_K])
@@ -184,8 +251,12 @@ class CQADupStackAdapter(TaskAdapter):
         h10 = np.zeros((len(qids), NDCG_K))
         h10[:, : min(NDCG_K, hits.shape[1])] = hits[:, :NDCG_K]
         ndcg = (h10 @ disc) / ideal
-        return {"map@100": 100 * float(ap.mean()), "ndcg@10": 100 * float(np.mean(ndcg)), "n_queries": len(qids),
-                "corpus": len(dids)}
+        return {
+            "map@100": 100 * float(ap.mean()),
+            "ndcg@10": 100 * float(np.mean(ndcg)),
+            "n_queries": len(qids),
+            "corpus": len(dids),
+        }
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         self.check_split(split)
@@ -204,15 +275,35 @@ class CQADupStackAdapter(TaskAdapter):
         notes = []
         if self.layout == "beir":
             notes.append("CQADupStack read from the BEIR layout: titles only, BEIR's test split (no dev split)")
+        if self.param("pool"):
+            notes.append(
+                "LITE: each forum's queries capped and its corpus cut to a fixed pool (relevant documents + "
+                "the top-k of several retrievers); never comparable with, or averaged with, the full task"
+            )
         if absent:
-            notes.append(f"CQADupStack over {len(forums)} of {len(self.forums())} forums (missing: {', '.join(absent)}): "
-                         "not comparable with the full 12-forum average")
-        return TaskResult(main_metric=self.spec.main_metric, scores=result, subsets=subsets, notes=notes,
-                          partial=bool(absent),
-                          details={"layout": self.layout, "forums": forums, "missing_forums": absent,
-                                   "retrieval": "search()" if callable(getattr(model.encoder, "search", None)) else
-                                   "cosine, exact faiss flat inner-product search (faiss.knn)", "aggregation": "macro mean over forums",
-                                   "map@100": "sklearn AP over the top 100 (USEB)", "seconds_per_forum": timing})
+            notes.append(
+                f"CQADupStack over {len(forums)} of {len(self.forums())} forums (missing: {', '.join(absent)}): "
+                "not comparable with the full 12-forum average"
+            )
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=result,
+            subsets=subsets,
+            notes=notes,
+            partial=bool(absent),
+            details={
+                "layout": self.layout,
+                "forums": forums,
+                "missing_forums": absent,
+                "lite": bool(self.param("pool")),
+                "retrieval": "search()"
+                if callable(getattr(model.encoder, "search", None))
+                else "cosine, exact faiss flat inner-product search (faiss.knn)",
+                "aggregation": "macro mean over forums",
+                "map@100": "sklearn AP over the top 100 (USEB)",
+                "seconds_per_forum": timing,
+            },
+        )
 
     # ---- unsupervised training sentences ------------------------------------------------------
     def own_sentences(self) -> list[str]:
@@ -230,7 +321,7 @@ class CQADupStackAdapter(TaskAdapter):
                         out.setdefault(t.strip())
             return list(out)
         for forum in self.available_forums("test"):
-            data = self.load_forum(forum, "test")
+            data = self._load_full_forum(forum, "test")  # lite or not: the same corpus as the full task
             for t in data.pool.values():
                 if t.strip():
                     out.setdefault(t.strip())
@@ -303,8 +394,10 @@ def _jsonl_fields(path, field: str) -> dict[str, str]:
 
     schema = pa.schema([("_id", pa.string()), (field, pa.string())])
     try:  # decompressed by read_bytes (ISA-L: faster than pyarrow's zlib stream), parsed by pyarrow
-        table = pj.read_json(pa.BufferReader(read_bytes(path)),
-                             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+        table = pj.read_json(
+            pa.BufferReader(read_bytes(path)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, DataError):
         return line_by_line()
     ids = table.column("_id")
@@ -314,6 +407,16 @@ def _jsonl_fields(path, field: str) -> dict[str, str]:
     if texts.null_count:  # a row without the field (or null) reads as ""
         return {i: t or "" for i, t in zip(ids.to_pylist(), texts.to_pylist())}
     return dict(zip(ids.to_pylist(), texts.to_pylist()))
+
+
+def _json_file(path) -> Any:
+    """A JSON file; invalid JSON is a ``DataError`` naming the file and line."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from e
+    except RecursionError as e:
+        raise DataError(f"{path}: JSON nested too deeply to read") from e
 
 
 def _jsonl(path) -> list[dict[str, Any]]:
@@ -328,13 +431,3 @@ def _jsonl(path) -> list[dict[str, Any]]:
             except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
                 raise DataError(f"{path}:{n}: invalid JSON line: {e}") from e
     return out
-def _json_file(path) -> Any:
-    """A JSON file; invalid JSON is a ``DataError`` naming the file and line."""
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from e
-    except RecursionError as e:
-        raise DataError(f"{path}: JSON nested too deeply to read") from e
-
-

@@ -12,6 +12,7 @@ Formats (``params.format``):
   ``glue-qqp``   GLUE QQP tsv: id, qid1, qid2, question1, question2, is_duplicate.
 ``params.splits`` maps a split to ``{file = ..., start = i, stop = j}`` (row slices after the header).
 """
+
 from __future__ import annotations
 
 import csv
@@ -72,7 +73,8 @@ def read_pairs(path, fmt: str) -> tuple[list[str], list[str], np.ndarray]:
             y.append(0)
         else:
             raise DataError(f"{path}:{lineno}: unknown label {lab!r} (format {fmt!r}).")
-        a.append(_ws(row[ia])); b.append(_ws(row[ib]))
+        a.append(_ws(row[ia]))
+        b.append(_ws(row[ib]))
     return a, b, np.asarray(y, dtype=np.int64)
 
 
@@ -103,12 +105,20 @@ class PairClassificationAdapter(TaskAdapter):
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         a, b, y = self.load(split)
         if len(set(y.tolist())) < 2:
-            raise DataError(f"Task {self.name!r} split {split!r}: AUC needs both labels; all {len(y)} pairs are {int(y[0])}.")
+            raise DataError(
+                f"Task {self.name!r} split {split!r}: AUC needs both labels; all {len(y)} pairs are {int(y[0])}."
+            )
         scores = model.score_pairs(a, b)
         result = {"auc": 100 * metrics.roc_auc(y, scores), "ap": 100 * metrics.average_precision(y, scores)}
-        return TaskResult(main_metric=self.spec.main_metric, scores=result,
-                          details={"pairs": len(y), "positives": int(y.sum()),
-                                   "scorer": "cross-encoder" if model.has_cross_encoder else "bi-encoder cosine"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=result,
+            details={
+                "pairs": len(y),
+                "positives": int(y.sum()),
+                "scorer": "cross-encoder" if model.has_cross_encoder else "bi-encoder cosine",
+            },
+        )
 
     def _all_pairs(self) -> list[tuple[str, str]]:
         out = []

@@ -30,6 +30,7 @@ no vectors (BM25) or prefers its own scoring exposes either or both of
   k' = min(k, len(corpus)), each row sorted best first. Used for retrieval (CQADupStack) instead of
   vectors; an encoder with ``score_pairs`` but no ``search`` is evaluated there with its vectors.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -92,7 +93,7 @@ class _Desc:
     def __init__(self, s: str):
         self.s = s
 
-    def __lt__(self, other: "_Desc") -> bool:
+    def __lt__(self, other: _Desc) -> bool:
         return self.s > other.s
 
     def __eq__(self, other: object) -> bool:
@@ -167,7 +168,7 @@ def pair_scores(model: Embedder, a: Sequence[str], b: Sequence[str], desc: str) 
         return np.asarray(model.score_pairs(list(a), list(b)), dtype=np.float64), "score_pairs"
     vecs = model.embed(list(a) + list(b), desc=desc)
     va = normalized(vecs[: len(a)])
-    vb = normalized(vecs[len(a):])
+    vb = normalized(vecs[len(a) :])
     return (va.astype(np.float64) * vb).sum(1), "cosine"
 
 

@@ -24,6 +24,7 @@ Training sentences (``own_sentences``): USEB's ``data-train/scidocs/unsupervised
 present; otherwise the titles of every paper in the metadata except the dev/test queries and their
 relevant (positive) candidates, so no gold pair is trained on.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,9 @@ def read_qrel(path) -> Qrels:
             continue
         cols = line.split()
         if len(cols) != 4 or not cols[3].lstrip("-").isdigit():
-            raise DataError(f"{path}:{n}: expected 'query-id 0 paper-id relevance' (integer relevance), got {line[:80]!r}")
+            raise DataError(
+                f"{path}:{n}: expected 'query-id 0 paper-id relevance' (integer relevance), got {line[:80]!r}"
+            )
         out.setdefault(cols[0], {})[cols[2]] = int(cols[3])
     return out
 
@@ -57,8 +60,9 @@ class SciDocsAdapter(TaskAdapter):
 
     def __init__(self, spec, data):
         super().__init__(spec, data)
-        self.layout = pick_layout(self, {"useb": self._useb_files(), "allenai": self._allenai_files(None)},
-                                  default="allenai")
+        self.layout = pick_layout(
+            self, {"useb": self._useb_files(), "allenai": self._allenai_files(None)}, default="allenai"
+        )
 
     def subtasks(self) -> list[str]:
         return list(self.param("subtasks", SUBTASKS))
@@ -69,7 +73,9 @@ class SciDocsAdapter(TaskAdapter):
     def _allenai_files(self, split: str | None) -> list[str]:
         d = self.param("dir", "scidocs")
         names = ["val", "test"] if split is None else [{"dev": "val"}.get(split, split)]
-        return [f"{d}/paper_metadata_view_cite_read.json"] + [f"{d}/{t}/{s}.qrel" for t in self.subtasks() for s in names]
+        return [f"{d}/paper_metadata_view_cite_read.json"] + [
+            f"{d}/{t}/{s}.qrel" for t in self.subtasks() for s in names
+        ]
 
     def files_for(self, split: str) -> list[str]:
         return self._useb_files() if self.layout == "useb" else self._allenai_files(split)
@@ -86,8 +92,11 @@ class SciDocsAdapter(TaskAdapter):
     def corpus(self) -> dict[str, str]:
         """paper id -> title ('' when missing or None)."""
         if not hasattr(self, "_corpus"):
-            raw = self._json(self._useb_files()[0])["corpus"] if self.layout == "useb" else \
-                self._json(self._allenai_files(None)[0])
+            raw = (
+                self._json(self._useb_files()[0])["corpus"]
+                if self.layout == "useb"
+                else self._json(self._allenai_files(None)[0])
+            )
             self._corpus = {pid: ((meta or {}).get("title") or "") for pid, meta in raw.items()}
         return self._corpus
 
@@ -98,7 +107,9 @@ class SciDocsAdapter(TaskAdapter):
             data = self._json(self._useb_files()[0])
             if key not in data:
                 raise DataError(f"{self._useb_files()[0]}: no {key!r} entry (expected 'valid' and 'test').")
-            return {t: {q: {d: int(r) for d, r in docs.items()} for q, docs in qr.items()} for t, qr in data[key].items()}
+            return {
+                t: {q: {d: int(r) for d, r in docs.items()} for q, docs in qr.items()} for t, qr in data[key].items()
+            }
         d, s = self.param("dir", "scidocs"), {"dev": "val"}.get(split, split)
         return {t: read_qrel(self.file(f"{d}/{t}/{s}.qrel")) for t in self.subtasks()}
 
@@ -126,18 +137,35 @@ class SciDocsAdapter(TaskAdapter):
             ranked = [judged[cands[i]] for i in trec_order(cands, s)]
             per[t]["map"].append(trec_average_precision(ranked, sum(1 for r in judged.values() if r >= 1)))
             per[t]["ndcg"].append(trec_ndcg(ranked, judged.values()))
-        subsets = {t: {"map": 100 * float(np.mean(v["map"])) if v["map"] else 0.0,
-                       "ndcg": 100 * float(np.mean(v["ndcg"])) if v["ndcg"] else 0.0,
-                       "n_queries": len(v["map"]), "n_skipped": len(subtasks[t]) - len(v["map"])} for t, v in per.items()}
-        scores_out = {"map": float(np.mean([s["map"] for s in subsets.values()])),
-                      "ndcg": float(np.mean([s["ndcg"] for s in subsets.values()]))}
+        subsets = {
+            t: {
+                "map": 100 * float(np.mean(v["map"])) if v["map"] else 0.0,
+                "ndcg": 100 * float(np.mean(v["ndcg"])) if v["ndcg"] else 0.0,
+                "n_queries": len(v["map"]),
+                "n_skipped": len(subtasks[t]) - len(v["map"]),
+            }
+            for t, v in per.items()
+        }
+        scores_out = {
+            "map": float(np.mean([s["map"] for s in subsets.values()])),
+            "ndcg": float(np.mean([s["ndcg"] for s in subsets.values()])),
+        }
         for t, s in subsets.items():
             scores_out[f"map_{t}"] = s["map"]
         absent = [t for t in self.subtasks() if t not in subtasks]
-        return TaskResult(main_metric=self.spec.main_metric, scores=scores_out, subsets=subsets, partial=bool(absent),
-                          notes=[f"SciDocs sub-tasks missing: {', '.join(absent)}"] if absent else [],
-                          details={"layout": self.layout, "similarity": how, "text": "titles only",
-                                   "metric": "trec_eval map/ndcg per query, mean per sub-task, sub-tasks averaged"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores_out,
+            subsets=subsets,
+            partial=bool(absent),
+            notes=[f"SciDocs sub-tasks missing: {', '.join(absent)}"] if absent else [],
+            details={
+                "layout": self.layout,
+                "similarity": how,
+                "text": "titles only",
+                "metric": "trec_eval map/ndcg per query, mean per sub-task, sub-tasks averaged",
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/scidocs/unsupervised/train.txt")

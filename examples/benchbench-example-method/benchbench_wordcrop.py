@@ -9,6 +9,7 @@ in the result record — comes from benchbench's shared training loop.
 
 This file is meant to be copied: it imports only benchbench's public API.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,8 +18,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchbench import (ConfigError, LoopConfig, Method, Objective, TrainContext, hookimpl, method_fingerprint,
-                        seed_everything, train_loop)
+from benchbench import (
+    ConfigError,
+    LoopConfig,
+    Method,
+    Objective,
+    TrainContext,
+    hookimpl,
+    method_fingerprint,
+    seed_everything,
+    train_loop,
+)
 
 
 @dataclass
@@ -78,13 +88,24 @@ class WordCrop(Method):
         if not 0 <= c.crop < 1:
             raise ConfigError(f"wordcrop: option 'crop' must be in [0, 1) (got {c.crop}).")
         seed_everything(ctx.seed)  # before building anything random
-        objective = WordCropObjective(ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length),
-                                      c.crop, c.temperature)
-        loop = LoopConfig(steps=c.steps, batch_size=c.batch_size, checkpoint_every=c.checkpoint_every,
-                          max_grad_norm=c.max_grad_norm or None)
-        objective = train_loop(objective, corpus, ctx, loop, fingerprint=method_fingerprint(self, ctx, corpus),
-                               make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr),
-                               desc=f"wordcrop {ctx.task or ''}".strip())
+        objective = WordCropObjective(
+            ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), c.crop, c.temperature
+        )
+        loop = LoopConfig(
+            steps=c.steps,
+            batch_size=c.batch_size,
+            checkpoint_every=c.checkpoint_every,
+            max_grad_norm=c.max_grad_norm or None,
+        )
+        objective = train_loop(
+            objective,
+            corpus,
+            ctx,
+            loop,
+            fingerprint=method_fingerprint(self, ctx, corpus),
+            make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=c.lr),
+            desc=f"wordcrop {ctx.task or ''}".strip(),
+        )
         return objective.encoder
 
 

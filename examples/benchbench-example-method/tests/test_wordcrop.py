@@ -1,10 +1,11 @@
 """The example plugin's own tests: its mechanism, and benchbench's conformance kit."""
+
 from __future__ import annotations
 
+import benchbench_wordcrop as wc
 import numpy as np
 import pytest
 
-import benchbench_wordcrop as wc
 from benchbench import TrainContext
 
 

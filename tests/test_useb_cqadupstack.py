@@ -200,3 +200,68 @@ def test_repeated_titles_in_a_forum_are_encoded_once_and_still_all_ranked(regist
     assert r.subsets["android"]["corpus"] == 3
     scores, idx, dids = ad._retrieve(Embedder(HashEncoder()), "android", ad.load_forum("android", "test"))
     assert sorted(dids[i] for i in idx[0]) == ["d1", "d2", "d3"]
+
+
+def _lite(registry, tmp_path, pools, sha=None):
+    import dataclasses
+    import json
+
+    from benchbench.data import DataStore
+
+    raw = json.dumps({"pools": pools}).encode()
+    (tmp_path / "pool.json").write_bytes(raw)
+    spec = registry.task("cqadupstack-lite")
+    params = {**spec.params, "pool": "pool.json", "pool_sha256": sha or hashlib.sha256(raw).hexdigest()}
+    spec = dataclasses.replace(spec, files={}, params=params, source=str(tmp_path / "spec.toml"))
+    return registry.adapter(spec.kind)(spec, DataStore(FIX / "native", allow_download=False))
+
+
+def test_lite_pool_keeps_listed_queries_and_documents_only(registry, tmp_path):
+    pools = {
+        "test": {
+            "android": {"queries": ["aq1"], "pool": ["a1", "a2", "a6"]},
+            "gis": {"queries": ["gq1"], "pool": ["g1", "g4"]},
+        }
+    }
+    ad = _lite(registry, tmp_path, pools)
+    f = ad.load_forum("android", "test")
+    assert list(f.queries) == ["aq1"] and list(f.pool) == ["a1", "a2", "a6"] and f.qrels == {"aq1": {"a1", "a3"}}
+    enc = HashEncoder()
+    r = ad.evaluate(Embedder(enc), "test")
+    # the reference search restricted to the same pool and query gives the same MAP@100
+    lite_forum = {
+        "corpus": {d: ANDROID["corpus"][d] for d in ("a1", "a2", "a6")},
+        "queries": {"aq1": ANDROID["queries"]["aq1"]},
+        "qrels": {"aq1": {"a1", "a3"}},
+    }
+    assert r.subsets["android"]["map@100"] == pytest.approx(reference(enc, lite_forum)[0])
+    assert r.subsets["android"]["corpus"] == 3 and r.details["lite"] and any(n.startswith("LITE") for n in r.notes)
+    # the training sentences stay the full corpus (lite cuts only the evaluation)
+    assert "wifi keeps disconnecting" in ad.own_sentences() and "install apk from sd card" in ad.own_sentences()
+
+
+def test_lite_pool_checksum_and_unknown_ids_are_errors(registry, tmp_path):
+    from benchbench.errors import DataError
+
+    pools = {"test": {"android": {"queries": ["aq1"], "pool": ["a1"]}, "gis": {"queries": ["gq1"], "pool": ["g1"]}}}
+    with pytest.raises(DataError, match="sha256"):
+        _lite(registry, tmp_path, pools, sha="0" * 64).load_forum("android", "test")
+    bad = {"test": {"android": {"queries": ["aq1"], "pool": ["nope"]}, "gis": {"queries": ["gq1"], "pool": ["g1"]}}}
+    with pytest.raises(DataError, match="nope"):
+        _lite(registry, tmp_path, bad).load_forum("android", "test")
+
+
+def test_published_lite_pools_match_the_spec():
+    """The committed pool file is the one the spec pins, and every kept query's relevant documents
+    are in its pool (a lite pool that dropped a positive would change the metric)."""
+    import json
+
+    from benchbench.registry import get_registry
+
+    spec = get_registry().task("cqadupstack-lite")
+    path = Path(spec.source).parent / spec.params["pool"]
+    raw = path.read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == spec.params["pool_sha256"]
+    doc = json.loads(raw)
+    assert doc["options"]["queries"] == 100 and sorted(doc["options"]["retrievers"]) == ["bm25", "glove-avg", "sbert"]
+    assert len(doc["pools"]["test"]) == 11 and all(len(p["queries"]) == 100 for p in doc["pools"]["test"].values())

@@ -73,26 +73,46 @@ class RunReport:
 
 
 def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str) -> None:
-    """A NaN/Inf score (constant vectors make a correlation undefined) is an error naming the task,
-    split and metric, never a record (JSON has no NaN; the store refuses it too)."""
+    """A non-finite MAIN score (constant vectors make a correlation undefined) is an error naming the
+    task, split and metric, never a record (JSON has no NaN; the store refuses it too). A non-finite
+    secondary metric (e.g. PIT's Spearman on a tiny split where one scorer ties everything) is stored
+    as null and named in the split's notes, so the defined numbers are not thrown away."""
     import math
 
-    def walk(obj, path):
-        if isinstance(obj, float) and not math.isfinite(obj):
-            yield path
-        elif isinstance(obj, dict):
-            for k, v in obj.items():
-                yield from walk(v, f"{path}.{k}")
-        elif isinstance(obj, (list, tuple)):
-            for i, v in enumerate(obj):
-                yield from walk(v, f"{path}[{i}]")
+    def bad_float(v) -> bool:
+        return isinstance(v, float) and not math.isfinite(v)
 
-    bad = [p for s, r in split_results.items() for p in walk(r, s)]
-    if bad:
+    def scrub(obj, path, found):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if bad_float(v):
+                    obj[k] = None
+                    found.append(f"{path}.{k}")
+                else:
+                    scrub(v, f"{path}.{k}", found)
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                if bad_float(v):
+                    obj[i] = None
+                    found.append(f"{path}[{i}]")
+                else:
+                    scrub(v, f"{path}[{i}]", found)
+
+    bad_main = [
+        f"{s}.{r.get('main_metric')}"
+        for s, r in split_results.items()
+        if r.get("main_score") is None or bad_float(r.get("main_score"))
+    ]
+    if bad_main:
         raise DataError(
-            f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): {bad[:5]}. "
+            f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): main score {bad_main}. "
             "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text."
         )
+    for s, r in split_results.items():
+        found: list[str] = []
+        scrub(r, s, found)
+        if found:
+            r.setdefault("notes", []).append(f"undefined (non-finite) metrics stored as null: {', '.join(found[:10])}")
 
 
 def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:

@@ -68,3 +68,18 @@ class TablePairScorer:
 
     def score_pairs(self, a, b):
         return np.array([self.table[(x, y)] if self.strict else self.table.get((x, y), 0.0) for x, y in zip(a, b)])
+
+
+def local_plugin_workdir(tmp_path, monkeypatch, source: str):
+    """A working directory holding ``source`` as its ``benchbench_plugin.py`` (the local-plugin
+    mechanism), with the fixtures as data dir and a fresh registry; a generator for a pytest fixture."""
+    import textwrap
+
+    from benchbench import registry
+
+    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(source))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
+    monkeypatch.setattr(registry, "_REGISTRY", None)
+    yield tmp_path
+    registry.reset_registry()

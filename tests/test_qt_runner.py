@@ -3,12 +3,9 @@ encoder reloaded from disk (registered encoder loader) on a later run."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, local_plugin_workdir
 
-from benchbench import registry as plugins
 from benchbench.cli import main
 from benchbench.results import ResultStore
 
@@ -24,12 +21,7 @@ def benchbench_register_tasks(register):
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, tmp_cache):
-    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(PLUGIN))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
-    monkeypatch.setattr(plugins, "_REGISTRY", None)
-    yield tmp_path
-    plugins.reset_registry()
+    yield from local_plugin_workdir(tmp_path, monkeypatch, PLUGIN)
 
 
 def test_qt_run_records_its_ordered_corpus_and_cost_and_reloads(workdir, capsys):

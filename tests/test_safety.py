@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, local_plugin_workdir
 
 from benchbench import registry as plugins
 from benchbench.cli import main
@@ -93,12 +93,7 @@ def benchbench_register_tasks(register):
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, tmp_cache):
-    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(PLUGIN))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
-    monkeypatch.setattr(plugins, "_REGISTRY", None)
-    yield tmp_path
-    plugins.reset_registry()
+    yield from local_plugin_workdir(tmp_path, monkeypatch, PLUGIN)
 
 
 def _records(root: Path) -> list[Path]:

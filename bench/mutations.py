@@ -159,8 +159,8 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
         "plugins/tsdae.py",
         [
             (
-                "checkpoint_every=c.checkpoint_every,\n            max_grad_norm=c.max_grad_norm,\n",
-                "checkpoint_every=c.checkpoint_every,\n",
+                "loop = LoopConfig.from_config(c)",
+                "loop = LoopConfig.from_config(c, max_grad_norm=None)",
             )
         ],
         [F + "test_every_method_passes_max_grad_norm_to_the_loop"],

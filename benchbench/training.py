@@ -83,6 +83,16 @@ class LoopConfig:
     keep_checkpoints: bool = False  # keep the last checkpoint after a finished run
     log_every: int = 0  # 0: about 20 loss points per run
 
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> LoopConfig:
+        """The budget from a method's Config: every LoopConfig field the Config has, by name (steps,
+        batch_size, grad_accum, checkpoint_every, checkpoint_minutes, max_grad_norm, ...); keyword
+        ``overrides`` win (e.g. ``steps`` resolved from epochs). A Config without ``max_grad_norm``
+        gets the loop's default clipping."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {n: getattr(config, n) for n in names if hasattr(config, n)}
+        return cls(**{**values, **overrides})
+
 
 # LoopConfig fields that change when and how often state is written, never a number: not part of a
 # run's fingerprint, so changing them keeps resuming the same run

@@ -364,13 +364,7 @@ class BertFlow(Method):
             items = corpus
         flow.train()
         flow(init.to(next(flow.parameters()).device))  # ActNorm's data-dependent initialisation
-        loop = LoopConfig(
-            steps=c.steps,
-            batch_size=c.batch_size,
-            grad_accum=c.grad_accum,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm,
-        )
+        loop = LoopConfig.from_config(c)
         obj = train_loop(
             obj,
             items,

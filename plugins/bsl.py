@@ -188,9 +188,7 @@ class BSL(Method):
             c.two_view,
         )
         steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
-        loop = LoopConfig(
-            steps=steps, batch_size=c.batch_size, grad_accum=c.grad_accum, checkpoint_every=c.checkpoint_every
-        )
+        loop = LoopConfig.from_config(c, steps=steps)
         obj = train_loop(
             obj,
             items,

@@ -122,13 +122,7 @@ class CT(Method):
         obj = CTObjective(
             ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives, c.dropout
         )
-        loop = LoopConfig(
-            steps=c.steps,
-            batch_size=c.batch_size,
-            grad_accum=c.grad_accum,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm,
-        )
+        loop = LoopConfig.from_config(c)
         obj = train_loop(
             obj,
             corpus,

@@ -145,13 +145,7 @@ class MLM(Method):
         pretrained, note = load_pretrained_head(ctx.model, "AutoModelForMaskedLM")
         ctx.accounting["pretrained_lm_head"] = note
         obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained), c.mask_ratio, c.whole_word)
-        loop = LoopConfig(
-            steps=c.steps,
-            batch_size=c.batch_size,
-            grad_accum=c.grad_accum,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm,
-        )
+        loop = LoopConfig.from_config(c)
         obj = train_loop(
             obj,
             corpus,

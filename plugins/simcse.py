@@ -194,13 +194,7 @@ class SimCSE(Method):
         obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None
-        loop = LoopConfig(
-            steps=steps,
-            batch_size=c.batch_size,
-            grad_accum=c.grad_accum,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm,
-        )
+        loop = LoopConfig.from_config(c, steps=steps)
         obj = train_loop(
             obj,
             corpus,

@@ -302,13 +302,7 @@ class TSDAE(Method):
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         obj = self.build(ctx)
-        loop = LoopConfig(
-            steps=c.steps,
-            batch_size=c.batch_size,
-            grad_accum=c.grad_accum,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm,
-        )
+        loop = LoopConfig.from_config(c)
         obj = train_loop(
             obj,
             corpus,

@@ -91,12 +91,7 @@ class WordCrop(Method):
         objective = WordCropObjective(
             ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), c.crop, c.temperature
         )
-        loop = LoopConfig(
-            steps=c.steps,
-            batch_size=c.batch_size,
-            checkpoint_every=c.checkpoint_every,
-            max_grad_norm=c.max_grad_norm or None,
-        )
+        loop = LoopConfig.from_config(c)  # steps, batch_size, checkpoint_every, max_grad_norm by name
         objective = train_loop(
             objective,
             corpus,

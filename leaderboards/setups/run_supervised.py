@@ -1,7 +1,7 @@
 """SBERT-sup. upper bound on TwitterPara from TURL train (setup `supervised`), a CPU smoke budget:
 cosine-MSE (sentence-transformers CosineSimilarityLoss) 20 steps x batch 32, dev = 10% of TURL train
 (capped at 2000 pairs), dev checked at steps 0 and 20, best kept. Seed 1.
-    OMP_NUM_THREADS=1 BENCHBENCH_DATA=../shared/data python leaderboards/setups/run_supervised.py"""
+    OMP_NUM_THREADS=1 BENCHBENCH_DATA=<your data dir> python leaderboards/setups/run_supervised.py"""
 import functools
 
 from benchbench import setups

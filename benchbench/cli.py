@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="pairwise tasks: cosine of the bi-encoder (default) or the method's cross-encoder",
     )
     r.add_argument(
+        "--store-items",
+        action="store_true",
+        help="also store per-item scores (each pair's similarity, each query's metric) beside each record, "
+        "for a paired bootstrap between runs (`benchbench significance`); tasks that support it: "
+        "twitterpara, pairs, askubuntu, cqadupstack",
+    )
+    r.add_argument(
         "--corpus",
         default=None,
         metavar="PATH",
@@ -167,6 +174,7 @@ def cmd_run(args) -> int:
             eval_split=args.eval_split,
             corpus=args.corpus,
             score=args.score,
+            store_items=args.store_items,
         ),
         reg,
     )

@@ -98,6 +98,12 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     out = dict(new)
     out["splits"] = {**old.get("splits", {}), **new.get("splits", {})}
     out["evaluated"] = {**old.get("evaluated", {}), **new.get("evaluated", {})}
+    # per-item files: a split evaluated again without them no longer has any (the old file scored
+    # another encoder); splits not evaluated keep theirs
+    kept = {s: f for s, f in (old.get("items") or {}).items() if s not in new.get("splits", {})}
+    out["items"] = {**kept, **(new.get("items") or {})}
+    if not out["items"]:
+        out.pop("items")
     return out
 
 
@@ -132,10 +138,21 @@ class ResultStore:
             for tmp in path.parent.glob(f".{path.name}.*.tmp"):
                 tmp.unlink(missing_ok=True)
 
-    def write(self, record: dict[str, Any]) -> Path:
+    def write(self, record: dict[str, Any], items: dict[str, dict[str, Any]] | None = None) -> Path:
+        """Write ``record`` atomically. ``items`` (split -> per-item scores, ``benchbench.items``) are
+        written first, each to its own file beside the record, and the record names them under
+        ``items``; a split the record has but ``items`` lacks keeps a file only if it was not
+        re-evaluated (see :func:`merge`)."""
         key = key_of(record)
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if items:
+            from .items import items_filename, write_items
+
+            names = {s: items_filename(path.stem, _slug(s)) for s in items}
+            for s, it in items.items():
+                write_items(path.parent / names[s], it)
+            record["items"] = {**(record.get("items") or {}), **names}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:

@@ -49,6 +49,7 @@ class RunOptions:
     eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
     eval_split: str = "dev"
     corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
+    store_items: bool = False  # --store-items: per-item scores beside the record (benchbench.items)
     score: str = (
         "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
     )
@@ -207,8 +208,9 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                 stored = list(existing.get("splits", {}))
                 if opts.retrain:  # a new encoder: every stored split is re-scored, none is dropped
                     splits = splits + [s for s in stored if s not in splits and s in adapter.spec.splits]
-                elif not opts.force:
-                    splits = [s for s in splits if s not in stored]
+                elif not opts.force:  # with --store-items, a stored split without its per-item file is redone
+                    with_items = existing.get("items") or {}
+                    splits = [s for s in splits if s not in stored or (opts.store_items and s not in with_items)]
                 if not splits:
                     report.records.append(existing)
                     report.skipped.append(key)
@@ -300,10 +302,13 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
                 owner=f"method {opts.method!r} (plugin {plugin!r})",
             )
             t1 = time.perf_counter()
-            split_results = {}
+            split_results, items = {}, {}
             for s in splits:
                 try:
-                    split_results[s] = adapter.evaluate(embedder, s).to_dict()
+                    evaluated = adapter.evaluate(embedder, s)
+                    split_results[s] = evaluated.to_dict()
+                    if opts.store_items and evaluated.items is not None:
+                        items[s] = evaluated.items
                 except BenchbenchError:
                     raise
                 except Exception as e:
@@ -349,7 +354,7 @@ def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
             }
             record = merge(existing, record)  # keeps every stored split this run did not evaluate
             _refuse_non_finite(split_results, task, opts.method, plugin)
-            store.write(record)
+            store.write(record, items=items)
             call_observers(record)
             report.records.append(record)
     if rank == 0 and report.missing and not report.records:

@@ -10,6 +10,8 @@ Public API (the leaderboard calls these; all pure functions on plain numbers):
 * :func:`paired_test` -- paired t-test (or Wilcoxon) across seeds, via scipy;
 * :func:`paired_bootstrap` -- paired bootstrap over per-item scores of one task (items resampled
   with replacement; the metric recomputed on each resample);
+* :func:`paired_bootstrap_items` -- the same from two runs' stored per-item files
+  (``benchbench run --store-items``), stratified by the task's subsets;
 * :data:`TEST_NAMES` -- the human-readable name of each test, to print under a table.
 
 Seeds are matched by their seed number (a dict ``seed -> score``), never by position, so a
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +32,7 @@ from .errors import ConfigError
 TEST_NAMES = {
     "ttest": "two-sided paired t-test across seeds (scipy.stats.ttest_rel)",
     "wilcoxon": "two-sided Wilcoxon signed-rank test across seeds (scipy.stats.wilcoxon)",
-    "bootstrap": "paired bootstrap over the task's queries/pairs (resampled with replacement)",
+    "bootstrap": "paired bootstrap over the task's queries/pairs (resampled with replacement, stratified by subset)",
 }
 
 
@@ -158,3 +161,32 @@ def paired_bootstrap(
         wins += (d <= 0) if observed > 0 else (d >= 0)
     p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (n_resamples + 1))
     return TestResult("bootstrap", float(observed), float(p), float(observed), int(a.size))
+
+
+def paired_bootstrap_items(
+    items_a: Mapping[str, Any], items_b: Mapping[str, Any], n_resamples: int = 2000, seed: int = 0
+) -> TestResult:
+    """Paired bootstrap of one task's main score from two runs' stored per-item scores
+    (``benchbench.items``): each resample draws the items of every subset with replacement (the same
+    indices for both runs, stratified by subset so TwitterPara keeps its TURL/PIT split and CQADupStack
+    its forums), recomputes the task's metric for both and takes the difference. p is two-sided as in
+    :func:`paired_bootstrap`. ``n_resamples`` is lower by default because the pair metrics (AP, Spearman)
+    are recomputed per resample."""
+    from .items import aggregate_score, check_paired
+
+    check_paired(items_a, items_b)
+    sizes = {
+        name: len(sub["pred"] if items_a["unit"] == "pair" else sub["values"])
+        for name, sub in items_a["subsets"].items()
+    }
+    if not sizes or min(sizes.values()) == 0:
+        raise ConfigError("paired_bootstrap_items: a subset has no items.")
+    observed = aggregate_score(items_a) - aggregate_score(items_b)
+    rng = np.random.default_rng(seed)
+    wins = 0
+    for _ in range(n_resamples):
+        idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
+        d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+        wins += (d <= 0) if observed > 0 else (d >= 0)
+    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (n_resamples + 1))
+    return TestResult("bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())))

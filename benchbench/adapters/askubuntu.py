@@ -30,6 +30,7 @@ from .. import metrics
 from ..data import parse_score, read_lines
 from ..encoding import Embedder
 from ..errors import DataError
+from ..items import query_items
 from .base import TaskAdapter, TaskResult
 from .ranking import pair_scores, pick_layout, stable_rank
 
@@ -144,6 +145,10 @@ class AskUbuntuAdapter(TaskAdapter):
                 "text": "titles only",
                 "ties": "BM25 order",
             },
+            items=query_items(
+                {self.name: ([q.qid for q in queries], [100 * r[self.spec.main_metric] for r in per_query])},
+                self.spec.main_metric,
+            ),
         )
 
     def own_sentences(self) -> list[str]:

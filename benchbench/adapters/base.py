@@ -23,6 +23,9 @@ class TaskResult:
     notes: list[str] = field(default_factory=list)
     partial: bool = False  # some of the task's data was missing: the number is not comparable
     details: dict[str, Any] = field(default_factory=dict)
+    # per-item scores for a paired bootstrap (benchbench.items); stored beside the record only with
+    # --store-items, never inside it
+    items: dict[str, Any] | None = None
 
     @property
     def main_score(self) -> float:

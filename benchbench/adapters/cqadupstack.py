@@ -43,6 +43,7 @@ import numpy as np
 from ..data import parse_score, read_bytes, read_lines, read_text
 from ..encoding import Embedder
 from ..errors import DataError
+from ..items import query_items
 from .base import TaskAdapter, TaskResult
 from .ranking import normalized, pick_layout, search_topk, topk_average_precision
 
@@ -236,7 +237,8 @@ class CQADupStackAdapter(TaskAdapter):
 
     def score_forum(
         self, scores: np.ndarray, idx: np.ndarray, dids: list[str], qids: list[str], qrels: dict[str, set[str]]
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """The forum's scores, and each query's AP@100 and nDCG@10 (x100) for per-item files."""
         # hits as one membership test of (query row, corpus column) codes: no Python loop over the top 100s
         col = dict(zip(dids, range(len(dids))))
         n = len(dids)
@@ -251,24 +253,28 @@ class CQADupStackAdapter(TaskAdapter):
         h10 = np.zeros((len(qids), NDCG_K))
         h10[:, : min(NDCG_K, hits.shape[1])] = hits[:, :NDCG_K]
         ndcg = (h10 @ disc) / ideal
-        return {
+        scores_ = {
             "map@100": 100 * float(ap.mean()),
             "ndcg@10": 100 * float(np.mean(ndcg)),
             "n_queries": len(qids),
             "corpus": len(dids),
         }
+        return scores_, {"map@100": 100 * ap, "ndcg@10": 100 * ndcg}
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         self.check_split(split)
         forums = self.available_forums(split)
         if not forums:
             raise DataError(f"Task {self.name!r}: no forum's files are present ({self.missing_files(split)[:3]} ...).")
-        subsets, timing = {}, {}
+        subsets, timing, per_query = {}, {}, {}
+        metric = self.spec.main_metric
         for forum in forums:
             t0 = time.perf_counter()
             data = self.load_forum(forum, split)
             scores, idx, dids = self._retrieve(model, forum, data)
-            subsets[forum] = self.score_forum(scores, idx, dids, list(data.queries), data.qrels)
+            subsets[forum], per = self.score_forum(scores, idx, dids, list(data.queries), data.qrels)
+            if metric in per:
+                per_query[forum] = (list(data.queries), per[metric])
             timing[forum] = round(time.perf_counter() - t0, 2)
         result = {m: float(np.mean([s[m] for s in subsets.values()])) for m in ("map@100", "ndcg@10")}
         absent = [f for f in self.forums() if f not in forums]
@@ -303,6 +309,7 @@ class CQADupStackAdapter(TaskAdapter):
                 "map@100": "sklearn AP over the top 100 (USEB)",
                 "seconds_per_forum": timing,
             },
+            items=query_items(per_query, metric) if len(per_query) == len(forums) else None,
         )
 
     # ---- unsupervised training sentences ------------------------------------------------------

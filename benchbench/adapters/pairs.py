@@ -24,6 +24,7 @@ from .. import metrics
 from ..data import read_text
 from ..encoding import Embedder
 from ..errors import ConfigError, DataError
+from ..items import pair_items
 from .base import TaskAdapter, TaskResult
 
 FORMATS: dict[str, tuple[str, str, str, set[str]]] = {  # columns of sentence A, sentence B, label; positive labels
@@ -118,6 +119,9 @@ class PairClassificationAdapter(TaskAdapter):
                 "positives": int(y.sum()),
                 "scorer": "cross-encoder" if model.has_cross_encoder else "bi-encoder cosine",
             },
+            items=pair_items(
+                {self.name: (scores, y)}, {"auc": "roc_auc", "ap": "average_precision"}[self.spec.main_metric]
+            ),
         )
 
     def _all_pairs(self) -> list[tuple[str, str]]:

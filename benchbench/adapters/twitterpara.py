@@ -31,6 +31,7 @@ from .. import metrics
 from ..data import read_lines
 from ..encoding import Embedder
 from ..errors import DataError
+from ..items import pair_items
 from .base import TaskAdapter, TaskResult
 from .ranking import pair_scores
 
@@ -95,10 +96,11 @@ class TwitterParaAdapter(TaskAdapter):
         a = [s for s1, _, _ in data.values() for s in s1]
         b = [s for _, s2, _ in data.values() for s in s2]
         scores, how = pair_scores(model, a, b, desc=self.name)
-        subsets, pos = {}, 0
+        subsets, per_pair, pos = {}, {}, 0
         for name, (s1, _, y) in data.items():
             pred = scores[pos : pos + len(s1)]
             pos += len(s1)
+            per_pair[name] = (pred, y)
             subsets[name] = {
                 "ap": 100 * paraphrase_ap(y, pred),
                 "spearman": 100 * metrics.spearman(pred, y * 20),
@@ -125,6 +127,7 @@ class TwitterParaAdapter(TaskAdapter):
                 "ap_labels": "label 3 dropped, > 3 paraphrase",
                 "spearman_gold": "label x 20, all pairs",
             },
+            items=pair_items(per_pair, "paraphrase_ap"),
         )
 
     def train_pairs(self) -> list[tuple[str, str]] | None:

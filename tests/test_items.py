@@ -1,0 +1,119 @@
+"""Per-item scores (benchbench.items): every adapter that stores them recomputes its own main score
+from them, they are written beside the record only with --store-items and follow its splits, and
+the stratified paired bootstrap on them behaves on hand-made cases."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import TablePairScorer, fixture_adapter
+from test_pairs import LookupEncoder, _adapter
+from test_useb_cqadupstack import HashEncoder
+from test_useb_twitterpara import TABLE
+
+from benchbench.encoding import Embedder
+from benchbench.errors import ConfigError, DataError
+from benchbench.items import aggregate_score, pair_items, query_items, read_items, record_items
+from benchbench.results import ResultStore
+from benchbench.runner import RunOptions, run
+from benchbench.stats import paired_bootstrap_items
+
+FIX = Path(__file__).parent / "fixtures" / "useb"
+
+
+def test_each_adapter_recomputes_its_main_score_from_its_items(registry, tmp_path):
+    tp = fixture_adapter(registry, "twitterpara", FIX / "native").evaluate(
+        Embedder(TablePairScorer(TABLE, strict=True)), "test"
+    )
+    assert tp.items["unit"] == "pair" and list(tp.items["subsets"]) == ["turl", "pit"]
+    assert aggregate_score(tp.items) == pytest.approx(tp.main_score)
+    assert tp.items["subsets"]["turl"]["pred"] == [0.9, 0.2, 0.8, 0.3, 0.4]  # the task's pair order
+    cq = fixture_adapter(registry, "cqadupstack", FIX / "native").evaluate(Embedder(HashEncoder()), "test")
+    assert cq.items["unit"] == "query" and set(cq.items["subsets"]) == set(cq.details["forums"])
+    assert aggregate_score(cq.items) == pytest.approx(cq.main_score)
+    au = fixture_adapter(registry, "askubuntu", FIX / "native").evaluate(Embedder(TablePairScorer({})), "test")
+    assert aggregate_score(au.items) == pytest.approx(au.main_score) and au.main_score == pytest.approx(100.0)
+    pa = _adapter().evaluate(Embedder(LookupEncoder()), "test")
+    assert aggregate_score(pa.items) == pytest.approx(pa.main_score) == pytest.approx(75.0)
+
+
+def test_bootstrap_on_hand_made_items():
+    gold = np.array([1, 0] * 40)
+    good = gold + np.random.default_rng(0).normal(0, 0.3, gold.size)  # ranks positives first, mostly
+    bad = np.random.default_rng(1).normal(0, 1, gold.size)  # unrelated to the labels
+    a = pair_items({"x": (good, gold)}, "average_precision")
+    b = pair_items({"x": (bad, gold)}, "average_precision")
+    r = paired_bootstrap_items(a, b, n_resamples=300)
+    assert r.mean_diff == pytest.approx(aggregate_score(a) - aggregate_score(b)) and r.mean_diff > 20
+    assert r.p_value < 0.01 and r.name.startswith("paired bootstrap")
+    same = paired_bootstrap_items(a, a, n_resamples=50)
+    assert same.mean_diff == 0 and same.p_value == 1.0
+    # a difference carried by one item of 80 is not significant (it is absent from ~37% of resamples)
+    worse = good.copy()
+    worse[0] -= 1.5  # one positive pushed down the ranking
+    nudged = pair_items({"x": (worse, gold)}, "average_precision")
+    r = paired_bootstrap_items(a, nudged, n_resamples=300)
+    assert r.mean_diff > 0 and r.p_value > 0.3
+
+
+def test_bootstrap_resamples_within_each_subset():
+    """Subset sizes must stay fixed: a subset of 2 items with a constant metric never varies, so with a
+    stratified draw the difference on it is constant; drawing over the concatenation would sometimes
+    leave the small subset empty (an error) or change its size."""
+    a = query_items({"big": (list("abcdefghij"), [50.0] * 10), "small": (["y", "z"], [100.0, 100.0])}, "map")
+    b = query_items({"big": (list("abcdefghij"), [40.0] * 10), "small": (["y", "z"], [0.0, 0.0])}, "map")
+    r = paired_bootstrap_items(a, b, n_resamples=200)
+    assert r.mean_diff == pytest.approx((10 + 100) / 2) and r.p_value == pytest.approx(2 / 201)
+
+
+def test_items_that_do_not_pair_are_refused():
+    a = query_items({"f": (["1", "2"], [1.0, 2.0])}, "map")
+    with pytest.raises(ConfigError, match="differ"):
+        paired_bootstrap_items(a, query_items({"f": (["1", "3"], [1.0, 2.0])}, "map"))
+    with pytest.raises(ConfigError, match="subsets"):
+        paired_bootstrap_items(a, query_items({"g": (["1", "2"], [1.0, 2.0])}, "map"))
+
+
+@pytest.fixture
+def useb_reg(registry, monkeypatch):
+    monkeypatch.setenv("BENCHBENCH_OFFLINE", "1")
+    registry.tasks["twitterpara"] = dataclasses.replace(registry.task("twitterpara"), files={})
+    return registry
+
+
+def test_store_items_beside_the_record_and_follow_its_splits(useb_reg, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIX / "native", data)
+    out = tmp_path / "out"
+    opts = dict(method="bm25", tasks="twitterpara", data_dir=str(data), output=str(out), no_cache=True)
+    (rec,) = run(RunOptions(**opts), useb_reg).records
+    assert "items" not in rec and not list(out.rglob("*.items.*"))  # off by default
+    # asked later: the stored split lacks its items, so it is evaluated again (no --force needed)
+    (rec,) = run(RunOptions(**opts, store_items=True), useb_reg).records
+    assert rec["items"] == {"test": "twitterpara.items.test.json.gz"}
+    items = record_items(rec, out)
+    assert aggregate_score(items) == pytest.approx(rec["splits"]["test"]["main_score"])
+    (path,) = out.rglob("*.items.test.json.gz")
+    assert json.loads(gzip.open(path).read())["unit"] == "pair"
+    assert len(list(ResultStore(out).records())) == 1  # the items file is not read as a record
+    # stored with items: a second --store-items run is a plain resume
+    report = run(RunOptions(**opts, store_items=True), useb_reg)
+    assert report.skipped and report.records[0]["created_at"] == rec["created_at"]
+    # re-evaluated WITHOUT items: the old file scored another evaluation, so the record drops it
+    (rec2,) = run(RunOptions(**opts, force=True), useb_reg).records
+    assert "items" not in rec2
+    with pytest.raises(DataError, match="--store-items"):
+        record_items(rec2, out)
+
+
+def test_unreadable_items_file_is_a_clear_error(tmp_path):
+    p = tmp_path / "x.items.test.json.gz"
+    p.write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="x.items.test.json.gz"):
+        read_items(p)

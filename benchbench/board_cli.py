@@ -41,6 +41,10 @@ def add_subcommands(sub) -> None:
     rp.add_argument("--device", default=None)
     rp.add_argument("--data-dir", default=None)
     rp.add_argument("--encode-batch-size", type=int, default=None)
+    rp.add_argument("--workers", type=int, default=None, help="run on local Ray with N CPUs (default: one by one)")
+    rp.add_argument("--address", default=None, help="run on this Ray cluster (default: one by one, in this process)")
+    rp.add_argument("--cpus-per-run", type=float, default=1.0)
+    rp.add_argument("--gpus-per-run", type=float, default=0.0)
     rp.set_defaults(func=cmd_reproduce)
 
     ex = sub.add_parser("export", help="export a results dir (MTEB result layout)")
@@ -107,7 +111,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         encode_batch_size=args.encode_batch_size,
         tasks=args.tasks.split(",") if args.tasks else None,
     )
-    return reproduce(args.name, args.results, b, dry_run=args.dry_run, md=args.md, compare_only=args.compare_only)
+    return reproduce(
+        args.name,
+        args.results,
+        b,
+        dry_run=args.dry_run,
+        md=args.md,
+        compare_only=args.compare_only,
+        workers=args.workers,
+        address=args.address,
+        cpus_per_run=args.cpus_per_run,
+        gpus_per_run=args.gpus_per_run,
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:

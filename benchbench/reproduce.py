@@ -1,6 +1,12 @@
-"""``benchbench reproduce NAME``: one command per paper table. It runs what the stored records lack
-(``benchbench run`` is resumable: stored results are skipped), then prints the paper's published numbers
-next to ours with the difference and what differs in the setting (base model, budget, seeds, data gaps).
+"""``benchbench reproduce NAME``: one command per paper table. It runs what the stored records lack,
+then prints the paper's published numbers next to ours with the difference and what differs in the
+setting (base model, budget, seeds, data gaps).
+
+The runs go through the sweep machinery (``benchbench.sweep.run_sweep``): one sweep run per (row,
+task, seed) the records lack, on Ray when the user asks for workers (``--workers N`` or ``--address``,
+as ``benchbench sweep``) and Ray is installed, one after another in this process otherwise. A run
+that fails is reported by name and the others go on; a run already stored is not in the list (and the
+runner skips a stored key anyway), so an interrupted reproduction picks up where it stopped.
 
 The published numbers are versioned data files, ``benchbench/reproductions/<name>.toml``, each naming
 its paper, table and source; nothing numeric about a paper lives in this code.
@@ -9,8 +15,6 @@ its paper, table and source; nothing numeric about a paper lives in this code.
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,7 +24,9 @@ from typing import Any
 
 from tabulate import tabulate
 
+from . import sweep
 from .errors import ConfigError
+from .sweep import Outcome, SweepRun
 
 
 def available() -> list[str]:
@@ -66,8 +72,8 @@ class Planned:
     trains: bool
     model: str | None
     tasks: list[str]
-    missing: list[str]
-    command: list[str]
+    missing: list[str]  # tasks where some seed has no matching record
+    runs: list[SweepRun]  # one per (task, seed) the records lack; the row's options ride on each
     matched: dict[str, list[dict[str, Any]]]
     why_skipped: str = ""
 
@@ -110,7 +116,8 @@ def _matches(
 
 
 def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output: str) -> list[Planned]:
-    """Per row of the paper's table: which runs exist in ``records`` and the command for the rest."""
+    """Per row of the paper's table: which runs exist in ``records`` and the sweep runs for the rest
+    (``output`` is where they will write; the shared options are ``base_options(b, output)``)."""
     seeds = b.seeds or spec.get("seeds", [1])
     out = []
     for row in spec["rows"]:
@@ -126,40 +133,23 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
             ]
             for t in spec["tasks"]
         }
-        missing = [
-            t for t in spec["tasks"] if {r["seed"] for r in matched[t]} != set(seeds) and (not b.tasks or t in b.tasks)
-        ]
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchbench.cli",
-            "run",
-            "--method",
-            row["method"],
-            "--tasks",
-            "{task}",
-            "--seeds",
-            ",".join(map(str, seeds)),
-            "--output",
-            output,
-        ]
-        if model:
-            cmd += ["--model", model]
+        wanted = [t for t in spec["tasks"] if not b.tasks or t in b.tasks]
+        lacking = {t: [s for s in seeds if s not in {r["seed"] for r in matched[t]}] for t in wanted}
+        missing = [t for t in wanted if lacking[t]]
+        overrides: dict[str, Any] = {}
         if trains and steps is not None:
-            cmd += ["--steps", str(steps)]
-        for flag, v in (
-            ("--batch-size", b.batch_size),
-            ("--lr", b.lr),
-            ("--device", b.device),
-            ("--data-dir", b.data_dir),
-            ("--encode-batch-size", b.encode_batch_size),
-        ):
-            if v is not None:
-                cmd += [flag, str(v)]
-        for k, v in sorted({**row.get("set", {}), **b.sets}.items()):
-            cmd += ["--set", f"{k}={v}"]
+            overrides["steps"] = steps
+        if b.batch_size is not None:
+            overrides["batch_size"] = b.batch_size
+        if b.lr is not None:
+            overrides["lr"] = b.lr
+        overrides.update(sorted({**row.get("set", {}), **b.sets}.items()))
+        options: dict[str, Any] = {"overrides": overrides}
+        if model:
+            options["model"] = model
         if row.get("score"):
-            cmd += ["--score", row["score"]]
+            options["score"] = row["score"]
+        runs = [SweepRun(row["method"], t, int(s), "unsupervised", dict(options)) for t in missing for s in lacking[t]]
         why = (
             ""
             if installed
@@ -170,35 +160,93 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
         )
         out.append(
             Planned(
-                row["label"], row["method"], installed, trains, model, list(spec["tasks"]), missing, cmd, matched, why
+                row["label"], row["method"], installed, trains, model, list(spec["tasks"]), missing, runs, matched, why
             )
         )
     return out
 
 
-def execute(planned: list[Planned], echo=print) -> dict[str, int]:
-    """Run the missing runs one row after another (sequentially: each ``benchbench run`` is resumable,
-    so an interrupted reproduction picks up where it stopped). Returns row label -> exit code."""
-    if importlib.util.find_spec("benchbench.sweep") is not None:
-        echo("note: benchbench.sweep is installed; runs are still issued one by one here")
-    codes = {}
+def base_options(b: Budget, output: str, progress: bool | None = None) -> dict[str, Any]:
+    """The ``RunOptions`` fields every run of a reproduction shares (its rows add model, overrides, score)."""
+    return sweep.base_options(
+        output=output,
+        data_dir=b.data_dir,
+        device=b.device,
+        encode_batch_size=b.encode_batch_size,
+        progress=progress,
+    )
+
+
+def command(run: SweepRun, base: dict[str, Any]) -> str:
+    """The ``benchbench run`` line equivalent to one sweep run (what ``--dry-run`` lists)."""
+    opts = {**base, **run.options}
+    cmd = ["benchbench", "run", "--method", run.method, "--tasks", run.task, "--seeds", str(run.seed)]
+    cmd += ["--output", str(opts["output"])]
+    if opts.get("model"):
+        cmd += ["--model", str(opts["model"])]
+    flags = {"steps": "--steps", "batch_size": "--batch-size", "lr": "--lr"}
+    over = dict(opts.get("overrides") or {})
+    for k, flag in flags.items():
+        if k in over:
+            cmd += [flag, str(over.pop(k))]
+    for k, flag in (("device", "--device"), ("data_dir", "--data-dir"), ("encode_batch_size", "--encode-batch-size")):
+        if opts.get(k) is not None:
+            cmd += [flag, str(opts[k])]
+    for k, v in over.items():
+        cmd += ["--set", f"{k}={v}"]
+    if opts.get("score"):
+        cmd += ["--score", str(opts["score"])]
+    return " ".join(cmd)
+
+
+def choose_executor(workers: int | None, address: str | None) -> tuple[str, str]:
+    """("ray" | "local", a line saying why): Ray only when asked for (``--workers``/``--address``)
+    and installed; a reproduction must also run where Ray is not (it is an optional extra)."""
+    if workers is None and address is None:
+        return "local", "executor: local (runs one after another; --workers N or --address for Ray)"
+    if importlib.util.find_spec("ray") is None:
+        return "local", (
+            "executor: local -- --workers/--address ask for Ray, which is not installed "
+            "(pip install 'benchbench[sweep]'); running the runs one after another"
+        )
+    where = f"the Ray cluster at {address}" if address else f"local Ray with {workers} workers"
+    return "ray", f"executor: {where}"
+
+
+def execute(
+    planned: list[Planned],
+    base: dict[str, Any],
+    echo=print,
+    workers: int | None = None,
+    address: str | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+) -> list[tuple[str, Outcome]]:
+    """Run every missing (row, task, seed) through ``sweep.run_sweep``; a failed run is reported by
+    name and does not stop the others. Returns (row label, outcome) per run, in plan order."""
     for p in planned:
         if not p.installed:
             echo(p.why_skipped)
-            continue
-        if not p.missing:
-            continue
-        for task in p.missing:  # one run per task: a task without offline data does not stop the others
-            cmd = [task if c == "{task}" else c for c in p.command]
-            echo("running: " + " ".join(cmd[2:]))
-            code = subprocess.run(cmd, check=False).returncode
-            codes[f"{p.label} {task}"] = code
-            if code:
-                echo(
-                    f"  {p.label} on {task}: the run exited {code} (data missing offline? see its message); "
-                    "the table below shows what exists"
-                )
-    return codes
+    todo = [(p.label, r) for p in planned if p.installed for r in p.runs]
+    if not todo:
+        echo("nothing to run: the records have every run of this table (for this budget)")
+        return []
+    executor, why = choose_executor(workers, address)
+    echo(f"{why}; {len(todo)} runs")
+    if executor == "ray":
+        base = {**base, "progress": False}  # workers' bars would interleave
+    outcomes = sweep.run_sweep([r for _, r in todo], base, executor, address, workers, cpus_per_run, gpus_per_run)
+    for (label, _), o in zip(todo, outcomes, strict=True):
+        scores = " ".join(f"{t}={v:.2f}" for t, v in o.scores.items() if v is not None)
+        echo(f"{o.status:8s} {label}: {o.run.label} {scores}".rstrip())
+        if o.status == "failed":
+            echo(f"         {(o.error or '').splitlines()[0] if o.error else 'no error message'}")
+    failed = [f"{label}: {o.run.label}" for (label, _), o in zip(todo, outcomes, strict=True) if o.status == "failed"]
+    echo(
+        f"{len(outcomes)} runs: {len(outcomes) - len(failed)} ok, {len(failed)} failed"
+        + (f" ({'; '.join(failed)}); the table below shows what exists" if failed else "")
+    )
+    return list(zip([label for label, _ in todo], outcomes, strict=True))
 
 
 def compare(spec: dict[str, Any], planned: list[Planned]) -> tuple[str, list[str]]:
@@ -293,13 +341,20 @@ def reproduce(
     md: str | None = None,
     echo=print,
     compare_only: bool = False,
+    workers: int | None = None,
+    address: str | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
 ) -> int:
-    """The whole command; returns the exit code (0 even when rows lack data: the table says so)."""
+    """The whole command; returns the exit code (0 even when rows lack data or a run failed: the
+    run lines name each failure and the table says what exists). ``workers``/``address``: run on
+    Ray (see ``choose_executor``)."""
     from .site import load_records
 
     spec = load_spec(name)
     records = load_records(results) if Path(results).is_dir() else []
     planned = plan(spec, records, b, results)
+    base = base_options(b, results)
     echo(
         f"{spec['name']}: {spec['paper']}, {spec['table']} (source: {spec['source']}; data file version "
         f"{spec.get('version', 1)})"
@@ -308,9 +363,9 @@ def reproduce(
         for p in planned:
             if not p.installed:
                 echo(p.why_skipped)
-            elif p.missing:
-                for task in p.missing:
-                    echo("would run: " + " ".join(task if c == "{task}" else c for c in p.command[2:]))
+            elif p.runs:
+                for r in p.runs:
+                    echo("would run: " + command(r, base))
             else:
                 have = [t for t in p.tasks if p.matched[t]]
                 echo(
@@ -322,8 +377,8 @@ def reproduce(
                     )
                 )
         return 0
-    codes = {} if compare_only else execute(planned, echo)
-    if codes:
+    done = [] if compare_only else execute(planned, base, echo, workers, address, cpus_per_run, gpus_per_run)
+    if done:
         records = load_records(results)
         planned = plan(spec, records, b, results)
     table, _ = compare(spec, planned)

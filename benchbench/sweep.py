@@ -34,6 +34,9 @@ class SweepRun:
     task: str
     seed: int
     setup: str
+    # RunOptions fields of this run alone, over the sweep's shared ``base`` (``benchbench reproduce``:
+    # each paper row has its own ``--set`` options and scoring)
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -81,7 +84,9 @@ def run_one(run: SweepRun, base: dict[str, Any], env: dict[str, str] | None = No
     from .runner import run as run_fn
 
     try:
-        opts = RunOptions(**{**base, "method": run.method, "tasks": run.task, "seeds": [run.seed], "setup": run.setup})
+        opts = RunOptions(
+            **{**base, **run.options, "method": run.method, "tasks": run.task, "seeds": [run.seed], "setup": run.setup}
+        )
         rep = run_fn(opts)
         scores = {
             r["task"]: next((s.get("main_score") for s in r.get("splits", {}).values()), None) for r in rep.records
@@ -112,12 +117,12 @@ def run_sweep(
     gpus_per_run: float = 0.0,
 ) -> list[Outcome]:
     """Run every cell; ``base`` holds the shared ``RunOptions`` fields (output, data_dir, model,
-    overrides, ...). ``executor="ray"``: one Ray task per run with ``num_cpus=cpus_per_run`` and
-    ``num_gpus=gpus_per_run``; local Ray with ``workers`` CPUs unless ``address`` names a cluster.
-    Outcomes come back in the order of ``runs``."""
-    bad = set(base) & {"method", "tasks", "seeds", "setup"}
+    overrides, ...); a run's own ``options`` replace them for that run. ``executor="ray"``: one Ray
+    task per run with ``num_cpus=cpus_per_run`` and ``num_gpus=gpus_per_run``; local Ray with
+    ``workers`` CPUs unless ``address`` names a cluster. Outcomes come back in the order of ``runs``."""
+    bad = (set(base) | {k for r in runs for k in r.options}) & {"method", "tasks", "seeds", "setup"}
     if bad:
-        raise ConfigError(f"run_sweep: {sorted(bad)} are sweep axes, not shared options.")
+        raise ConfigError(f"run_sweep: {sorted(bad)} are sweep axes, not shared or per-run options.")
     env = _forwarded_env()
     if executor == "local":
         return [run_one(r, base, env) for r in runs]

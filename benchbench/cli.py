@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep import add_subcommands as _sweep_subcommands  # sweep, analyze pos, labelling-work
 
     _sweep_subcommands(sub)
+    from .significance import add_subcommands as _significance_subcommands  # significance
+
+    _significance_subcommands(sub)
     return p
 
 

@@ -70,6 +70,12 @@ PAIR_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 
 
+def _compact(values: Any) -> list[float]:
+    """7 significant digits (float32 precision, which the vectors had): a third of the bytes of a full
+    repr, and no change to any ranking the metrics see beyond float32 ties."""
+    return [float(f"{v:.7g}") for v in np.asarray(values, dtype=float).ravel()]
+
+
 def pair_items(subsets: dict[str, tuple[Any, Any]], metric: str, aggregate: str = "mean") -> dict[str, Any]:
     """Per-pair predictions and gold labels of each subset."""
     if metric not in PAIR_METRICS:
@@ -79,10 +85,7 @@ def pair_items(subsets: dict[str, tuple[Any, Any]], metric: str, aggregate: str 
         "unit": "pair",
         "metric": metric,
         "aggregate": aggregate,
-        "subsets": {
-            name: {"pred": np.asarray(p, dtype=float).tolist(), "gold": np.asarray(g, dtype=float).tolist()}
-            for name, (p, g) in subsets.items()
-        },
+        "subsets": {name: {"pred": _compact(p), "gold": _compact(g)} for name, (p, g) in subsets.items()},
     }
 
 
@@ -94,7 +97,7 @@ def query_items(subsets: dict[str, tuple[list[Any], Any]], metric: str, aggregat
         "metric": metric,
         "aggregate": aggregate,
         "subsets": {
-            name: {"ids": [str(i) for i in ids], "values": np.asarray(v, dtype=float).tolist()}
+            name: {"ids": [str(i) for i in ids], "values": _compact(v)}
             for name, (ids, v) in subsets.items()
         },
     }

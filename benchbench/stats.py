@@ -89,6 +89,7 @@ class TestResult:
     p_value: float
     mean_diff: float
     n: int
+    dropped: int = 0  # bootstrap: resamples on which the metric was undefined (e.g. no positive pair drawn)
 
     @property
     def name(self) -> str:
@@ -183,10 +184,23 @@ def paired_bootstrap_items(
         raise ConfigError("paired_bootstrap_items: a subset has no items.")
     observed = aggregate_score(items_a) - aggregate_score(items_b)
     rng = np.random.default_rng(seed)
-    wins = 0
+    wins = valid = 0
     for _ in range(n_resamples):
         idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
-        d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+        try:  # a resample can leave a metric undefined (AP with no positive pair drawn): it is dropped
+            d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+        except (ValueError, IndexError, ZeroDivisionError):
+            continue
+        if not math.isfinite(d):
+            continue
+        valid += 1
         wins += (d <= 0) if observed > 0 else (d >= 0)
-    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (n_resamples + 1))
-    return TestResult("bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())))
+    if valid < n_resamples / 2:
+        raise ConfigError(
+            f"paired_bootstrap_items: the metric is undefined on {n_resamples - valid} of {n_resamples} "
+            "resamples (subsets too small for a bootstrap)."
+        )
+    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (valid + 1))
+    return TestResult(
+        "bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())), n_resamples - valid
+    )

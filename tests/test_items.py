@@ -117,3 +117,49 @@ def test_unreadable_items_file_is_a_clear_error(tmp_path):
     p.write_bytes(b"not gzip")
     with pytest.raises(DataError, match="x.items.test.json.gz"):
         read_items(p)
+
+
+def test_significance_command_from_stored_records(useb_reg, tmp_path, capsys, monkeypatch):
+    """Two 'methods' on the TwitterPara fixture over 2 seeds: BM25 and a fixed table scorer; the command
+    reports both, the dagger, the seed test and the per-seed bootstrap from the stored items."""
+    from benchbench.cli import main
+    from benchbench.significance import select
+
+    data = tmp_path / "data"
+    shutil.copytree(FIX / "native", data)
+    out = tmp_path / "out"
+    for m in ("bm25", "glove-avg"):
+        run(
+            RunOptions(
+                method=m, tasks="twitterpara", data_dir=str(data), output=str(out), seeds=[1, 2], store_items=True
+            ),
+            useb_reg,
+        )
+    monkeypatch.setattr("benchbench.registry.get_registry", lambda: useb_reg)
+    assert (
+        main(
+            [
+                "significance",
+                "--results",
+                str(out),
+                "--task",
+                "twitterpara",
+                "--method",
+                "bm25",
+                "--rivals",
+                "glove-avg",
+                "--resamples",
+                "50",
+                "--out",
+                str(tmp_path / "sig.md"),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "| bm25 |" in text and "| glove-avg |" in text and "seed 1:" in text and "seed 2:" in text
+    assert "seed 1: +" in text or "seed 1: -" in text  # computed, not n/a
+    assert "paired bootstrap" in text and "t-test" in text and (tmp_path / "sig.md").read_text() == text
+    records = list(ResultStore(out).records())
+    with pytest.raises(DataError, match="No 'test' records of method 'ct'"):
+        select(records, "twitterpara", ["bm25", "ct"])

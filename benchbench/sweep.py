@@ -197,6 +197,9 @@ def add_subcommands(sub: Any) -> None:
     s.add_argument("--workers", type=int, default=None, help="local Ray: CPUs to use (default: all)")
     s.add_argument("--cpus-per-run", type=float, default=1.0)
     s.add_argument("--gpus-per-run", type=float, default=0.0)
+    s.add_argument(
+        "--store-items", action="store_true", help="per-item scores beside each record (benchbench significance)"
+    )
 
     def cmd_sweep(args) -> int:
         from .cli import _parse_seeds, _parse_set
@@ -216,6 +219,7 @@ def add_subcommands(sub: Any) -> None:
             device=args.device,
             overrides=_parse_set(args.set),
             progress=False,
+            store_items=args.store_items or None,
         )
         out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
         for o in out:

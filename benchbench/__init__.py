@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "register_encoder_loader": ".models",
     "get_registry": ".registry",
     "make_adapter": ".runner",
+    "train_method": ".chain",  # another method's trained encoder as a start (Trans-Encoder start=simcse)
     "resolve_model_path": ".models",
     "load_pretrained_head": ".models",
     "DataStore": ".data",
@@ -91,6 +92,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from . import metrics
     from .adapters.base import TaskAdapter, TaskResult
+    from .chain import train_method
     from .encoding import Embedder, Encoder, PairScorer, Searcher, embed
     from .errors import BenchbenchError, ConfigError, DataError, PluginError, UnknownNameError
     from .hookspecs import hookimpl, hookspec

@@ -1,8 +1,13 @@
 """Trans-Encoder (Liu et al. 2022): self- and mutual-distillation between a bi- and a cross-encoder.
 
-Start: an unsupervised bi-encoder (``--model``, or ``--set start=PATH``: a saved encoder folder that
-another method trained; a method NAME is not resolved, pass its run folder's ``encoder/``), [CLS]
-pooling. Each cycle (3 for STS, 5 for binary pair tasks) does:
+Start: an unsupervised bi-encoder, [CLS] pooling: ``--model``; or ``--set start=PATH``, a saved
+encoder folder; or ``--set start=METHOD`` (e.g. ``simcse``, ``tsdae``): that registered method is
+trained first through the harness (``benchbench.train_method``: its own corpus for this task, the
+same seed and ``--model``, its options from ``--set start_set=steps=1000,batch_size=64``) into the
+run folder ``benchbench run --method METHOD`` uses under the same ``--output``, so a stored start is
+reused; the record's ``train.start`` names the method, its config hash and the encoder path.
+
+Each cycle (3 for STS, 5 for binary pair tasks) does:
 
 (a) bi -> cross: the bi-encoder labels every training pair with its cosine; a cross-encoder
     (``[CLS] a [SEP] b [SEP]`` -> linear -> one logit) initialised from the ORIGINAL PLM weights
@@ -67,7 +72,9 @@ from benchbench import (
     hookimpl,
     load_encoder,
     make_adapter,
+    resolve_model_path,
     seed_everything,
+    train_method,
 )
 
 log = logging.getLogger("benchbench.trans_encoder")
@@ -270,7 +277,8 @@ def cross_to_bi_loss(u: torch.Tensor, v: torch.Tensor, cross_scores: torch.Tenso
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class TransEncoderConfig:
-    start: str | None = None  # a saved bi-encoder folder; None: --model
+    start: str | None = None  # a registered method (trained first), a saved bi-encoder folder; None: --model
+    start_set: str = ""  # options of a start METHOD, "key=value,key=value" (e.g. steps=1000,batch_size=64)
     plm: str | None = None  # the cross-encoder's ORIGINAL weights; None: the base model (--model)
     cycles: int | None = None  # None: 3 for STS, 5 for pair classification
     init: str = "refresh"  # "refresh" (paper default) | "sequential"
@@ -310,7 +318,24 @@ class _Track:
 
     def __init__(self, name: str, start: str, plm: str, c: TransEncoderConfig, seed: int, device: torch.device):
         self.name = name
-        self.bi = load_encoder(start, pooling=c.pooling).to(device)
+        bi = load_encoder(start, pooling=c.pooling)
+        self.dropped_head = None
+        if type(bi) is not TransformerEncoder and isinstance(bi, TransformerEncoder):
+            # a start saved with a head on the pooled vector (SimCSE's MLP): the bi-encoder is its
+            # transformer with [CLS] pooling, as the reference code loads SimCSE checkpoints
+            # (sentence-transformers Transformer + CLS Pooling); a head that refreshing would not
+            # reset and the saved result would not reload is dropped, and the record says so
+            self.dropped_head = type(bi).__name__
+            bi = TransformerEncoder(
+                bi.model,
+                bi.tokenizer,
+                pooling=c.pooling,
+                max_seq_length=bi.max_seq_length,
+                normalize=bi.normalize,
+                name=bi.name,
+                batch_size=bi.batch_size,
+            )
+        self.bi = bi.to(device)
         self.eval_max_length = self.bi.max_seq_length  # the start's own limit: what the result is evaluated with
         self.bi.max_seq_length = c.bi_max_length  # training and labelling: the paper's 32 / 64 tokens
         self.bi.pooling = c.pooling
@@ -441,10 +466,48 @@ class TransEncoder(Method):
         return _DevSplit(ad, split, c.dev_max_pairs), split, task
 
     # --- training ----------------------------------------------------------------------------
+    def _start_options(self) -> dict[str, str]:
+        out = {}
+        for item in filter(None, (x.strip() for x in self.config.start_set.split(","))):
+            k, eq, v = item.partition("=")
+            if not eq or not k.strip():
+                raise ConfigError(
+                    f"{self.name}: option start_set={self.config.start_set!r}: expected key=value,key=value "
+                    f"(options of the start method, e.g. steps=1000,batch_size=64)."
+                )
+            out[k.strip()] = v.strip()
+        return out
+
+    def _resolve_start(self, ctx: TrainContext) -> tuple[str, dict[str, Any]]:
+        """(what ``load_encoder`` reads as the start, what the record says about it). A registered
+        method name is trained (or reused) first; then an existing folder; then a model name that
+        resolves to a local folder (or ``--model`` itself). Anything else is an error naming the option."""
+        c = self.config
+        if c.start_set and not (c.start and ctx.registry is not None and c.start in ctx.registry.methods):
+            raise ConfigError(
+                f"{self.name}: option start_set applies only when start names a method (start={c.start!r})."
+            )
+        if not c.start:
+            return ctx.model, {"model": ctx.model}
+        methods = sorted(ctx.registry.methods) if ctx.registry is not None else []
+        if c.start in methods:
+            if c.start.startswith("trans-encoder"):
+                raise ConfigError(f"{self.name}: option start={c.start!r}: a Trans-Encoder cannot start from itself.")
+            trained = train_method(c.start, ctx, self._start_options())
+            return str(trained.path), trained.describe()
+        if Path(c.start).is_dir():
+            return c.start, {"path": str(Path(c.start).resolve())}
+        if c.start == ctx.model or _local_model(c.start):
+            return c.start, {"model": c.start}
+        raise ConfigError(
+            f"{self.name}: option start={c.start!r} is neither a registered method nor an encoder folder. "
+            f"Methods: {', '.join(methods) or '(no registry: run through the benchbench runner)'}."
+        )
+
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         """(label, start weights, PLM weights) per base model."""
         c = self.config
-        start = c.start or ctx.model
+        start = ctx.accounting.get("start", {}).get("path") or self._resolve_start(ctx)[0]
         return [(ctx.model, start, c.plm or ctx.model)]
 
     def train(self, corpus: list[str], ctx: TrainContext):
@@ -452,11 +515,13 @@ class TransEncoder(Method):
         if c.init not in ("refresh", "sequential"):
             raise ConfigError(f"{self.name}: option init={c.init!r}; expected refresh or sequential.")
         pairs, pool = self._pairs(ctx)
+        start, start_info = self._resolve_start(ctx)
+        ctx.accounting["start"] = start_info
         cache_dir = None
         if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks
             key = hashlib.sha256(
                 json.dumps(
-                    [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name], default=str
+                    [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name, start], default=str
                 ).encode()
             ).hexdigest()[:16]
             cache_dir = Path(ctx.output_dir).parent / f"sts-pool-{key}"
@@ -464,6 +529,7 @@ class TransEncoder(Method):
                 log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
                 res = load_encoder(str(cache_dir))
                 ctx.accounting.update(res.info.get("accounting", {}), reused_sts_pool=str(cache_dir))
+                ctx.accounting["start"] = start_info
                 return res
         result = self.fit(pairs, pool, ctx)
         if cache_dir is not None and hasattr(result, "save"):
@@ -487,6 +553,9 @@ class TransEncoder(Method):
         dev = self._dev(ctx, pool)
         tracks = [_Track(label, start, plm, c, ctx.seed, device) for label, start, plm in self._tracks(ctx)]
         acc = ctx.accounting
+        dropped = {t.name: t.dropped_head for t in tracks if t.dropped_head}
+        if dropped:
+            acc["start_head_dropped"] = dropped
         acc.update(
             {
                 "train_pairs_pool": pool,
@@ -546,7 +615,8 @@ class TransEncoder(Method):
                 score, state, where = t.best[kind]
                 if state is not None:
                     (t.bi.model if kind == "bi" else t.cross.model).load_state_dict(state)
-                t.history.append({"selected": kind, "dev": score, "at": where})
+                # select=false: no dev score (-inf); None, since a record is strict JSON
+                t.history.append({"selected": kind, "dev": score if math.isfinite(score) else None, "at": where})
         acc["selection"] = {t.name: [h for h in t.history] for t in tracks}
         return self._result(tracks, acc)
 
@@ -658,6 +728,16 @@ class TransEncoderMutual(TransEncoder):
     Config = MutualConfig
     description = "Trans-Encoder mutual distillation: pseudo-labels averaged over several base models (transductive)"
 
+    def _resolve_start(self, ctx: TrainContext) -> tuple[str, dict[str, Any]]:
+        """Each model of ``models`` starts from itself (no start method: checked before any training)."""
+        c = self.config
+        models = list(c.models) or [ctx.model, "all-mpnet-base-v2"]
+        if c.start_set or (c.start and c.start not in models):
+            raise ConfigError(
+                f"{self.name}: options start/start_set apply to one model; name the starts in models=... instead."
+            )
+        return ctx.model, {"models": models}
+
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         c = self.config
         models = list(c.models) or [ctx.model, "all-mpnet-base-v2"]
@@ -714,6 +794,14 @@ def _load_shared(dst: torch.nn.Module, state: dict) -> None:
             f"(only {len(shared)} of {len(own)} weights match)."
         )
     dst.load_state_dict(shared, strict=False)
+
+
+def _local_model(name: str) -> bool:
+    """A model name whose weights are on this machine (e.g. the offline all-MiniLM-L6-v2 package)."""
+    try:
+        return Path(resolve_model_path(name)).is_dir()
+    except ConfigError:
+        return False
 
 
 def _jsonable(x: Any) -> Any:

@@ -69,7 +69,7 @@ class Planned:
     label: str
     method: str
     installed: bool
-    trains: bool
+    trains: bool  # trains with a ``steps`` budget (what --steps / the paper's steps apply to)
     model: str | None
     tasks: list[str]
     missing: list[str]  # tasks where some seed has no matching record
@@ -93,6 +93,15 @@ def _method_info(method: str) -> tuple[bool, bool, bool]:
     if m is None:
         return False, False, False
     return True, bool(getattr(m, "trains", True)), not bool(getattr(m, "fixed_model", None))
+
+
+def _method_options(method: str) -> set[str]:
+    """The option names (Config fields) of a registered method."""
+    import dataclasses
+
+    from .registry import get_registry
+
+    return {f.name for f in dataclasses.fields(get_registry().methods[method].Config)}
 
 
 def _matches(
@@ -122,9 +131,13 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
     out = []
     for row in spec["rows"]:
         installed, trains, takes_model = _method_info(row["method"])
+        # the budget flags go only to a method that has the option (Trans-Encoder has no ``steps``:
+        # its budget is cycles/epochs); an uninstalled method's options are unknown: all assumed
+        has = _method_options(row["method"]) if installed else {"steps", "batch_size", "lr"}
+        takes_steps = trains and "steps" in has
         model = (b.model or spec.get("model") or None) if takes_model else None
         steps = b.steps if b.steps is not None else spec.get("steps")
-        bb = Budget(**{**b.__dict__, "steps": steps if trains else None})
+        bb = Budget(**{**b.__dict__, "steps": steps if takes_steps else None})
         matched = {
             t: [
                 r
@@ -137,11 +150,11 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
         lacking = {t: [s for s in seeds if s not in {r["seed"] for r in matched[t]}] for t in wanted}
         missing = [t for t in wanted if lacking[t]]
         overrides: dict[str, Any] = {}
-        if trains and steps is not None:
+        if takes_steps and steps is not None:
             overrides["steps"] = steps
-        if b.batch_size is not None:
+        if b.batch_size is not None and "batch_size" in has:
             overrides["batch_size"] = b.batch_size
-        if b.lr is not None:
+        if b.lr is not None and "lr" in has:
             overrides["lr"] = b.lr
         overrides.update(sorted({**row.get("set", {}), **b.sets}.items()))
         options: dict[str, Any] = {"overrides": overrides}
@@ -160,7 +173,16 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
         )
         out.append(
             Planned(
-                row["label"], row["method"], installed, trains, model, list(spec["tasks"]), missing, runs, matched, why
+                row["label"],
+                row["method"],
+                installed,
+                takes_steps,
+                model,
+                list(spec["tasks"]),
+                missing,
+                runs,
+                matched,
+                why,
             )
         )
     return out

@@ -116,6 +116,26 @@ def test_executor_choice_and_cli_flags(tmp_path, monkeypatch):
     assert any("Ray, which is not installed" in line for line in out)
 
 
+def test_budget_flags_reach_only_methods_with_the_option(tmp_path, monkeypatch):
+    """Trans-Encoder has no steps/batch_size/lr options (its budget is cycles and epochs): --steps
+    and --batch-size go to the SimCSE row only, and a Trans-Encoder record matches without steps."""
+    fake = FakeSweep()
+    monkeypatch.setattr(sweep, "run_sweep", fake)
+    row = '[[rows]]\nlabel = "TE"\nmethod = "trans-encoder"\nset = { start = "simcse" }\npublished = {}\n'
+    spec = _write_spec(tmp_path / "t.toml", ["sts-mini", "stsb"], [1], row)
+    res = tmp_path / "res"
+    res.mkdir()
+    te = {**_rec("trans-encoder", "stsb", 70.0, None, model=TINY), "config": {"start": "simcse", "cycles": 1}}
+    (res / "te.json").write_text(json.dumps(te))
+    reproduce.reproduce(str(spec), str(res), Budget(model=TINY, steps=3, batch_size=4, lr=1e-4), echo=print)
+    by = {(r.method, r.task): r.options["overrides"] for r in fake.calls[0]["runs"]}
+    assert by == {
+        ("simcse", "sts-mini"): {"steps": 3, "batch_size": 4, "lr": 1e-4},
+        ("simcse", "stsb"): {"steps": 3, "batch_size": 4, "lr": 1e-4},
+        ("trans-encoder", "sts-mini"): {"start": "simcse"},  # stsb: its stored record matched
+    }
+
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))

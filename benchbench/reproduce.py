@@ -231,7 +231,7 @@ def choose_executor(workers: int | None, address: str | None) -> tuple[str, str]
             "executor: local -- --workers/--address ask for Ray, which is not installed "
             "(pip install 'benchbench[sweep]'); running the runs one after another"
         )
-    where = f"the Ray cluster at {address}" if address else f"local Ray with {workers} workers"
+    where = f"the Ray cluster at {address}" if address else f"local Ray with {workers} CPU(s)"
     return "ray", f"executor: {where}"
 
 

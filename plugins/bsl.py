@@ -61,6 +61,9 @@ class BSLConfig:
     max_seq_length: int | None = 64
     max_sentences: int | None = None  # train on a seeded random subset of the corpus (small budgets)
     grad_accum: int = 1
+    # the paper states no clipping and names no code: the loop's usual global norm 1.0 (as
+    # sentence-transformers' fit), now recorded in the config; 0 = off
+    max_grad_norm: float = 1.0
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 

@@ -488,6 +488,10 @@ class QTConfig:
     epochs: float = 1.0
     steps: int | None = None  # overrides epochs; 0 = the untrained encoder
     test_vector: str = "fg"  # fg: [f; g] (paper); f: f only (the efficiency experiment)
+    # The paper states no clipping; its code (lajanugen/S2V src/train.py, flag clip_gradient_norm=5.0)
+    # clips at 5.0, but through slim's create_train_op, i.e. EACH gradient tensor to norm 5.0, where
+    # the loop here clips the GLOBAL norm to 5.0 (stricter when several tensors are large). 0 = off.
+    max_grad_norm: float = 5.0
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
@@ -532,7 +536,7 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
     starts = window_starts(len(sentences), c.batch_size)
     steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(starts)))
     if steps > 0:
-        loop = LoopConfig(steps=steps, batch_size=1, checkpoint_every=c.checkpoint_every)
+        loop = LoopConfig.from_config(c, steps=steps, batch_size=1)  # an item is one window of batch_size
         obj = train_loop(
             obj,
             starts,
@@ -616,6 +620,9 @@ class SkipThoughtConfig:
     lr: float = 5e-4
     epochs: float = 1.0
     steps: int | None = None
+    # as QT: the TensorFlow skip-thoughts code (tensorflow/models research/skip_thoughts, S2V's base)
+    # clips each gradient tensor at 5.0 through slim; the loop clips the global norm at 5.0. 0 = off.
+    max_grad_norm: float = 5.0
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
@@ -638,7 +645,7 @@ class SkipThought(Method):
         items = list(range(1, len(corpus) - 1))
         steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(items) / c.batch_size))
         if steps > 0:
-            loop = LoopConfig(steps=steps, batch_size=c.batch_size, checkpoint_every=c.checkpoint_every)
+            loop = LoopConfig.from_config(c, steps=steps)
             obj = train_loop(
                 obj,
                 items,

@@ -338,8 +338,12 @@ def reset_registry() -> None:
     _REGISTRY = None
 
 
-def call_observers(result: dict) -> None:
-    reg = get_registry()
+def call_observers(result: dict, reg: Registry | None = None) -> None:
+    """Hand a just-written record to every ``benchbench_result_recorded`` implementation of ``reg``
+    (the registry the run used; default, or one without plugins loaded: the global one). An
+    observer's error names its plugin."""
+    if reg is None or reg.pm is None:
+        reg = get_registry()
     assert reg.pm is not None
     for impl in reg.pm.hook.benchbench_result_recorded.get_hookimpls():
         try:

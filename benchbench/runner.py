@@ -342,7 +342,7 @@ def _run_task(
     record = merge(existing, record)  # keeps every stored split this run did not evaluate
     _refuse_non_finite(split_results, task, opts.method, plan.plugin)
     plan.store.write(record, items=items)
-    call_observers(record)
+    call_observers(record, plan.reg)  # the run's own registry: a registry passed to run() has its own observers
     report.records.append(record)
 
 

@@ -164,15 +164,7 @@ def train_streams(
         if nw <= 1:
             with torch.no_grad():
                 return _train_streams(X, y, streams, nclasses, s, w0, b0)
-        # balance the work (rows per epoch) greedily; keep each group's streams in their original order
-        order = sorted(range(len(streams)), key=lambda i: -len(streams[i].train))
-        load, groups = [0] * nw, [[] for _ in range(nw)]
-        for i in order:
-            g = load.index(min(load))
-            groups[g].append(i)
-            load[g] += len(streams[i].train)
-        groups = [sorted(g) for g in groups if g]
-
+        groups = _balanced_groups(streams, nw)
         out: list[list[Fitted] | None] = [None] * len(streams)
         for idx, res in zip(groups, _map_groups(X, y, streams, nclasses, s, w0, b0, groups)):
             for i, r in zip(idx, res):
@@ -180,6 +172,19 @@ def train_streams(
         return out  # type: ignore[return-value]
     finally:
         torch.set_num_threads(threads)
+
+
+def _balanced_groups(streams: list[Stream], n: int) -> list[list[int]]:
+    """At most ``n`` groups of stream indices with about equal work (training rows per epoch),
+    filled greedily largest first; each group keeps its streams in their original order (a
+    stream's numbers do not depend on its group, only the wall time does)."""
+    order = sorted(range(len(streams)), key=lambda i: -len(streams[i].train))
+    load, groups = [0] * n, [[] for _ in range(n)]
+    for i in order:
+        g = load.index(min(load))
+        groups[g].append(i)
+        load[g] += len(streams[i].train)
+    return [sorted(g) for g in groups if g]
 
 
 _FORKED: dict[str, Any] = {}  # what a forked worker inherits instead of unpickling the feature matrix

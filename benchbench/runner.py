@@ -1,4 +1,13 @@
-"""Orchestration: method x task x seed x setup. Resumable: a record that exists is not recomputed."""
+"""Orchestration: method x task x seed x setup. Resumable: a record that exists is not recomputed.
+
+Reading order: ``run`` -> ``_run``, which resolves once what the whole run shares (``_plan``: options,
+method, config and result-key hashes, base model, tasks, stores) and then, for each seed and each
+task, handles one result key (``_run_task``): which splits to evaluate (``_available_splits``, then
+``_splits_to_evaluate`` against the stored record, under the key's lock), the data
+(``_ensure_data``), the encoder (``_encoder``: a --setup pipeline, ``_train_or_reuse`` for a
+training method, or a training-free method's shared encoder), the scores (``_evaluate``) and the
+record (``_record``, merged into the stored one, then written and handed to the observers).
+"""
 
 from __future__ import annotations
 

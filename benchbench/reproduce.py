@@ -124,6 +124,20 @@ def _matches(
     return rec.get("splits", {}).get("test", {}).get("main_score") is not None
 
 
+def newest_configuration(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of ONE configuration: the one stored most recently, when several match a row
+    (e.g. the same budget before and after a fidelity fix changed the config hash). A cell never
+    averages two configurations; one record per seed (the newest)."""
+    if not records:
+        return records
+    newest_hash = max(records, key=lambda r: str(r.get("created_at", "")))["config_hash"]
+    per_seed: dict[Any, dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: str(r.get("created_at", ""))):
+        if r["config_hash"] == newest_hash:
+            per_seed[r["seed"]] = r
+    return [per_seed[s] for s in sorted(per_seed)]
+
+
 def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output: str) -> list[Planned]:
     """Per row of the paper's table: which runs exist in ``records`` and the sweep runs for the rest
     (``output`` is where they will write; the shared options are ``base_options(b, output)``)."""
@@ -146,6 +160,7 @@ def plan(spec: dict[str, Any], records: list[dict[str, Any]], b: Budget, output:
             ]
             for t in spec["tasks"]
         }
+        matched = {t: newest_configuration(rs) for t, rs in matched.items()}
         wanted = [t for t in spec["tasks"] if not b.tasks or t in b.tasks]
         lacking = {t: [s for s in seeds if s not in {r["seed"] for r in matched[t]}] for t in wanted}
         missing = [t for t in wanted if lacking[t]]

@@ -186,3 +186,15 @@ def test_local_sweep_failure_isolated_then_resumed(env, monkeypatch):
     reproduce.reproduce(str(spec), str(res), b, echo=out.append)
     assert [(r.task, r.seed) for r in seen[0]] == [("stsb", 1), ("stsb", 2)]  # stored sts-mini runs skipped
     assert "2 runs: 0 ok, 2 failed" in "\n".join(out)
+
+
+def test_a_cell_takes_one_configuration_the_newest():
+    """Two configurations match a row (the same budget before and after a fix changed the hash): the
+    cell is the newest configuration's score, never the mean of both."""
+    from benchbench.reproduce import newest_configuration
+
+    old = {"config_hash": "a", "seed": 1, "created_at": "2026-11-20T10:00:00"}
+    new = {"config_hash": "b", "seed": 1, "created_at": "2026-11-22T10:00:00"}
+    new2 = {"config_hash": "b", "seed": 2, "created_at": "2026-11-22T11:00:00"}
+    assert newest_configuration([new, old, new2]) == [new, new2]
+    assert newest_configuration([old]) == [old] and newest_configuration([]) == []

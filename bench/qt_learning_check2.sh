@@ -21,3 +21,15 @@ run --method qt $B $G --set encoder=bigru --set steps=0
 run --method glove-avg
 run --method mc-qt $B
 run --method mc-qt $B --set steps=0
+# The same encoders (reused from their run folders, not retrained) on the full `senteval` suite (SentEval's
+# default classifier setting; ~6 min of CPU per 512-d encoder here): FULL=1 bash bench/qt_learning_check2.sh
+if [ "${FULL:-0}" = 1 ]; then
+  TASKS=senteval
+  run --method qt $B $G --set encoder=gru
+  run --method qt $B $G --set encoder=gru --set steps=0
+  run --method qt $B $G --set encoder=bigru
+  run --method qt $B $G --set encoder=bigru --set steps=0
+  run --method glove-avg
+  run --method mc-qt $B
+  run --method mc-qt $B --set steps=0
+fi

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Regenerate leaderboards/qt/learning_check.md from the stored records (benchbench table).
+# Wrote section "Run 1" of leaderboards/qt/learning_check.md from the session-5 records (benchbench table).
+# Run 2's table (trained vs untrained, per task) comes from bench/qt_learning_table.py; run now, this script
+# would list every record under leaderboards/qt/results and overwrite the file: write to another path.
 set -eu
 OUT=leaderboards/qt
 {
@@ -29,4 +31,4 @@ for f in sorted(pathlib.Path("leaderboards/qt/results").glob("*/*/*/*/seed1/*.js
     seen[r["config_hash"]] = f"- {r['method']} [{r['config_hash']}]: {kind}, {state}"
 print("\n".join(seen.values()))
 PY
-} > $OUT/learning_check.md
+} > ${TARGET:-$OUT/learning_check_run1.md}

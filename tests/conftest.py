@@ -43,3 +43,18 @@ def registry():
     from benchbench.registry import load_registry
 
     return load_registry()
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """The sts-mini fixture task as the only extra task, fixture data, a private embedding cache and a
+    fresh registry (sweep and reproduce tests)."""
+    fixtures = Path(__file__).parent / "fixtures"
+    monkeypatch.setenv("BENCHBENCH_DATA", str(fixtures))
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(fixtures / "sts_mini.toml"))
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
+    from benchbench import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", None)
+    yield tmp_path
+    registry.reset_registry()

@@ -10,8 +10,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-from helpers import FIXTURES
 from test_reproduce import _rec
 
 from benchbench import reproduce, sweep
@@ -134,18 +132,6 @@ def test_budget_flags_reach_only_methods_with_the_option(tmp_path, monkeypatch):
         ("simcse", "stsb"): {"steps": 3, "batch_size": 4, "lr": 1e-4},
         ("trans-encoder", "sts-mini"): {"start": "simcse"},  # stsb: its stored record matched
     }
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
-    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(FIXTURES / "sts_mini.toml"))
-    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
-    from benchbench import registry
-
-    monkeypatch.setattr(registry, "_REGISTRY", None)
-    yield tmp_path
-    registry.reset_registry()
 
 
 def test_local_sweep_failure_isolated_then_resumed(env, monkeypatch):

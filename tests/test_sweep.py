@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import FIXTURES
 
 from benchbench.sweep import SweepRun, base_options, expand, run_sweep
 
@@ -29,18 +28,6 @@ def test_expand_folds_sizes_into_setups():
     ]
     assert len(runs) == 4 * 2 * 2
     assert len(expand(["a", "a"], ["t"], [1, 1], ["unsupervised"])) == 1  # de-duplicated
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
-    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(FIXTURES / "sts_mini.toml"))
-    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
-    from benchbench import registry
-
-    monkeypatch.setattr(registry, "_REGISTRY", None)
-    yield tmp_path
-    registry.reset_registry()
 
 
 def _records(root):

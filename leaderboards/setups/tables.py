@@ -93,6 +93,9 @@ def corpus_curve(records: list[dict]) -> str:
         )
     if base:
         out += ["", f"Start (all-MiniLM-L6-v2 untrained, `sbert`): AP {base[0]['splits']['test']['main_score']:.2f}."]
+    reading = HERE / "corpus_size_reading.md"
+    if reading.is_file():
+        out += ["", reading.read_text().strip()]
     return "\n".join(out) + "\n"
 
 

@@ -149,6 +149,9 @@ def row_label(record: dict[str, Any], defaults: dict[str, Any] | None) -> str:
         c = record.get("corpus_path") or record.get("corpus")
         if isinstance(c, str):
             label += f" corpus={Path(c).name}"
+    setup = str(record.get("setup") or "unsupervised")
+    if setup != "unsupervised":  # supervised, domain adaptation, corpus/labelled sizes: other rows
+        label += f" [{setup}]"
     if record.get("scored_by") == "cross":
         label += " (cross-encoder)"
     if record.get("imported_from"):
@@ -224,6 +227,15 @@ def build_rows(records: Iterable[dict[str, Any]]) -> list[Row]:
         if key not in rows:
             rows[key] = Row(key, row_label(r, defaults[m]), m, str(r.get("model", "-")))
         rows[key].records.append(r)
+    # two configurations that differ only in fields the defaults do not name (e.g. records from before
+    # an option existed) would print the same label: the config hash tells them apart
+    same: dict[tuple[str, str], list[Row]] = {}
+    for row in rows.values():
+        same.setdefault((row.label, row.model), []).append(row)
+    for group in same.values():
+        if len({row.key[3] for row in group}) > 1:
+            for row in group:
+                row.label += f" [{row.key[3]}]"
     return sorted(rows.values(), key=lambda row: (row.label, row.model, row.key))
 
 

@@ -182,3 +182,27 @@ def test_dagger_from_stats(tmp_path: Path) -> None:
     col = t.headers.index("askubuntu")
     cells = {c[0]: c[col] for _, c, _ in t.rows}
     assert cells["tsdae"].endswith("†") and "†" not in cells["mlm"] and "†" not in cells["ct"]
+
+
+def test_rows_name_their_setup_and_tell_same_label_configs_apart():
+    from benchbench.site import build_rows
+
+    def rec(setup, chash, cfg):
+        return {
+            "method": "nosuchmethod-x",
+            "model": "m",
+            "setup": setup,
+            "config_hash": chash,
+            "config": cfg,
+            "task": "t",
+            "seed": 1,
+            "splits": {"test": {"main_score": 1.0}},
+        }
+
+    rows = build_rows(
+        [rec("unsupervised", "aaa", {}), rec("unsupervised@corpus=128", "aaa", {}), rec("unsupervised", "bbb", {})]
+    )
+    labels = sorted(r.label for r in rows)
+    assert any("[unsupervised@corpus=128]" in lb for lb in labels)
+    plain = [lb for lb in labels if "corpus" not in lb]
+    assert len(set(plain)) == 2 and any("[aaa]" in lb for lb in plain) and any("[bbb]" in lb for lb in plain)

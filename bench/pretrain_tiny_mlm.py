@@ -38,7 +38,12 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        get_linear_schedule_with_warmup,
+    )
 
     from benchbench import tiny_bert
     from benchbench.data import DataStore

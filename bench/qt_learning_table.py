@@ -62,9 +62,17 @@ def main() -> int:
         s = scores(row, args.suffix)
         tr = row["train"]
         label = name if row["method"] == "glove-avg" else f"{name} trained"
-        print(f"| {label} | {h} | " + " | ".join(fmt(s[k]) for k in cols) + f" | {tr.get('steps', '')} | {tr.get('seconds', '')} |")
+        print(
+            f"| {label} | {h} | "
+            + " | ".join(fmt(s[k]) for k in cols)
+            + f" | {tr.get('steps', '')} | {tr.get('seconds', '')} |"
+        )
         start = next(
-            (k for k, r in rows.items() if r["method"] == row["method"] and r["config"] == {**c, "steps": 0} and k != h),
+            (
+                k
+                for k, r in rows.items()
+                if r["method"] == row["method"] and r["config"] == {**c, "steps": 0} and k != h
+            ),
             None,
         )
         if start is None or row["method"] == "glove-avg":
@@ -72,7 +80,11 @@ def main() -> int:
         s0 = scores(rows[start], args.suffix)
         print(f"| {name} untrained | {start} | " + " | ".join(fmt(s0[k]) for k in cols) + " | 0 | |")
         d = {k: (s[k] - s0[k]) if s[k] is not None and s0[k] is not None else None for k in cols}
-        print(f"| {name} trained - untrained | | " + " | ".join(("" if v is None else f"{v:+.2f}") for v in d.values()) + " | | |")
+        print(
+            f"| {name} trained - untrained | | "
+            + " | ".join(("" if v is None else f"{v:+.2f}") for v in d.values())
+            + " | | |"
+        )
     return 0
 
 

@@ -56,18 +56,27 @@ def main() -> int:
         out = {}
         for name, a in tasks.items():
             r = a.evaluate(emb, "test")
-            out[name] = round(float(r.scores.get("pearson", r.main_score)) if name == "sick-r" else float(r.main_score), 2)
+            out[name] = round(
+                float(r.scores.get("pearson", r.main_score)) if name == "sick-r" else float(r.main_score), 2
+            )
         out["avg"] = round(sum(out.values()) / max(1, len(out)), 2)
         return out
 
     torch.manual_seed(args.seed)
     spec = qt.TowerSpec(
-        kind=args.encoder, hidden=args.hidden, emb_dim=args.emb_dim, embeddings=args.embeddings,
-        tune_embeddings=args.embeddings != "glove", max_tokens=args.max_tokens,
+        kind=args.encoder,
+        hidden=args.hidden,
+        emb_dim=args.emb_dim,
+        embeddings=args.embeddings,
+        tune_embeddings=args.embeddings != "glove",
+        max_tokens=args.max_tokens,
     )
     f = qt.build_tower(spec, None, sents, args.vocab_size, seed=args.seed)
-    g = qt.build_tower(spec, None, vocab_words=f.vocab.words[4:], seed=args.seed + 1) if args.embeddings != "glove" \
+    g = (
+        qt.build_tower(spec, None, vocab_words=f.vocab.words[4:], seed=args.seed + 1)
+        if args.embeddings != "glove"
         else qt.build_tower(spec, None, seed=args.seed + 1)
+    )
     obj = qt.QTObjective(f, g, sents, args.batch_size, 3)
     starts = qt.window_starts(len(sents), args.batch_size)
     held = starts[-1]  # the last window: scored for a held-out loss, never trained on
@@ -92,7 +101,9 @@ def main() -> int:
             t0 = time.perf_counter()
             scores = evaluate(qt.QTEncoder([(obj.f, obj.g)]))
             obj.train()
-            log["evals"].append({"step": step, "train_s": round(t_train, 1), **scores, "eval_s": round(time.perf_counter() - t0, 1)})
+            log["evals"].append(
+                {"step": step, "train_s": round(t_train, 1), **scores, "eval_s": round(time.perf_counter() - t0, 1)}
+            )
             log["held"].append([step, held_loss()])
             print("EVAL", log["evals"][-1], "held", log["held"][-1], flush=True)
         if step == args.steps:

@@ -96,10 +96,7 @@ def query_items(subsets: dict[str, tuple[list[Any], Any]], metric: str, aggregat
         "unit": "query",
         "metric": metric,
         "aggregate": aggregate,
-        "subsets": {
-            name: {"ids": [str(i) for i in ids], "values": _compact(v)}
-            for name, (ids, v) in subsets.items()
-        },
+        "subsets": {name: {"ids": [str(i) for i in ids], "values": _compact(v)} for name, (ids, v) in subsets.items()},
     }
 
 

@@ -21,7 +21,7 @@ missing seed on one side drops that seed from the comparison instead of shifting
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,13 +155,28 @@ def paired_bootstrap(
     full = np.arange(a.size)
     observed = stat(a, full) - stat(b, full)
     rng = np.random.default_rng(seed)
-    wins = 0
-    for _ in range(n_resamples):
-        idx = rng.integers(0, a.size, a.size)
-        d = stat(a, idx) - stat(b, idx)
-        wins += (d <= 0) if observed > 0 else (d >= 0)
-    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (n_resamples + 1))
+
+    def diffs() -> Iterator[float | None]:
+        for _ in range(n_resamples):
+            idx = rng.integers(0, a.size, a.size)
+            yield stat(a, idx) - stat(b, idx)
+
+    p, _ = _bootstrap_p(observed, diffs())
     return TestResult("bootstrap", float(observed), float(p), float(observed), int(a.size))
+
+
+def _bootstrap_p(observed: float, diffs: Iterable[float | None]) -> tuple[float, int]:
+    """Two-sided bootstrap p from the resampled differences: the share of resamples that do not
+    favour the observed winner, doubled and capped at 1 (1 when there is no difference). A ``None``
+    difference (metric undefined on that resample) is dropped. Returns (p, resamples used)."""
+    wins = valid = 0
+    for d in diffs:
+        if d is None:
+            continue
+        valid += 1
+        wins += (d <= 0) if observed > 0 else (d >= 0)
+    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (valid + 1))
+    return p, valid
 
 
 def paired_bootstrap_items(
@@ -184,23 +199,22 @@ def paired_bootstrap_items(
         raise ConfigError("paired_bootstrap_items: a subset has no items.")
     observed = aggregate_score(items_a) - aggregate_score(items_b)
     rng = np.random.default_rng(seed)
-    wins = valid = 0
-    for _ in range(n_resamples):
-        idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
-        try:  # a resample can leave a metric undefined (AP with no positive pair drawn): it is dropped
-            d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
-        except (ValueError, IndexError, ZeroDivisionError):
-            continue
-        if not math.isfinite(d):
-            continue
-        valid += 1
-        wins += (d <= 0) if observed > 0 else (d >= 0)
+
+    def diffs() -> Iterator[float | None]:
+        for _ in range(n_resamples):
+            idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
+            try:  # a resample can leave a metric undefined (AP with no positive pair drawn): it is dropped
+                d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+            except (ValueError, IndexError, ZeroDivisionError):
+                d = float("nan")
+            yield d if math.isfinite(d) else None
+
+    p, valid = _bootstrap_p(observed, diffs())
     if valid < n_resamples / 2:
         raise ConfigError(
             f"paired_bootstrap_items: the metric is undefined on {n_resamples - valid} of {n_resamples} "
             "resamples (subsets too small for a bootstrap)."
         )
-    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (valid + 1))
     return TestResult(
         "bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())), n_resamples - valid
     )

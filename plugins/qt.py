@@ -78,8 +78,13 @@ class Vocab:
         return len(self.words)
 
     def ids(self, text: str, max_tokens: int) -> list[int]:
-        toks = tokenize(text.lower() if self.lower else text)[:max_tokens]
-        return [self.index.get(t, 1) for t in toks] or [1]  # an empty sentence is one UNK (GRUs need a step)
+        return self.lookup(tokenize(text.lower() if self.lower else text)[:max_tokens])
+
+    def lookup(self, tokens: list[str]) -> list[int]:
+        """Ids of already tokenized words (lower-cased first when ``lower``)."""
+        if self.lower:
+            tokens = [t.lower() for t in tokens]
+        return [self.index.get(t, 1) for t in tokens] or [1]  # an empty sentence is one UNK (GRUs need a step)
 
     @classmethod
     def from_corpus(cls, sentences, size: int, max_sentences: int | None = None) -> Vocab:
@@ -269,12 +274,18 @@ def window_starts(n: int, window: int) -> list[int]:
 class SkipThoughtObjective(Objective):
     """Encode s_i; decode s_{i-1} and s_{i+1} with separate GRU decoders (initial state = a linear map
     of the sentence vector), teacher-forced, softmax over the whole vocabulary. Items: sentence indices
-    1..n-2 (every sentence with both neighbours)."""
+    1..n-2 (every sentence with both neighbours).
 
-    def __init__(self, f: RNNTower, sentences, max_tokens: int):
+    The decoders read the encoder's word embeddings and predict words of ``out_vocab``: by default the
+    encoder's own vocabulary (built from the corpus, as skip-thoughts' shared 20K vocabulary). An
+    encoder on GloVe has GloVe's 400K-word table as its vocabulary; a softmax over it would cost 20x
+    the paper's, so the caller passes the corpus's most frequent words instead."""
+
+    def __init__(self, f: RNNTower, sentences, max_tokens: int, out_vocab: Vocab | None = None):
         super().__init__()
         self.f, self.sentences, self.max_tokens = f, sentences, max_tokens
-        e, h, v = f.emb.embedding_dim, f.dim, len(f.vocab)
+        self.out_vocab = out_vocab if out_vocab is not None else f.vocab
+        e, h, v = f.emb.embedding_dim, f.dim, len(self.out_vocab)
         self.bridge = nn.Linear(h, 2 * h)
         self.dec_prev, self.dec_next = nn.GRU(e, h, batch_first=True), nn.GRU(e, h, batch_first=True)
         init_gru(self.dec_prev)
@@ -282,12 +293,15 @@ class SkipThoughtObjective(Objective):
         self.out = nn.Linear(h, v)
 
     def _targets(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        seqs = [self.f.vocab.ids(t, self.max_tokens) + [3] for t in texts]  # + EOS
-        tgt = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            tgt[i, : len(s)] = torch.tensor(s)
-        inp = torch.cat([torch.full((len(seqs), 1), 2), tgt[:, :-1]], dim=1)  # BOS + shifted
-        inp[inp == 3] = 0
+        """Teacher forcing: input BOS w1..wn in the encoder's vocabulary, target w1..wn EOS in the output one."""
+        toks = [tokenize(t)[: self.max_tokens] for t in texts]
+        outs = [self.out_vocab.lookup(t) + [3] for t in toks]  # + EOS
+        ins = [[2] + self.f.vocab.lookup(t) for t in toks]  # BOS +
+        tgt = torch.zeros(len(outs), max(map(len, outs)), dtype=torch.long)
+        inp = torch.zeros_like(tgt)
+        for i, (o, n) in enumerate(zip(outs, ins)):
+            tgt[i, : len(o)] = torch.tensor(o)
+            inp[i, : len(n)] = torch.tensor(n)
         return inp, tgt
 
     def collate(self, items: list[int], rng: np.random.Generator) -> dict[str, Any]:
@@ -614,7 +628,9 @@ class SkipThoughtConfig:
     encoder: str = "gru"  # gru | bigru | bow
     hidden: int = 1200
     emb_dim: int = 300
-    vocab_size: int = 20_000
+    vocab_size: int = 20_000  # the decoders' output vocabulary (and the encoder's, with scratch embeddings)
+    embeddings: str = "scratch"  # scratch (U[-0.1, 0.1]) | glove (GloVe 6B-50d, offline), as QT's towers
+    tune_embeddings: bool = True
     max_tokens: int = 50
     batch_size: int = 400
     lr: float = 5e-4
@@ -640,8 +656,17 @@ class SkipThought(Method):
         if len(corpus) < 3:
             raise ConfigError(f"skip-thought: the ordered corpus has {len(corpus)} sentences; it needs at least 3.")
         seed_everything(ctx.seed)
-        spec = TowerSpec(kind=c.encoder, hidden=c.hidden, emb_dim=c.emb_dim, max_tokens=c.max_tokens)
-        obj = SkipThoughtObjective(build_tower(spec, ctx, corpus, c.vocab_size, seed=ctx.seed), corpus, c.max_tokens)
+        spec = TowerSpec(
+            kind=c.encoder,
+            hidden=c.hidden,
+            emb_dim=c.emb_dim,
+            embeddings=c.embeddings,
+            tune_embeddings=c.tune_embeddings,
+            max_tokens=c.max_tokens,
+        )
+        f = build_tower(spec, ctx, corpus, c.vocab_size, seed=ctx.seed)
+        out_vocab = Vocab.from_corpus(corpus, c.vocab_size) if c.embeddings == "glove" else None
+        obj = SkipThoughtObjective(f, corpus, c.max_tokens, out_vocab)
         items = list(range(1, len(corpus) - 1))
         steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(items) / c.batch_size))
         if steps > 0:
@@ -655,7 +680,7 @@ class SkipThought(Method):
                 make_optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=c.lr),
                 desc=self.name,
             )
-            acc, e, h, v = ctx.accounting, c.emb_dim, obj.f.dim, len(obj.f.vocab)
+            acc, e, h, v = ctx.accounting, obj.f.emb.embedding_dim, obj.f.dim, len(obj.out_vocab)
             enc_tok = acc.get("tokens", 0) / 3  # rough: a third of the counted tokens are encoded, the rest decoded
             dec_tok = acc.get("tokens", 0) - enc_tok
             acc["flops"] = 3 * (

@@ -180,6 +180,20 @@ def test_skip_thought_trains_and_its_vector_is_the_encoder(tmp_path):
     assert ctx.accounting["flops"] > 0 and ctx.accounting["examples"] == 24
 
 
+def test_skip_thought_decoder_reads_encoder_ids_and_predicts_output_vocabulary_ids():
+    enc_vocab = qt.Vocab(["the", "cat", "sat"], lower=True)  # as GloVe's: uncased, its own order
+    out_vocab = qt.Vocab(["sat", "The", "cat"])  # the corpus's words, case-sensitive
+    f = qt.RNNTower(qt.TowerSpec(kind="gru", hidden=8, emb_dim=4), enc_vocab)
+    obj = qt.SkipThoughtObjective(f, [], max_tokens=10, out_vocab=out_vocab)
+    inp, tgt = obj._targets(["The cat sat", "cat dog"])
+    assert inp.tolist() == [[2, 4, 5, 6], [2, 5, 1, 0]]  # BOS + encoder ids (dog: UNK), padded
+    assert tgt.tolist() == [[5, 6, 4, 3], [6, 1, 3, 0]]  # output ids + EOS, padded
+    assert obj.out.out_features == len(out_vocab) == 7
+    same = qt.SkipThoughtObjective(f, [], max_tokens=2)  # default: the encoder's own vocabulary
+    inp, tgt = same._targets(["The cat sat"])
+    assert inp.tolist() == [[2, 4, 5]] and tgt.tolist() == [[4, 5, 3]] and same.out.out_features == 7
+
+
 def test_accounting_states_flops_tokens_and_sentences(tmp_path):
     corpus = [f"a b c {i}" for i in range(40)]
     ctx = _ctx(tmp_path)

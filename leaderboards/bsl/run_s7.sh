@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Session-7 BSL runs (CPU, one thread per run, 2 cores shared by 2 jobs). Reading: README.md "Session 7".
+# senteval: the session-6 learning-check encoders (reused from results/runs, not retrained) and their starts
+# on the full `senteval` suite in SentEval's DEFAULT classifier setting (the session-6 table used the
+# prototyping setting).
+set -uo pipefail
+export BENCHBENCH_DATA=${BENCHBENCH_DATA:-../shared/data} OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export BENCHBENCH_VIEW_CACHE=${BENCHBENCH_VIEW_CACHE:-leaderboards/bsl/.views.sqlite}
+OUT=leaderboards/bsl/results
+senteval() {
+  for M in tiny-bert:64:2:2:128 all-MiniLM-L6-v2; do
+    S=20; [ "$M" = all-MiniLM-L6-v2 ] && S=10
+    /usr/bin/time -f "%e s plm-mean $M" benchbench run --method plm-mean --model $M --tasks senteval --output $OUT
+    /usr/bin/time -f "%e s bsl $M" benchbench run --method bsl --model $M --tasks senteval --steps $S \
+      --set max_sentences=1280 --output $OUT
+  done
+}
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(senteval)
+for part in "${parts[@]}"; do "$part"; done

@@ -7,13 +7,17 @@
 # = 150 windows of 400 contiguous sentences. mc-qt as defined (bi-QT on fixed GloVe + bi-QT on scratch
 # embeddings), same budget per channel. Each against its untrained start (steps=0, same seed/vocab/[f; g]).
 # Usage: OMP_NUM_THREADS=1 bash bench/qt_learning_check2.sh  (records under leaderboards/qt/results)
+# More seeds (session 7; the untrained start of each seed is that seed's own initialisation):
+#   SEEDS=2,3 OMP_NUM_THREADS=1 bash bench/qt_learning_check2.sh
+#   python bench/qt_learning_table.py --hashes b5a75a6647d3,63696e77040d,d99a489ae57d --seeds 1,2,3
 set -u
 OUT=${OUT:-leaderboards/qt/results}
 TASKS=${TASKS:-senteval-proto,sick-r,sts14}
 B="--set epochs=3 --set lr=0.001 --set hidden=256 --set emb_dim=100 --set vocab_size=20000 --set max_tokens=40"
 G="--set embeddings=glove --set tune_embeddings=false"
 export BENCHBENCH_DATA=${BENCHBENCH_DATA:-../shared/data}
-run() { echo "== $*"; /usr/bin/time -f "%e s" benchbench run --output "$OUT" --tasks "$TASKS" "$@" || echo "FAILED: $*"; }
+SEEDS=${SEEDS:-1}
+run() { echo "== $*"; /usr/bin/time -f "%e s" benchbench run --output "$OUT" --tasks "$TASKS" --seeds "$SEEDS" "$@" || echo "FAILED: $*"; }
 run --method qt $B $G --set encoder=gru
 run --method qt $B $G --set encoder=gru --set steps=0
 run --method qt $B $G --set encoder=bigru

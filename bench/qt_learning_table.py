@@ -5,6 +5,11 @@
 Rows are the given config hashes (method found from the records); each trained row's untrained start is
 the record whose config equals it except ``steps=0``. Scores x100: SentEval-proto accuracy per task and
 their average, SICK-R Pearson, STS14 Spearman/Pearson over all pairs.
+
+    python bench/qt_learning_table.py --hashes H1,H2 --seeds 1,2,3
+
+prints instead, per model, trained vs untrained per seed (the untrained start of a seed is that seed's own
+initialisation) and the gain's mean +- std over seeds with a paired t-test (benchbench.stats).
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ from pathlib import Path
 SENTEVAL = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]
 
 
-def load(results: Path) -> dict[str, dict]:
-    """config hash -> {"method", "config", "train", task -> split scores}."""
+def load(results: Path, seed: int = 1) -> dict[str, dict]:
+    """config hash -> {"method", "config", "train", task -> split scores} for one seed."""
     out: dict[str, dict] = {}
-    for f in results.glob("*/*/*/*/seed1/*.json"):
+    for f in results.glob(f"*/*/*/*/seed{seed}/*.json"):
         r = json.loads(f.read_text())
         row = out.setdefault(r["config_hash"], {"method": r["method"], "config": r["config"], "train": {}})
         if r.get("train"):
@@ -46,7 +51,12 @@ def main() -> int:
     ap.add_argument("--results", default="leaderboards/qt/results")
     ap.add_argument("--hashes", required=True, help="comma list: trained config hashes, glove-avg's too")
     ap.add_argument("--suffix", default="-proto", help="'-proto' (senteval-proto) or '' (senteval)")
+    ap.add_argument("--seeds", default="", help="comma list: the per-seed gain table instead")
     args = ap.parse_args()
+    if args.seeds:
+        return seed_table(
+            Path(args.results), args.hashes.split(","), [int(x) for x in args.seeds.split(",")], args.suffix
+        )
     rows = load(Path(args.results))
     cols = [*SENTEVAL, "avg", "sick-r", "sts14 sp", "sts14 pe"]
     print("| model | hash | " + " | ".join(cols) + " | train steps | train s |")
@@ -85,6 +95,47 @@ def main() -> int:
             + " | ".join(("" if v is None else f"{v:+.2f}") for v in d.values())
             + " | | |"
         )
+    return 0
+
+
+def _start_of(rows: dict[str, dict], h: str) -> str | None:
+    row = rows[h]
+    want = {**row["config"], "steps": 0}
+    return next((k for k, r in rows.items() if r["method"] == row["method"] and r["config"] == want and k != h), None)
+
+
+def seed_table(results: Path, hashes: list[str], seeds: list[int], suffix: str) -> int:
+    from benchbench.stats import format_mean_std, paired_test
+
+    by_seed = {sd: load(results, sd) for sd in seeds}
+    print(
+        "| model | metric | "
+        + " | ".join(f"seed {sd} trained / untrained" for sd in seeds)
+        + " | gain mean +- std | t-test p |"
+    )
+    print("|---" * (len(seeds) + 4) + "|")
+    for h in hashes:
+        for metric in ("avg", "sick-r", "sts14 sp"):
+            trained: dict[int, float] = {}
+            untrained: dict[int, float] = {}
+            cells = []
+            for sd in seeds:
+                rows = by_seed[sd]
+                start = _start_of(rows, h) if h in rows else None
+                a = scores(rows[h], suffix)[metric] if h in rows else None
+                b = scores(rows[start], suffix)[metric] if start else None
+                if a is not None and b is not None:
+                    trained[sd], untrained[sd] = a, b
+                cells.append("" if a is None or b is None else f"{a:.2f} / {b:.2f}")
+            c = next(by_seed[sd][h] for sd in seeds if h in by_seed[sd])
+            name = c["method"] if c["method"] != "qt" else f"{c['config']['encoder']}-QT ({c['config']['embeddings']})"
+            gains = {sd: trained[sd] - untrained[sd] for sd in trained}
+            p = paired_test(trained, untrained).p_value if len(gains) >= 2 else None
+            print(
+                f"| {name} | {metric} | "
+                + " | ".join(cells)
+                + f" | {format_mean_std(gains) if gains else ''} | {'' if p is None else f'{p:.3f}'} |"
+            )
     return 0
 
 

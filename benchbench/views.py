@@ -74,18 +74,28 @@ class ViewCache:
             )
 
     def map(
-        self, augmenter: str, config: dict[str, Any], texts: Sequence[str], transform: Callable[[list[str]], list[str]]
+        self,
+        augmenter: str,
+        config: dict[str, Any],
+        texts: Sequence[str],
+        transform: Callable[[list[str]], list[str]],
+        chunk: int = 2000,
     ) -> list[str]:
-        """``transform`` applied to ``texts``, computing (in one call) only the uncached ones."""
+        """``transform`` applied to ``texts``, computing only the uncached ones, ``chunk`` texts a call.
+        Each chunk is stored as soon as it is done, so an interrupted run (a large corpus's
+        back-translation takes hours) resumes where it stopped instead of starting over. Views must
+        not depend on the chunk a text came in (the augmenters seed per text)."""
         found = self.get(augmenter, config, texts)
         todo = [t for t in dict.fromkeys(texts) if t not in found]
         self.hits += len(texts) - len(todo)
-        if todo:
-            new = transform(todo)
-            if len(new) != len(todo):
-                raise RuntimeError(f"augmenter {augmenter!r} returned {len(new)} views for {len(todo)} texts.")
-            self.misses += len(todo)
-            fresh = dict(zip(todo, new))
+        step = max(1, chunk)
+        for i in range(0, len(todo), step):
+            part = todo[i : i + step]
+            new = transform(part)
+            if len(new) != len(part):
+                raise RuntimeError(f"augmenter {augmenter!r} returned {len(new)} views for {len(part)} texts.")
+            self.misses += len(part)
+            fresh = dict(zip(part, new))
             self.put(augmenter, config, fresh)
             found.update(fresh)
         return [found[t] for t in texts]

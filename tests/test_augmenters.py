@@ -102,6 +102,28 @@ def test_cache_second_call_transforms_nothing_and_persists(tmp_path):
     assert len(calls) == n + 1
 
 
+def test_cache_keeps_finished_chunks_when_a_run_is_interrupted(tmp_path):
+    texts = [f"sentence {i}" for i in range(7)]
+    calls: list[list[str]] = []
+
+    def flaky(todo):
+        calls.append(list(todo))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the run is stopped in its third chunk
+        return [t.upper() for t in todo]
+
+    cache = ViewCache(tmp_path / "v.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        cache.map("up", {}, texts, flaky, chunk=3)
+    assert calls == [texts[:3], texts[3:6], texts[6:]]
+    again = ViewCache(tmp_path / "v.sqlite")  # the next run: only the unfinished chunk is transformed
+    calls.clear()
+    assert again.map("up", {}, texts, lambda todo: calls.append(list(todo)) or [t.upper() for t in todo]) == [
+        t.upper() for t in texts
+    ]
+    assert calls == [texts[6:]] and again.hits == 6 and again.misses == 1
+
+
 def _writer(path, k):
     c = ViewCache(path)
     for i in range(20):

@@ -26,5 +26,16 @@ epoch() {
     /usr/bin/time -f "%e s plm-mean $M" benchbench run --method plm-mean --model "$M" --tasks sts,sts17,senteval --output $OUT
   done
 }
-parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(senteval epoch)
+ablation() {
+  # Table 4's views at the same one-epoch budget, from the MLM-pretrained tiny BERT (backtranslate: epoch())
+  TINY_MLM=${TINY_MLM:-$HOME/.cache/benchbench/tiny-mlm-nli}
+  for A in nli-entail synonym mlm; do
+    benchbench run --method bsl --model "$TINY_MLM" --tasks sts --set augmenter=$A --output $OUT
+  done
+}
+minilm() {
+  # all-MiniLM-L6-v2: one epoch of a seeded 6,400-sentence subset (100 steps of 64; ~6 s a step here)
+  benchbench run --method bsl --model all-MiniLM-L6-v2 --tasks sts,sts17,senteval --set max_sentences=6400 --output $OUT
+}
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(senteval epoch ablation minilm)
 for part in "${parts[@]}"; do "$part"; done

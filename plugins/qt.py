@@ -509,7 +509,8 @@ class QTConfig:
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
-def _spec(c: QTConfig, **over) -> TowerSpec:
+def _spec(c: QTConfig | SkipThoughtConfig, **over) -> TowerSpec:
+    """The tower a QT or skip-thought config asks for (skip-thought has no Transformer towers: mean pooling)."""
     spec = TowerSpec(
         kind=c.encoder,
         hidden=c.hidden,
@@ -517,7 +518,7 @@ def _spec(c: QTConfig, **over) -> TowerSpec:
         embeddings=c.embeddings,
         tune_embeddings=c.tune_embeddings,
         max_tokens=c.max_tokens,
-        pooling=c.pooling,
+        pooling=getattr(c, "pooling", "mean"),
     )
     for k, v in over.items():
         setattr(spec, k, v)
@@ -656,14 +657,7 @@ class SkipThought(Method):
         if len(corpus) < 3:
             raise ConfigError(f"skip-thought: the ordered corpus has {len(corpus)} sentences; it needs at least 3.")
         seed_everything(ctx.seed)
-        spec = TowerSpec(
-            kind=c.encoder,
-            hidden=c.hidden,
-            emb_dim=c.emb_dim,
-            embeddings=c.embeddings,
-            tune_embeddings=c.tune_embeddings,
-            max_tokens=c.max_tokens,
-        )
+        spec = _spec(c)
         f = build_tower(spec, ctx, corpus, c.vocab_size, seed=ctx.seed)
         out_vocab = Vocab.from_corpus(corpus, c.vocab_size) if c.embeddings == "glove" else None
         obj = SkipThoughtObjective(f, corpus, c.max_tokens, out_vocab)

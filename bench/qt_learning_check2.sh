@@ -18,17 +18,7 @@ G="--set embeddings=glove --set tune_embeddings=false"
 export BENCHBENCH_DATA=${BENCHBENCH_DATA:-../shared/data}
 SEEDS=${SEEDS:-1}
 run() { echo "== $*"; /usr/bin/time -f "%e s" benchbench run --output "$OUT" --tasks "$TASKS" --seeds "$SEEDS" "$@" || echo "FAILED: $*"; }
-run --method qt $B $G --set encoder=gru
-run --method qt $B $G --set encoder=gru --set steps=0
-run --method qt $B $G --set encoder=bigru
-run --method qt $B $G --set encoder=bigru --set steps=0
-run --method glove-avg
-run --method mc-qt $B
-run --method mc-qt $B --set steps=0
-# The same encoders (reused from their run folders, not retrained) on the full `senteval` suite (SentEval's
-# default classifier setting; ~6 min of CPU per 512-d encoder here): FULL=1 bash bench/qt_learning_check2.sh
-if [ "${FULL:-0}" = 1 ]; then
-  TASKS=senteval
+all_runs() {
   run --method qt $B $G --set encoder=gru
   run --method qt $B $G --set encoder=gru --set steps=0
   run --method qt $B $G --set encoder=bigru
@@ -36,4 +26,11 @@ if [ "${FULL:-0}" = 1 ]; then
   run --method glove-avg
   run --method mc-qt $B
   run --method mc-qt $B --set steps=0
+}
+all_runs
+# The same encoders (reused from their run folders, not retrained) on the full `senteval` suite (SentEval's
+# default classifier setting; ~6 min of CPU per 512-d encoder here): FULL=1 bash bench/qt_learning_check2.sh
+if [ "${FULL:-0}" = 1 ]; then
+  TASKS=senteval
+  all_runs
 fi

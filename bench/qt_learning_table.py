@@ -67,8 +67,7 @@ def main() -> int:
 
     for h in args.hashes.split(","):
         row = rows[h]
-        c = row["config"]
-        name = row["method"] if row["method"] != "qt" else f"{c['encoder']}-QT ({c['embeddings']})"
+        name = _name(row)
         s = scores(row, args.suffix)
         tr = row["train"]
         label = name if row["method"] == "glove-avg" else f"{name} trained"
@@ -77,14 +76,7 @@ def main() -> int:
             + " | ".join(fmt(s[k]) for k in cols)
             + f" | {tr.get('steps', '')} | {tr.get('seconds', '')} |"
         )
-        start = next(
-            (
-                k
-                for k, r in rows.items()
-                if r["method"] == row["method"] and r["config"] == {**c, "steps": 0} and k != h
-            ),
-            None,
-        )
+        start = _start_of(rows, h)
         if start is None or row["method"] == "glove-avg":
             continue
         s0 = scores(rows[start], args.suffix)
@@ -98,7 +90,13 @@ def main() -> int:
     return 0
 
 
+def _name(row: dict) -> str:
+    c = row["config"]
+    return row["method"] if row["method"] != "qt" else f"{c['encoder']}-QT ({c['embeddings']})"
+
+
 def _start_of(rows: dict[str, dict], h: str) -> str | None:
+    """The untrained start of config ``h``: the same method and config except ``steps=0``."""
     row = rows[h]
     want = {**row["config"], "steps": 0}
     return next((k for k, r in rows.items() if r["method"] == row["method"] and r["config"] == want and k != h), None)
@@ -127,8 +125,7 @@ def seed_table(results: Path, hashes: list[str], seeds: list[int], suffix: str) 
                 if a is not None and b is not None:
                     trained[sd], untrained[sd] = a, b
                 cells.append("" if a is None or b is None else f"{a:.2f} / {b:.2f}")
-            c = next(by_seed[sd][h] for sd in seeds if h in by_seed[sd])
-            name = c["method"] if c["method"] != "qt" else f"{c['config']['encoder']}-QT ({c['config']['embeddings']})"
+            name = _name(next(by_seed[sd][h] for sd in seeds if h in by_seed[sd]))
             gains = {sd: trained[sd] - untrained[sd] for sd in trained}
             p = paired_test(trained, untrained).p_value if len(gains) >= 2 else None
             print(

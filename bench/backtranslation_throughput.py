@@ -21,8 +21,8 @@ import numpy as np
 from benchbench_plugins.augmenters import BackTranslate, BackTranslateConfig
 
 from benchbench import ViewCache
-from benchbench.data import DataStore
-from benchbench.nli import nli_sentences
+from benchbench.store.data import DataStore
+from benchbench.train.nli import nli_sentences
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ import torch
 from benchbench_plugins.trans_encoder import CrossEncoderScorer
 
 from benchbench import Embedder, load_encoder, make_adapter
-from benchbench.data import DataStore
-from benchbench.registry import get_registry
+from benchbench.core.registry import get_registry
+from benchbench.store.data import DataStore
 
 
 def main() -> None:

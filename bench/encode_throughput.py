@@ -36,11 +36,11 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from benchbench.data import DataStore
-    from benchbench.encoding import EmbeddingCache, embed
-    from benchbench.models import load_encoder, resolve_model_path
-    from benchbench.registry import get_registry
-    from benchbench.runner import make_adapter
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import EmbeddingCache, embed
+    from benchbench.encode.models import load_encoder, resolve_model_path
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
 
     reg = get_registry()
     data = DataStore(args.data_dir)

@@ -46,8 +46,8 @@ def main() -> None:
     )
 
     from benchbench import tiny_bert
-    from benchbench.data import DataStore
-    from benchbench.nli import nli_sentences
+    from benchbench.store.data import DataStore
+    from benchbench.train.nli import nli_sentences
 
     sentences = nli_sentences(DataStore(args.data_dir))
     start = tiny_bert(args.hidden, args.layers, args.heads, args.intermediate, seed=args.seed)

@@ -86,12 +86,12 @@ def main() -> int:
     import torch
     from benchbench_plugins import qt
 
-    from benchbench.data import DataStore
-    from benchbench.encoding import Embedder
-    from benchbench.methods import TrainContext
-    from benchbench.ordered import load_ordered
-    from benchbench.registry import get_registry
-    from benchbench.runner import make_adapter
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import Embedder
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
+    from benchbench.train.context import TrainContext
+    from benchbench.train.ordered import load_ordered
 
     reg = get_registry()
     data = DataStore(args.data_dir)

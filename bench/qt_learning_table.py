@@ -9,7 +9,7 @@ their average, SICK-R Pearson, STS14 Spearman/Pearson over all pairs.
     python bench/qt_learning_table.py --hashes H1,H2 --seeds 1,2,3
 
 prints instead, per model, trained vs untrained per seed (the untrained start of a seed is that seed's own
-initialisation) and the gain's mean +- std over seeds with a paired t-test (benchbench.stats).
+initialisation) and the gain's mean +- std over seeds with a paired t-test (benchbench.report.stats).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _start_of(rows: dict[str, dict], h: str) -> str | None:
 
 
 def seed_table(results: Path, hashes: list[str], seeds: list[int], suffix: str) -> int:
-    from benchbench.stats import format_mean_std, paired_test
+    from benchbench.report.stats import format_mean_std, paired_test
 
     by_seed = {sd: load(results, sd) for sd in seeds}
     print(

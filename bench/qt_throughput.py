@@ -40,12 +40,12 @@ def main() -> int:
     import torch
     from benchbench_plugins import qt
 
-    from benchbench.methods import TrainContext
+    from benchbench.train.context import TrainContext
 
     corpus_name = "janeausten"
     try:
-        from benchbench.data import DataStore
-        from benchbench.ordered import load_ordered
+        from benchbench.store.data import DataStore
+        from benchbench.train.ordered import load_ordered
 
         sentences = load_ordered(DataStore(args.data_dir), None).sentences
     except Exception:

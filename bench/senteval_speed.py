@@ -39,12 +39,12 @@ def cpu_seconds() -> float:
 
 def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     """task -> (TransferData, features, setting name), through the harness's cache."""
-    from benchbench.adapters import senteval as se
-    from benchbench.data import DataStore
-    from benchbench.encoding import Embedder, EmbeddingCache, default_cache_dir
-    from benchbench.models import load_encoder
-    from benchbench.registry import get_registry
-    from benchbench.runner import make_adapter
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.models import load_encoder
+    from benchbench.evaluate.adapters import senteval as se
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
 
     reg = get_registry()
     store = DataStore(data_dir)
@@ -59,8 +59,8 @@ def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
 
 
 def run_suite(feats: dict, setting: str | None, workers: int = 0) -> dict:
-    from benchbench.adapters import _classifier as C
-    from benchbench.adapters import senteval as se
+    from benchbench.evaluate.adapters import _classifier as C
+    from benchbench.evaluate.adapters import senteval as se
 
     results = {}
     for t, (data, f, spec_setting) in feats.items():
@@ -92,7 +92,7 @@ def compare_sequential(feats: dict, n: int, setting: str) -> dict:
     import torch
     from sklearn.model_selection import StratifiedKFold
 
-    from benchbench.adapters import _classifier as C
+    from benchbench.evaluate.adapters import _classifier as C
 
     s = C.get_setting(setting)
     task = next((t for t in ("mr", "cr", "subj", "mpqa") if t in feats), None)

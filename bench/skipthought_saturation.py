@@ -24,8 +24,8 @@ def main() -> int:
     args = ap.parse_args()
     from benchbench_plugins import qt
 
-    from benchbench.data import DataStore
-    from benchbench.ordered import load_ordered
+    from benchbench.store.data import DataStore
+    from benchbench.train.ordered import load_ordered
 
     corpus = load_ordered(DataStore(args.data_dir), None).sentences
     train = [corpus[i] for i in range(len(corpus) - 400)]

@@ -83,17 +83,18 @@ def main() -> int:
     import numpy as np
     from tabulate import tabulate
 
-    from benchbench.data import DataStore
-    from benchbench.encoding import Embedder, EmbeddingCache
-    from benchbench.methods import TrainContext, build_config
-    from benchbench.models import load_encoder
-    from benchbench.registry import get_registry
-    from benchbench.runner import make_adapter
+    from benchbench.core.methods import build_config
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import Embedder, EmbeddingCache
+    from benchbench.encode.models import load_encoder
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
+    from benchbench.train.context import TrainContext
 
     if args.position_init == "zero":
         import torch
 
-        import benchbench.models as models
+        import benchbench.encode.models as models
 
         random_init = models.tiny_bert
 

@@ -46,7 +46,7 @@ def load_sentences(path: str | None, n: int) -> list[str]:
 
 def model_dir(name: str, tmp: str) -> str:
     """A plain HF/sentence-transformers folder both libraries can load (tiny-bert is written out)."""
-    from benchbench.models import load_encoder, resolve_model_path
+    from benchbench.encode.models import load_encoder, resolve_model_path
 
     if name.startswith("tiny-bert"):
         load_encoder(name).save(tmp)
@@ -85,9 +85,9 @@ def main() -> int:
     from sentence_transformers.models import Pooling, Transformer
     from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
 
-    from benchbench.models import load_encoder
-    from benchbench.noise import WordNoise
-    from benchbench.training import adamw
+    from benchbench.encode.models import load_encoder
+    from benchbench.train.loop import adamw
+    from benchbench.train.noise import WordNoise
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(0)

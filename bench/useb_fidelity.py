@@ -66,8 +66,8 @@ def _peak_mb() -> float:
 
 
 def _make_adapter(task: str, root: Path, fixture: bool):
-    from benchbench.data import DataStore
-    from benchbench.registry import get_registry
+    from benchbench.core.registry import get_registry
+    from benchbench.store.data import DataStore
 
     reg = get_registry()
     spec = reg.task(task)
@@ -111,8 +111,8 @@ def worker(args) -> None:
     table, vecs = _load_table(work / args.task)
     out: dict = {"splits": {}}
     if args.worker == "ours":
-        from benchbench.encoding import Embedder
-        from benchbench.registry import get_registry
+        from benchbench.core.registry import get_registry
+        from benchbench.encode.encoding import Embedder
 
         get_registry()  # imports and plugin discovery happen before the clock starts, as useb's imports do
         import faiss  # noqa: F401  (imported lazily by the adapters; useb's torch/sklearn are imported above too)
@@ -267,7 +267,7 @@ def convert(task: str, ad, work: Path, forums: list[str] | None) -> None:
 
 def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
     """Forums whose corpus titles and queries are (>= 99%) already in the embedding cache."""
-    from benchbench.encoding import text_key
+    from benchbench.encode.encoding import text_key
 
     ok, coverage = [], {}
     for forum in ad.available_forums("test"):
@@ -329,8 +329,8 @@ def main() -> int:
 
     from tabulate import tabulate
 
-    from benchbench.encoding import Embedder, EmbeddingCache, default_cache_dir
-    from benchbench.models import load_encoder
+    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.models import load_encoder
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     real = Path(args.data_dir) if args.data_dir else None

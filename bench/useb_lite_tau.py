@@ -31,7 +31,7 @@ def main() -> int:
     args = ap.parse_args()
     from scipy.stats import kendalltau
 
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     rows = []
     for spec in args.encoders.split(","):

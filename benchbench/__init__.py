@@ -18,59 +18,62 @@ Errors: ``BenchbenchError``, ``ConfigError``, ``DataError``, ``PluginError``, ``
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it (relative to this package)
 _EXPORTS: dict[str, str] = {
-    "hookimpl": ".hookspecs",
-    "Token": ".analysis.pos",  # POS taggers (plugins/taggers.py) return these
-    "hookspec": ".hookspecs",
-    "Method": ".methods",
-    "TrainContext": ".methods",
-    "build_config": ".methods",
-    "config_hash": ".methods",
-    "Objective": ".training",
-    "LoopConfig": ".training",
-    "LoopState": ".training",
-    "train_loop": ".training",
-    "resolve_steps": ".training",
-    "seed_everything": ".training",
-    "adamw": ".training",
-    "length_groups": ".training",
-    "method_fingerprint": ".training",
-    "Encoder": ".encoding",
-    "PairScorer": ".encoding",
-    "Searcher": ".encoding",
-    "Embedder": ".encoding",
-    "embed": ".encoding",
-    "TransformerEncoder": ".models",
-    "load_encoder": ".models",
-    "register_encoder_loader": ".models",
-    "get_registry": ".registry",
-    "make_adapter": ".runner",
-    "train_method": ".chain",  # another method's trained encoder as a start (Trans-Encoder start=simcse)
-    "resolve_model_path": ".models",
-    "load_pretrained_head": ".models",
-    "DataStore": ".data",
-    "checkpoint_source": ".models",
-    "tiny_bert": ".models",
-    "TaskAdapter": ".adapters.base",
-    "TaskResult": ".adapters.base",
-    "TaskSpec": ".tasks",
-    "NOISE_KINDS": ".noise",
-    "WordNoise": ".noise",
-    "register_noise": ".noise",
-    "ViewCache": ".views",
-    "entailment_pairs": ".nli",
-    "BenchbenchError": ".errors",
-    "ConfigError": ".errors",
-    "DataError": ".errors",
-    "PluginError": ".errors",
-    "UnknownNameError": ".errors",
+    "hookimpl": ".core.hookspecs",
+    "Token": ".evaluate.analysis.pos",  # POS taggers (plugins/taggers.py) return these
+    "hookspec": ".core.hookspecs",
+    "Method": ".core.methods",
+    "TrainContext": ".train.context",
+    "build_config": ".core.methods",
+    "config_hash": ".core.methods",
+    "Objective": ".train.loop",
+    "LoopConfig": ".train.loop",
+    "LoopState": ".train.loop",
+    "train_loop": ".train.loop",
+    "resolve_steps": ".train.loop",
+    "seed_everything": ".train.loop",
+    "adamw": ".train.loop",
+    "length_groups": ".train.loop",
+    "method_fingerprint": ".train.loop",
+    "Encoder": ".encode.encoding",
+    "PairScorer": ".encode.encoding",
+    "Searcher": ".encode.encoding",
+    "Embedder": ".encode.encoding",
+    "embed": ".encode.encoding",
+    "TransformerEncoder": ".encode.models",
+    "load_encoder": ".encode.models",
+    "register_encoder_loader": ".encode.models",
+    "get_registry": ".core.registry",
+    "make_adapter": ".run.runner",
+    "train_method": ".run.chain",  # another method's trained encoder as a start (Trans-Encoder start=simcse)
+    "resolve_model_path": ".encode.models",
+    "load_pretrained_head": ".encode.models",
+    "DataStore": ".store.data",
+    "checkpoint_source": ".encode.models",
+    "tiny_bert": ".encode.models",
+    "hash_weights": ".encode.models",
+    "TaskAdapter": ".evaluate.adapters.base",
+    "TaskResult": ".evaluate.adapters.base",
+    "TaskSpec": ".core.tasks",
+    "NOISE_KINDS": ".train.noise",
+    "WordNoise": ".train.noise",
+    "register_noise": ".train.noise",
+    "ViewCache": ".train.views",
+    "entailment_pairs": ".train.nli",
+    "BenchbenchError": ".core.errors",
+    "ConfigError": ".core.errors",
+    "DataError": ".core.errors",
+    "PluginError": ".core.errors",
+    "UnknownNameError": ".core.errors",
 }
-_SUBMODULES = {"metrics"}
+_SUBMODULES = {"metrics": ".evaluate.metrics"}
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
 
@@ -81,8 +84,68 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # resolve once
         return value
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(_SUBMODULES[name], __name__)
     raise AttributeError(f"module 'benchbench' has no attribute {name!r}")
+
+
+# Module paths from before the layered layout (0.1: ``benchbench/registry.py`` and 46 more flat
+# modules), kept importable for third-party code with a DeprecationWarning naming the new path. The
+# alias is a separate module object that reads through to the new one (never a second copy of it).
+_MOVED: dict[str, str] = {
+    **{m: f"core.{m}" for m in ("errors", "hookspecs", "registry", "methods", "tasks")},
+    **{m: f"store.{m}" for m in ("data", "results", "items", "locks")},
+    **{m: f"encode.{m}" for m in ("models", "encoding")},
+    **{m: f"train.{m}" for m in ("corpora", "noise", "views", "nli", "ordered", "setups")},
+    "training": "train.loop",
+    "chain": "run.chain",
+    "runner": "run.runner",
+    "sweep": "run.sweep",
+    **{m: f"report.{m}" for m in ("leaderboard", "site", "stats", "significance", "reproduce", "mteb_io", "escaping")},
+    "board_cli": "cli.board",
+    "adapters": "evaluate.adapters",
+    "analysis": "evaluate.analysis",
+}
+
+
+class _MovedFinder:
+    """``import benchbench.registry`` -> ``benchbench.core.registry`` (and ``benchbench.adapters.sts``
+    -> ``benchbench.evaluate.adapters.sts``), warning once per old name."""
+
+    @staticmethod
+    def _target(fullname: str) -> str | None:
+        head, _, rest = fullname.partition(".")
+        if head != __name__:
+            return None
+        first, _, tail = rest.partition(".")
+        new = _MOVED.get(first)
+        return None if new is None else f"{__name__}.{new}{'.' + tail if tail else ''}"
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        new = self._target(fullname)
+        if new is None or importlib.util.find_spec(new) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        import warnings
+
+        new = self._target(module.__name__)
+        warnings.warn(
+            f"{module.__name__} moved to {new} (benchbench's layered layout); import it from there, or the "
+            "public name from `benchbench`.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        real = importlib.import_module(new)
+        module.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
+        module.__getattr__ = lambda name: getattr(real, name)  # late-bound names
+
+
+if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+    sys.meta_path.append(_MovedFinder())
 
 
 def __dir__() -> list[str]:
@@ -90,18 +153,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static type checkers and IDEs see the real names
-    from . import metrics
-    from .adapters.base import TaskAdapter, TaskResult
-    from .chain import train_method
-    from .encoding import Embedder, Encoder, PairScorer, Searcher, embed
-    from .errors import BenchbenchError, ConfigError, DataError, PluginError, UnknownNameError
-    from .hookspecs import hookimpl, hookspec
-    from .methods import Method, TrainContext, build_config, config_hash
-    from .models import TransformerEncoder, load_encoder, resolve_model_path, tiny_bert
-    from .noise import NOISE_KINDS, WordNoise, register_noise
-    from .runner import make_adapter
-    from .tasks import TaskSpec
-    from .training import (
+    from .core.errors import BenchbenchError, ConfigError, DataError, PluginError, UnknownNameError
+    from .core.hookspecs import hookimpl, hookspec
+    from .core.methods import Method, build_config, config_hash
+    from .core.tasks import TaskSpec
+    from .encode.encoding import Embedder, Encoder, PairScorer, Searcher, embed
+    from .encode.models import TransformerEncoder, hash_weights, load_encoder, resolve_model_path, tiny_bert
+    from .evaluate import metrics
+    from .evaluate.adapters.base import TaskAdapter, TaskResult
+    from .run.chain import train_method
+    from .run.runner import make_adapter
+    from .train.context import TrainContext
+    from .train.loop import (
         LoopConfig,
         LoopState,
         Objective,
@@ -112,3 +175,4 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
         seed_everything,
         train_loop,
     )
+    from .train.noise import NOISE_KINDS, WordNoise, register_noise

@@ -37,6 +37,7 @@ from benchbench import (
     TrainContext,
     TransformerEncoder,
     adamw,
+    hash_weights,
     hookimpl,
     method_fingerprint,
     seed_everything,
@@ -289,9 +290,7 @@ class FlowEncoder(TransformerEncoder):
     def fingerprint(self) -> str:
         import hashlib
 
-        h = hashlib.blake2b(digest_size=8)
-        for k, v in sorted(self.flow.state_dict().items()):
-            h.update(k.encode() + v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h = hash_weights(hashlib.blake2b(digest_size=8), self.flow.state_dict())
         return f"{super().fingerprint}-flow-{h.hexdigest()}"
 
     def save(self, path) -> Path:
@@ -300,9 +299,7 @@ class FlowEncoder(TransformerEncoder):
         (path / "glow" / "config.json").write_text(json.dumps(self.flow_config))
         torch.save(self.flow.state_dict(), path / "glow" / "flow.pt")
         # benchbench's loader re-applies the flow (plain sentence-transformers loads the frozen base only)
-        (path / "benchbench_wrapper.json").write_text(
-            json.dumps({"loader": "benchbench_plugins.bertflow:FlowEncoder.load_flow"})
-        )
+        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": "bertflow"}))
         return path
 
     @classmethod
@@ -381,3 +378,8 @@ class BertFlow(Method):
 @hookimpl
 def benchbench_register_methods(register):
     register(BertFlow.name, BertFlow)
+
+
+@hookimpl
+def benchbench_register_loaders(register):
+    register("bertflow", FlowEncoder.load_flow)

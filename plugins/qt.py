@@ -49,10 +49,10 @@ from benchbench import (
     Objective,
     TrainContext,
     get_registry,
+    hash_weights,
     hookimpl,
     load_encoder,
     method_fingerprint,
-    register_encoder_loader,
     seed_everything,
     train_loop,
 )
@@ -354,9 +354,7 @@ class QTEncoder:
             h = hashlib.sha256(b"qt-encoder-v1")
             for t in self.towers():
                 h.update(json.dumps(asdict(t.spec), sort_keys=True).encode())
-                for k, p in sorted(t.state_dict().items()):
-                    h.update(k.encode())
-                    h.update(p.detach().cpu().contiguous().numpy().tobytes())
+                hash_weights(h, t.state_dict())
             self._fp = "qt-" + h.hexdigest()[:16]
         return self._fp
 
@@ -477,9 +475,6 @@ def build_tower(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return RNNTower(spec, vocab, glove)
-
-
-register_encoder_loader("qt", QTEncoder.load)
 
 
 # ----------------------------------------------------------------------------------------------- methods
@@ -690,3 +685,8 @@ class SkipThought(Method):
 def benchbench_register_methods(register):
     for cls in (QT, CombineQT, MCQT, SkipThought):
         register(cls.name, cls)
+
+
+@hookimpl
+def benchbench_register_loaders(register):
+    register("qt", lambda encoder, path: QTEncoder.load(path))  # a GRU folder: nothing to wrap

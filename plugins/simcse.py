@@ -41,6 +41,7 @@ from benchbench import (
     TrainContext,
     TransformerEncoder,
     adamw,
+    hash_weights,
     hookimpl,
     method_fingerprint,
     resolve_steps,
@@ -112,9 +113,7 @@ class MLPEncoder(TransformerEncoder):
     def fingerprint(self) -> str:
         import hashlib
 
-        h = hashlib.blake2b(digest_size=8)
-        for k, v in sorted(self.mlp.state_dict().items()):
-            h.update(k.encode() + v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h = hash_weights(hashlib.blake2b(digest_size=8), self.mlp.state_dict())
         return f"{super().fingerprint}-mlp-{h.hexdigest()}"
 
     def save(self, path) -> Path:

@@ -69,6 +69,7 @@ from benchbench import (
     Method,
     TrainContext,
     TransformerEncoder,
+    hash_weights,
     hookimpl,
     load_encoder,
     make_adapter,
@@ -157,10 +158,7 @@ class CrossEncoderScorer(torch.nn.Module):
 
     @property
     def fingerprint(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        for key, t in sorted(self.model.state_dict().items()):
-            h.update(key.encode())
-            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
         h.update(f"|{self.max_length}|{len(self.tokenizer)}|cross-v1".encode())
         return f"ce-{h.hexdigest()}"
 
@@ -210,9 +208,7 @@ class TransEncoderResult:
         self.bi_encoder.save(path)
         self.cross_encoder.save(path / CROSS_DIR)
         (path / "benchbench_wrapper.json").write_text(
-            json.dumps(
-                {"loader": "benchbench_plugins.trans_encoder:TransEncoderResult.reload", "info": self.info}, default=str
-            )
+            json.dumps({"loader": "trans-encoder", "info": self.info}, default=str)
         )
         return path
 
@@ -812,3 +808,8 @@ def _jsonable(x: Any) -> Any:
 def benchbench_register_methods(register):
     register(TransEncoder.name, TransEncoder)
     register(TransEncoderMutual.name, TransEncoderMutual)
+
+
+@hookimpl
+def benchbench_register_loaders(register):
+    register("trans-encoder", TransEncoderResult.reload)

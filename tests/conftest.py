@@ -33,14 +33,14 @@ def tmp_cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_encoder():
-    from benchbench.models import tiny_bert
+    from benchbench.encode.models import tiny_bert
 
     return tiny_bert(seed=0)
 
 
 @pytest.fixture
 def registry():
-    from benchbench.registry import load_registry
+    from benchbench.core.registry import load_registry
 
     return load_registry()
 
@@ -53,7 +53,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHBENCH_DATA", str(fixtures))
     monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(fixtures / "sts_mini.toml"))
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
-    from benchbench import registry
+    from benchbench.core import registry
 
     monkeypatch.setattr(registry, "_REGISTRY", None)
     yield tmp_path

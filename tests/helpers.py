@@ -46,7 +46,7 @@ def fixture_adapter(registry, task: str, root, **params):
     are not the published bytes); ``params`` override the spec's."""
     import dataclasses
 
-    from benchbench.data import DataStore
+    from benchbench.store.data import DataStore
 
     spec = registry.task(task)
     spec = dataclasses.replace(spec, files={}, params={**spec.params, **params})
@@ -75,7 +75,7 @@ def local_plugin_workdir(tmp_path, monkeypatch, source: str):
     mechanism), with the fixtures as data dir and a fresh registry; a generator for a pytest fixture."""
     import textwrap
 
-    from benchbench import registry
+    from benchbench.core import registry
 
     (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(source))
     monkeypatch.chdir(tmp_path)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from helpers import FIXTURES
 
-from benchbench.adapters.afs import AFSAdapter, read_afs
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder, EmbeddingCache
-from benchbench.errors import DataError
-from benchbench.tasks import load_spec_file
+from benchbench.core.errors import DataError
+from benchbench.core.tasks import load_spec_file
+from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.evaluate.adapters.afs import AFSAdapter, read_afs
+from benchbench.store.data import DataStore
 
 REPO = FIXTURES.parents[1]
 

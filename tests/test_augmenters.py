@@ -146,7 +146,7 @@ def test_mlm_substitutes_with_the_models_head(tmp_path):
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
-    from benchbench.models import BUNDLED_VOCAB
+    from benchbench.encode.models import BUNDLED_VOCAB
 
     tok = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=True)
     torch.manual_seed(0)

@@ -11,8 +11,8 @@ from benchbench_plugins.ct import CT, CTConfig, CTObjective, segmented_lr
 from benchbench_plugins.mlm import MLM, MLMConfig, MLMObjective, build_mlm_head
 from benchbench_plugins.simcse import SimCSE, SimCSEConfig, SimCSEObjective
 
-from benchbench.methods import TrainContext
-from benchbench.models import TransformerEncoder, load_encoder, tiny_bert
+from benchbench.encode.models import TransformerEncoder, load_encoder, tiny_bert
+from benchbench.train.context import TrainContext
 
 TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence {i} talks about topic {i % 5} with some extra words number {i * 7}" for i in range(24)]

@@ -6,7 +6,7 @@ import pytest
 from benchbench_plugins.bm25 import BM25, BM25Config, BM25Index, BM25Scorer, tokenize
 from rank_bm25 import BM25Okapi
 
-from benchbench.errors import PluginError
+from benchbench.core.errors import PluginError
 
 DOCS = [
     "How do I install Python 3 on Ubuntu?",

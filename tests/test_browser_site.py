@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import site
+from benchbench.report import site
 
 XSS = "<img src=x onerror=alert(1)>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

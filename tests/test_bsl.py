@@ -152,7 +152,7 @@ def test_registered_and_general_corpus(registry):
 
 def test_single_view_plain_augmenter_and_two_view_error(tmp_path):
     method = BSL(BSLConfig(steps=1, batch_size=4, augmenter="word-delete", two_view=True))
-    from benchbench.registry import load_registry
+    from benchbench.core.registry import load_registry
 
     ctx = TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu", registry=load_registry())
     with pytest.raises(Exception, match="two_view=false"):

@@ -8,7 +8,10 @@ import pytest
 import torch
 from helpers import FIXTURES
 
-from benchbench.adapters.caption import (
+from benchbench.core.errors import DataError
+from benchbench.core.tasks import TaskSpec
+from benchbench.encode.encoding import Embedder
+from benchbench.evaluate.adapters.caption import (
     CaptionRetrievalAdapter,
     JointProjection,
     fold_metrics,
@@ -18,10 +21,7 @@ from benchbench.adapters.caption import (
     retrieval_metrics,
     train_projection,
 )
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder
-from benchbench.errors import DataError
-from benchbench.tasks import TaskSpec
+from benchbench.store.data import DataStore
 
 
 def _unit(x):

@@ -15,7 +15,7 @@ HEAVY = ("torch", "transformers", "sentence_transformers", "sklearn", "scipy")
 PROBE = textwrap.dedent(
     """
     import json, resource, sys, io, contextlib
-    from benchbench.cli import main
+    from benchbench.cli.main import main
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = main(sys.argv[1:])
@@ -59,7 +59,7 @@ def test_list_and_plugins_import_no_torch(tmp_path):
 def test_help_imports_nothing_heavy(tmp_path):
     env = {**os.environ, "BENCHBENCH_CACHE": str(tmp_path)}
     code = (
-        "import sys\nfrom benchbench.cli import main\ntry:\n main(['--help'])\nexcept SystemExit:\n pass\n"
+        "import sys\nfrom benchbench.cli.main import main\ntry:\n main(['--help'])\nexcept SystemExit:\n pass\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

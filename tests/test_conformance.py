@@ -11,7 +11,7 @@ import pytest
 from helpers import FIXTURES
 
 from benchbench import Method
-from benchbench.registry import load_registry
+from benchbench.core.registry import load_registry
 from benchbench.testing import ConformanceError, check_method, check_task
 
 _TINY_RNN = {"hidden": 16, "emb_dim": 8, "vocab_size": 300, "max_tokens": 12, "batch_size": 4, "steps": 3}
@@ -48,7 +48,7 @@ def test_builtin_method_conforms(name, tmp_path):
 
 
 def test_fixture_task_conforms(registry):
-    from benchbench.tasks import load_spec_file
+    from benchbench.core.tasks import load_spec_file
 
     (spec,), _ = load_spec_file(FIXTURES / "sts_mini.toml")
     report = check_task(spec, data_dir=FIXTURES, registry=registry)
@@ -94,7 +94,7 @@ def test_the_kit_catches_broken_methods(tmp_path):
 
 def test_the_kit_catches_an_inexact_resume(tmp_path, monkeypatch):
     """A resume that loses the RNG state (what a silently ignored damaged RNG file did) is caught."""
-    import benchbench.training as T
+    import benchbench.train.loop as T
 
     monkeypatch.setattr(T, "_set_rng_state", lambda st: None)
     cls = _REG.method("tsdae")  # dropout + noise: the RNG matters

@@ -10,8 +10,8 @@ from functools import partial
 import pytest
 from helpers import FIXTURES
 
-from benchbench.data import DataStore, FileEntry
-from benchbench.errors import DataError
+from benchbench.core.errors import DataError
+from benchbench.store.data import DataStore, FileEntry
 
 REL = "sts_mini/STS.gs.A.txt"
 SHA = hashlib.sha256((FIXTURES / REL).read_bytes()).hexdigest()
@@ -86,7 +86,7 @@ def test_failed_download_says_where_to_put_the_file(http_server, tmp_path):
 def test_gz_reading_roundtrips_and_a_broken_file_is_named(tmp_path):
     import gzip
 
-    from benchbench.data import open_text, read_bytes
+    from benchbench.store.data import open_text, read_bytes
 
     text = "id\tt\u00edtulo\n" * 1000
     f = tmp_path / "x.txt.gz"

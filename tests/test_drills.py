@@ -30,11 +30,11 @@ _SERVER = textwrap.dedent("""
     os.chdir(work)
     import torch
     torch.set_num_threads(1)
-    import benchbench.encoding as E
-    import benchbench.models as M
-    import benchbench.training as T
-    from benchbench.cli import main
-    from benchbench.registry import get_registry
+    import benchbench.encode.encoding as E
+    import benchbench.encode.models as M
+    import benchbench.train.loop as T
+    from benchbench.cli.main import main
+    from benchbench.core.registry import get_registry
     get_registry()
     import benchbench_plugins.tsdae as P
 

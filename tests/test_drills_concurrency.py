@@ -24,8 +24,8 @@ _SERVER = textwrap.dedent("""
     os.chdir(work)
     import torch
     torch.set_num_threads(1)
-    from benchbench.cli import main
-    from benchbench.registry import get_registry
+    from benchbench.cli.main import main
+    from benchbench.core.registry import get_registry
     get_registry()
     import benchbench_plugins.tsdae as P
     orders = ["sts-mini,sts-twin", "sts-twin,sts-mini", "sts-mini,sts-twin", "sts-twin,sts-mini"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import CosineFixtureEncoder
 
-from benchbench.encoding import EmbeddingCache, embed
+from benchbench.encode.encoding import EmbeddingCache, embed
 
 
 def test_dedup_order_and_batches(tmp_path):
@@ -128,7 +128,7 @@ def test_transformer_fingerprint_tracks_weights(tiny_encoder):
 
 def test_keys_ending_in_nul_bytes_hit_the_cache(tmp_path):
     """Regression: numpy 'S16' drops trailing NUL bytes, so 1 text in 256 never hit the cache."""
-    from benchbench.encoding import text_key
+    from benchbench.encode.encoding import text_key
 
     texts = [f"a{i}" for i in range(2000)]
     nul = [t for t in texts if text_key(t).endswith(b"\0")]
@@ -146,7 +146,7 @@ def test_keys_ending_in_nul_bytes_hit_the_cache(tmp_path):
 
 def test_long_encodings_are_saved_as_they_go(tmp_path, monkeypatch):
     """An encoding killed half-way keeps the vectors it finished (flushed in shards)."""
-    import benchbench.encoding as encoding
+    import benchbench.encode.encoding as encoding
 
     monkeypatch.setattr(encoding, "FLUSH_EVERY", 4)
     enc = CosineFixtureEncoder()  # batch size 2

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.errors import PluginError
-from benchbench.registry import TASK_PATH_ENV, load_registry
+from benchbench.core.errors import PluginError
+from benchbench.core.registry import TASK_PATH_ENV, load_registry
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_TASK = REPO / "examples" / "example_task" / "example-sts.toml"
@@ -44,7 +44,7 @@ def test_example_task_evaluates_end_to_end(monkeypatch, tmp_path, tmp_cache):
         if "wordcrop" not in load_registry().methods
         else load_registry()
     )
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     report = run(
         RunOptions(

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from benchbench.methods import TrainContext
-from benchbench.models import TransformerEncoder, load_encoder, load_pretrained_head, tiny_bert
-from benchbench.training import LoopConfig, Objective, train_loop
+from benchbench.encode.models import TransformerEncoder, load_encoder, load_pretrained_head, tiny_bert
+from benchbench.train.context import TrainContext
+from benchbench.train.loop import LoopConfig, Objective, train_loop
 
 SENTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today .",
@@ -215,8 +215,8 @@ def test_mlm_train_uses_the_checkpoint_head(ckpt, tmp_path, monkeypatch):
 HUB_SCRIPT = textwrap.dedent("""
     import json, os, torch
     from safetensors.torch import load_file
-    from benchbench.methods import TrainContext
-    from benchbench.models import load_pretrained_head, TransformerEncoder
+    from benchbench.train.context import TrainContext
+    from benchbench.encode.models import load_pretrained_head, TransformerEncoder
     from benchbench_plugins.mlm import build_mlm_head
     from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, lm_head
     ref = load_file(os.environ["REF"])
@@ -266,7 +266,7 @@ def test_hub_id_loads_the_checkpoint_head_through_the_hf_cache(ckpt, tmp_path):
 def test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean():
     from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
 
-    from benchbench.noise import WordNoise
+    from benchbench.train.noise import WordNoise
 
     enc = tiny_bert(16, 1, 2, 32)
     obj = TSDAEObjective(enc, build_decoder(enc), WordNoise("delete", 0.6))
@@ -466,10 +466,10 @@ def test_bertflow_default_is_the_official_config(tmp_path):
 def test_simcse_stsb_dev_selection_keeps_the_best_step(real_data, tmp_path):
     from benchbench_plugins.simcse import SimCSE, SimCSEConfig
 
-    from benchbench.data import DataStore
-    from benchbench.encoding import Embedder
-    from benchbench.registry import get_registry
-    from benchbench.runner import make_adapter
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import Embedder
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
 
     ctx = _ctx(tmp_path, "tiny-bert:16:1:2:32")
     ctx.data = DataStore(real_data, allow_download=False)

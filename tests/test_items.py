@@ -1,4 +1,4 @@
-"""Per-item scores (benchbench.items): every adapter that stores them recomputes its own main score
+"""Per-item scores (benchbench.store.items): every adapter that stores them recomputes its own main score
 from them, they are written beside the record only with --store-items and follow its splits, and
 the stratified paired bootstrap on them behaves on hand-made cases."""
 
@@ -17,12 +17,13 @@ from test_pairs import LookupEncoder, _adapter
 from test_useb_cqadupstack import HashEncoder
 from test_useb_twitterpara import TABLE
 
-from benchbench.encoding import Embedder
-from benchbench.errors import ConfigError, DataError
-from benchbench.items import aggregate_score, pair_items, query_items, read_items, record_items
-from benchbench.results import ResultStore
-from benchbench.runner import RunOptions, run
-from benchbench.stats import paired_bootstrap_items
+from benchbench.core.errors import ConfigError, DataError
+from benchbench.encode.encoding import Embedder
+from benchbench.evaluate.item_scores import aggregate_score, pair_items, query_items
+from benchbench.report.stats import paired_bootstrap_items
+from benchbench.run.runner import RunOptions, run
+from benchbench.store.items import read_items
+from benchbench.store.results import ResultStore, record_items
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -122,8 +123,8 @@ def test_unreadable_items_file_is_a_clear_error(tmp_path):
 def test_significance_command_from_stored_records(useb_reg, tmp_path, capsys, monkeypatch):
     """Two 'methods' on the TwitterPara fixture over 2 seeds: BM25 and a fixed table scorer; the command
     reports both, the dagger, the seed test and the per-seed bootstrap from the stored items."""
-    from benchbench.cli import main
-    from benchbench.significance import select
+    from benchbench.cli.main import main
+    from benchbench.report.significance import select
 
     data = tmp_path / "data"
     shutil.copytree(FIX / "native", data)
@@ -135,7 +136,7 @@ def test_significance_command_from_stored_records(useb_reg, tmp_path, capsys, mo
             ),
             useb_reg,
         )
-    monkeypatch.setattr("benchbench.registry.get_registry", lambda: useb_reg)
+    monkeypatch.setattr("benchbench.core.registry.get_registry", lambda: useb_reg)
     assert (
         main(
             [

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchbench import site
-from benchbench.board_cli import cmd_leaderboard
+from benchbench.cli.board import cmd_leaderboard
+from benchbench.report import site
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -185,7 +185,7 @@ def test_dagger_from_stats(tmp_path: Path) -> None:
 
 
 def test_rows_name_their_setup_and_tell_same_label_configs_apart():
-    from benchbench.site import build_rows
+    from benchbench.report.site import build_rows
 
     def rec(setup, chash, cfg):
         return {

@@ -12,9 +12,9 @@ import pytest
 from helpers import FIXTURES, local_plugin_workdir
 
 from benchbench import LoopConfig, TrainContext
-from benchbench.cli import main
-from benchbench.methods import build_config
-from benchbench.results import ResultStore
+from benchbench.cli.main import main
+from benchbench.core.methods import build_config
+from benchbench.store.results import ResultStore
 
 PLUGIN = f"""
 from pathlib import Path
@@ -46,7 +46,7 @@ def _spy(monkeypatch, module, seen: list, then_train: bool):
 def test_the_config_states_the_clipping_default(method_cls, default):
     assert dataclasses.asdict(build_config(method_cls, {}))["max_grad_norm"] == default
     # a non-default value changes the result key: it changes the numbers
-    from benchbench.methods import config_hash
+    from benchbench.core.methods import config_hash
 
     assert config_hash(build_config(method_cls, {"max_grad_norm": "2.5"})) != config_hash(build_config(method_cls, {}))
 
@@ -81,7 +81,7 @@ def test_skip_thought_loop_gets_max_grad_norm(tmp_path, monkeypatch):
 
 
 def test_bsl_loop_gets_max_grad_norm(tmp_path, monkeypatch):
-    from benchbench.registry import load_registry
+    from benchbench.core.registry import load_registry
 
     seen: list[LoopConfig] = []
     _spy(monkeypatch, bsl_mod, seen, then_train=False)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchbench.errors import ConfigError
-from benchbench.models import TransformerEncoder, canonical_model_name, load_encoder, tiny_bert
+from benchbench.core.errors import ConfigError
+from benchbench.encode.models import TransformerEncoder, canonical_model_name, load_encoder, tiny_bert
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean", "max"])

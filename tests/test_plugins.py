@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from benchbench import registry as plugins
-from benchbench.errors import PluginError, UnknownNameError
+from benchbench.core import registry as plugins
+from benchbench.core.errors import PluginError, UnknownNameError
 
 THIRD_PARTY = """
 from dataclasses import dataclass
@@ -64,7 +64,7 @@ def test_third_party_plugin_is_discovered(monkeypatch, tmp_path, capsys):
     assert reg.method("echo-method").Config().alpha == 0.5
     assert reg.plugins["thirdparty"] == ["method echo-method"]
     monkeypatch.setattr(plugins, "_REGISTRY", reg)
-    from benchbench.cli import main
+    from benchbench.cli.main import main
 
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_broken_plugin_leaves_the_others_working(monkeypatch, tmp_path, caplog):
 
 
 def test_broken_plugin_commands_still_work(monkeypatch, tmp_path, capsys):
-    from benchbench import cli
+    from benchbench.cli import main as cli
 
     _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken3", "import not_a_module_xyz\n", "broken")
     monkeypatch.setattr(plugins, "_REGISTRY", None)

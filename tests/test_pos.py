@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchbench.analysis import pos
-from benchbench.analysis.pos import CLASSES, Token
+from benchbench.evaluate.analysis import pos
+from benchbench.evaluate.analysis.pos import CLASSES, Token
 
 
 class KeywordEncoder:
@@ -106,7 +106,7 @@ def test_spacy_tagger_offline(registry):
 
 
 def test_stanza_without_models_names_the_install_command(registry):
-    from benchbench.errors import ConfigError
+    from benchbench.core.errors import ConfigError
 
     try:
         pos.get_tagger(registry, "stanza")

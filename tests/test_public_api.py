@@ -35,7 +35,7 @@ def test_builtin_plugins_import_only_the_public_api():
 def test_private_import_detector_catches_both_forms(tmp_path):
     f = tmp_path / "p.py"
     f.write_text(
-        "from benchbench.training import train_loop\nimport benchbench.models\nfrom benchbench import Method\n"
+        "from benchbench.train.loop import train_loop\nimport benchbench.encode.models\nfrom benchbench import Method\n"
     )
     assert len(_private_imports(f)) == 2
 

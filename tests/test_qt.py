@@ -205,7 +205,7 @@ def test_accounting_states_flops_tokens_and_sentences(tmp_path):
 
 
 def test_neighbours_command_finds_the_sentence_itself_first(tmp_path, tmp_cache, capsys):
-    from benchbench.cli import main
+    from benchbench.cli.main import main
 
     corpus = [f"Line {i} talks about {w} ." for i, w in enumerate(["cats", "dogs", "ships", "rain", "tea"] * 8)]
     enc = qt.QT(qt.QTConfig(encoder="bow", emb_dim=8, vocab_size=100, batch_size=10, steps=1)).train(
@@ -238,7 +238,7 @@ def test_neighbours_command_finds_the_sentence_itself_first(tmp_path, tmp_cache,
 
 
 def test_table_columns_show_training_cost():
-    from benchbench.leaderboard import summarise
+    from benchbench.report.leaderboard import summarise
 
     rec = {
         "method": "qt",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES, local_plugin_workdir
 
-from benchbench.cli import main
-from benchbench.results import ResultStore
+from benchbench.cli.main import main
+from benchbench.store.results import ResultStore
 
 PLUGIN = f"""
 from pathlib import Path

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchbench.adapters import afs, askubuntu, caption, cqadupstack, pairs, scidocs, senteval, twitterpara
-from benchbench.errors import DataError
+from benchbench.core.errors import DataError
+from benchbench.evaluate.adapters import afs, askubuntu, caption, cqadupstack, pairs, scidocs, senteval, twitterpara
 from tests.helpers import fixture_adapter
 
 SETTINGS = settings(

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from benchbench import mteb_io, reproduce
-from benchbench.reproduce import Budget
+from benchbench.report import mteb_io, reproduce
+from benchbench.report.reproduce import Budget
 
 REQUIRED = {"tsdae-table2", "tsdae-table3", "qt-table1", "bsl-table1", "tenc-table1", "tenc-pairs"}
 
@@ -109,7 +109,7 @@ def test_mteb_roundtrip(tmp_path: Path) -> None:
     rec = json.loads(written[0].read_text())
     assert rec["task"] == "stsb" and abs(rec["splits"]["test"]["main_score"] - 80.0) < 1e-9
     assert rec["imported_from"] == "MTEB"
-    from benchbench import site
+    from benchbench.report import site
 
     rows = site.build_rows(site.load_records(tmp_path / "imp"))
     assert rows[0].label.endswith("(imported: MTEB)")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from test_reproduce import _rec
 
-from benchbench import reproduce, sweep
-from benchbench.reproduce import Budget
-from benchbench.sweep import Outcome, SweepRun
+from benchbench.report import reproduce
+from benchbench.report.reproduce import Budget
+from benchbench.run import sweep
+from benchbench.run.sweep import Outcome, SweepRun
 
 TINY = "tiny-bert:16:1:2:32"
 
@@ -97,7 +98,7 @@ def test_executor_choice_and_cli_flags(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "run_sweep", fake)
     spec = _write_spec(tmp_path / "t.toml", ["sts-mini"], [1])
     res = str(tmp_path / "res")
-    from benchbench.cli import main
+    from benchbench.cli.main import main
 
     assert main(["reproduce", str(spec), "--results", res, "--model", TINY, "--workers", "2"]) == 0
     assert fake.calls[-1]["executor"] == "ray" and fake.calls[-1]["workers"] == 2
@@ -177,7 +178,7 @@ def test_local_sweep_failure_isolated_then_resumed(env, monkeypatch):
 def test_a_cell_takes_one_configuration_the_newest():
     """Two configurations match a row (the same budget before and after a fix changed the hash): the
     cell is the newest configuration's score, never the mean of both."""
-    from benchbench.reproduce import newest_configuration
+    from benchbench.report.reproduce import newest_configuration
 
     old = {"config_hash": "a", "seed": 1, "created_at": "2026-11-20T10:00:00"}
     new = {"config_hash": "b", "seed": 1, "created_at": "2026-11-22T10:00:00"}

@@ -13,10 +13,10 @@ import textwrap
 import pytest
 from helpers import FIXTURES
 
-from benchbench import registry as plugins
-from benchbench.cli import main
-from benchbench.errors import ConfigError, DataError
-from benchbench.results import ResultKey, ResultStore
+from benchbench.cli.main import main
+from benchbench.core import registry as plugins
+from benchbench.core.errors import ConfigError, DataError
+from benchbench.store.results import ResultKey, ResultStore
 
 PLUGIN = f"""
 from pathlib import Path
@@ -72,11 +72,11 @@ def workdir(tmp_path, monkeypatch, tmp_cache):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
     monkeypatch.setattr(plugins, "_REGISTRY", None)
-    import benchbench.models
+    import benchbench.encode.models
 
     # the fixture encoder is not a transformer: "loading" the saved encoder gives it back
     monkeypatch.setattr(
-        benchbench.models, "load_encoder", lambda *a, **k: sys.modules["benchbench_local_plugin"].ENCODER_SAVABLE
+        benchbench.encode.models, "load_encoder", lambda *a, **k: sys.modules["benchbench_local_plugin"].ENCODER_SAVABLE
     )
     yield tmp_path
     plugins.reset_registry()
@@ -120,7 +120,7 @@ def test_retrain_trains_again_and_rescores_every_stored_split(workdir, capsys):
     assert _plugin().Trained.calls == 2
     (r,) = _records()
     assert sorted(r["splits"]) == ["dev", "test"] and r["evaluated"]["dev"]["created_at"] >= before
-    from benchbench.cli import build_parser
+    from benchbench.cli.main import build_parser
 
     helps = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     assert "does not retrain" in helps and "--retrain" in helps
@@ -158,7 +158,7 @@ def test_task_version_is_part_of_the_key_and_schema_1_records_stay_readable(work
 
 
 def test_bad_seeds_and_batch_size_are_errors(workdir, capsys):
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     with pytest.raises(SystemExit):
         main(["run", "--method", "trained", "--tasks", "sts-mini", "--seeds", ""])
@@ -186,14 +186,14 @@ def test_a_run_with_no_data_at_all_fails(workdir, tmp_path, monkeypatch, capsys)
     assert main(["run", "--method", "trained", "--tasks", "both"]) == 2  # old main: exit 0, empty table
     err = capsys.readouterr().err
     assert "Nothing was evaluated" in err and "sts-mini" in err and "STS.input.A.txt" in err
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     with pytest.raises(DataError):
         run(RunOptions(method="trained", tasks="both"))
 
 
 def test_checkpoint_every_is_not_part_of_any_config_hash(registry):
-    from benchbench.methods import config_hash
+    from benchbench.core.methods import config_hash
 
     checked = 0
     for name, cls in registry.methods.items():
@@ -207,7 +207,7 @@ def test_checkpoint_every_is_not_part_of_any_config_hash(registry):
 
 _HOLDER = """
 import sys, time
-from benchbench.locks import hold
+from benchbench.store.locks import hold
 with hold(sys.argv[1], "result X"):
     print("held", flush=True)
     time.sleep(30)
@@ -215,7 +215,7 @@ with hold(sys.argv[1], "result X"):
 
 
 def test_a_held_lock_waits_or_names_its_holder(tmp_path, monkeypatch):
-    from benchbench.locks import LockedError, hold
+    from benchbench.store.locks import LockedError, hold
 
     lock = tmp_path / "k.lock"
     p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(lock)], stdout=subprocess.PIPE, text=True)

@@ -9,8 +9,8 @@ import os
 import pytest
 from helpers import FIXTURES, local_plugin_workdir
 
-from benchbench.cli import main
-from benchbench.results import ResultKey, ResultStore
+from benchbench.cli.main import main
+from benchbench.store.results import ResultKey, ResultStore
 
 PLUGIN = f"""
 from pathlib import Path
@@ -168,7 +168,7 @@ def test_missing_data_marks_suite_partial(workdir, capsys, tmp_path, monkeypatch
 
 def test_table_keeps_configs_apart():
     """Two configurations of one method are two rows, never averaged as if they were seeds."""
-    from benchbench.leaderboard import summarise
+    from benchbench.report.leaderboard import summarise
 
     def rec(chash, seed, score):
         return {

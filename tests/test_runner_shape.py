@@ -19,8 +19,8 @@ from filelock import FileLock
 from helpers import FIXTURES, local_plugin_workdir
 
 from benchbench import hookimpl
-from benchbench.cli import main
-from benchbench.results import ResultStore
+from benchbench.cli.main import main
+from benchbench.store.results import ResultStore
 
 PLUGIN = f"""
 import json
@@ -92,7 +92,7 @@ def _plugin():
 
 
 def _lock_of(record: dict) -> str:
-    from benchbench.results import ResultKey
+    from benchbench.store.results import ResultKey
 
     key = ResultKey(
         record["method"],
@@ -129,8 +129,8 @@ def test_lock_held_until_written_released_between_keys_and_seeds_never_share_an_
 
 
 def test_observers_of_the_registry_given_to_run_are_called(workdir):
-    from benchbench.registry import load_registry
-    from benchbench.runner import RunOptions, run
+    from benchbench.core.registry import load_registry
+    from benchbench.run.runner import RunOptions, run
 
     seen: list[dict] = []
     extra = types.ModuleType("extra_observer")
@@ -142,9 +142,9 @@ def test_observers_of_the_registry_given_to_run_are_called(workdir):
 
 
 def test_an_observer_error_names_its_plugin(workdir):
-    from benchbench.errors import PluginError
-    from benchbench.registry import load_registry
-    from benchbench.runner import RunOptions, run
+    from benchbench.core.errors import PluginError
+    from benchbench.core.registry import load_registry
+    from benchbench.run.runner import RunOptions, run
 
     def boom(result):
         raise RuntimeError("exporter down")

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from helpers import FIXTURES, local_plugin_workdir
 
-from benchbench import registry as plugins
-from benchbench.cli import main
-from benchbench.errors import ConfigError, DataError
+from benchbench.cli.main import main
+from benchbench.core import registry as plugins
+from benchbench.core.errors import ConfigError, DataError
 
 PLUGIN = f"""
 from pathlib import Path
@@ -129,7 +129,7 @@ def test_undefined_score_is_a_named_error_not_a_record(workdir, capsys):
 
 
 def test_record_with_nan_is_never_written(tmp_path):
-    from benchbench.results import ResultStore
+    from benchbench.store.results import ResultStore
 
     good = {
         "schema_version": 2,
@@ -195,7 +195,7 @@ def load(encoder, path):
 )
 def test_wrapper_json_cannot_run_arbitrary_code(loader, tmp_path, monkeypatch, registry):
     """benchbench_wrapper.json used to import and call whatever it named."""
-    from benchbench import models
+    from benchbench.encode import models
 
     (tmp_path / "bb_canary_mod.py").write_text(CANARY)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -212,7 +212,7 @@ def test_wrapper_json_cannot_run_arbitrary_code(loader, tmp_path, monkeypatch, r
 
 
 def test_registered_loader_resolves(tmp_path, monkeypatch):
-    from benchbench import models
+    from benchbench.encode import models
 
     mod = type(sys)("bb_loader_plugin")
     exec(
@@ -236,9 +236,14 @@ def test_registered_loader_resolves(tmp_path, monkeypatch):
 
 
 def test_builtin_legacy_wrapper_names_still_load(registry):
-    """Folders saved by bertflow/trans-encoder name their plugin's classmethod; that still resolves."""
+    """Folders saved by 0.1's bertflow/trans-encoder name a plugin classmethod: a fixed alias of the
+    name the plugin registers now; any other "module:Class.method" is refused, never imported."""
     fn = registry.wrapper_loader("benchbench_plugins.bertflow:FlowEncoder.load_flow", "m")
     assert fn.__func__.__qualname__ == "FlowEncoder.load_flow"
+    fn = registry.wrapper_loader("benchbench_plugins.trans_encoder:TransEncoderResult.reload", "m")
+    assert fn.__func__.__qualname__ == "TransEncoderResult.reload"
+    with pytest.raises(ConfigError, match="no loaded plugin"):
+        registry.wrapper_loader("benchbench_plugins.bertflow:BertFlow.train", "m")
 
 
 # ---- escaping ---------------------------------------------------------------------------------------
@@ -257,11 +262,11 @@ def test_table_html_escapes_everything_and_markdown_pipes(workdir, capsys):
 
 
 def test_escape_functions():
-    from benchbench.escaping import escape_html, escape_md
+    from benchbench.report.escaping import escape_html, escape_md
 
     assert escape_html('<a href="x">&\'') == "&lt;a href=&quot;x&quot;&gt;&amp;&#x27;"
     assert escape_md("a|b\nc\\") == "a\\|b c\\\\"
-    from benchbench.leaderboard import render
+    from benchbench.report.leaderboard import render
 
     out = render(["m", "t"], [["<b>", "1"]], ["note <i>"], fmt="html", title="T<&>")
     assert "<b>" not in out and "<i>" not in out and "T&lt;&amp;&gt;" in out
@@ -299,7 +304,7 @@ def test_unwritable_output_fails_before_any_training(err, words, workdir, monkey
 
 def test_full_cache_disk_warns_and_runs_uncached(workdir, tmp_cache, monkeypatch, capsys, caplog):
     """A failed cache write used to abort the run and leave its partial .tmp shard behind."""
-    from benchbench import encoding
+    from benchbench.encode import encoding
 
     real_save = np.save
 
@@ -325,7 +330,7 @@ def test_unwritable_cache_dir_is_a_warning(workdir, tmp_cache, monkeypatch, capl
 
 
 def test_cache_put_failure_removes_temp_files(tmp_path, monkeypatch):
-    from benchbench import encoding
+    from benchbench.encode import encoding
 
     cache = encoding.EmbeddingCache(tmp_path)
     calls = []
@@ -343,7 +348,7 @@ def test_cache_put_failure_removes_temp_files(tmp_path, monkeypatch):
 
 
 def test_writable_check_names_enospc(tmp_path, monkeypatch):
-    from benchbench import data
+    from benchbench.store import data
 
     def write(fd, b):
         raise OSError(errno.ENOSPC, "No space left on device")

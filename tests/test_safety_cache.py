@@ -9,7 +9,7 @@ import multiprocessing as mp
 
 import numpy as np
 
-from benchbench.encoding import EmbeddingCache, embed, text_key
+from benchbench.encode.encoding import EmbeddingCache, embed, text_key
 
 FP = "shared-fingerprint-v1"
 N_PROC = 4

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 from helpers import FIXTURES
 
-from benchbench.adapters import _classifier as C
-from benchbench.adapters.senteval import (
+from benchbench.core.errors import ConfigError, DataError
+from benchbench.core.tasks import TaskSpec
+from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.evaluate.adapters import _classifier as C
+from benchbench.evaluate.adapters.senteval import (
     SentEvalAdapter,
     featurize,
     load_binary,
@@ -19,10 +22,7 @@ from benchbench.adapters.senteval import (
     load_trec,
     pair_features,
 )
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder, EmbeddingCache
-from benchbench.errors import ConfigError, DataError
-from benchbench.tasks import TaskSpec
+from benchbench.store.data import DataStore
 
 SE = FIXTURES / "senteval"
 

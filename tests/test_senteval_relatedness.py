@@ -10,11 +10,11 @@ import pytest
 import torch
 from helpers import FIXTURES
 
-from benchbench.adapters.sick_relatedness import SICKRelatednessAdapter, fit_relatedness, score_distribution
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder
-from benchbench.errors import DataError
-from benchbench.tasks import TaskSpec
+from benchbench.core.errors import DataError
+from benchbench.core.tasks import TaskSpec
+from benchbench.encode.encoding import Embedder
+from benchbench.evaluate.adapters.sick_relatedness import SICKRelatednessAdapter, fit_relatedness, score_distribution
+from benchbench.store.data import DataStore
 
 
 def test_score_distribution_hand_computed():

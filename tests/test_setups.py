@@ -1,4 +1,4 @@
-"""Setups as stage pipelines (benchbench.setups): order, the data each stage sees (a supervised stage
+"""Setups as stage pipelines (benchbench.train.setups): order, the data each stage sees (a supervised stage
 never sees the target's evaluation pairs), sizes in the key, the sentence-transformers losses, and a
 run through the runner."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from helpers import FIXTURES, fixture_adapter
 
-from benchbench import setups
-from benchbench.errors import ConfigError
-from benchbench.setups import Labelled, parse_setup, run_stages, setup_string
+from benchbench.core.errors import ConfigError
+from benchbench.train import setups
+from benchbench.train.setups import Labelled, parse_setup, run_stages, setup_string
 
 TP = FIXTURES / "useb" / "native"
 
@@ -148,7 +148,7 @@ def test_no_labelled_train_offline_is_a_clear_error(registry, task, tmp_path):
 
 
 def test_general_data_real_and_disjoint_from_twitterpara_eval(real_data, registry):
-    from benchbench.data import DataStore
+    from benchbench.store.data import DataStore
 
     g = setups.general_data(DataStore(real_data, allow_download=False))
     assert g.pairs and g.scored and g.dev
@@ -160,7 +160,7 @@ def test_general_data_real_and_disjoint_from_twitterpara_eval(real_data, registr
 
 
 def test_corpus_subsample_by_seed():
-    from benchbench.corpora import Corpus
+    from benchbench.train.corpora import Corpus
 
     c = Corpus("task", "task:t", [f"s{i}" for i in range(100)], sha256="x")
     a = setups.subsample_corpus(c, parse_setup("unsupervised@corpus=10"), 1)
@@ -193,8 +193,8 @@ def test_run_supervised_setup_key_and_record(registry, tmp_path, monkeypatch):
     import dataclasses
     import functools
 
-    from benchbench.results import ResultKey, ResultStore
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
+    from benchbench.store.results import ResultKey, ResultStore
 
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(

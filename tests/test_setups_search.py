@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from benchbench.errors import ConfigError
-from benchbench.setups import equivalent_labelling_work
+from benchbench.core.errors import ConfigError
+from benchbench.train.setups import equivalent_labelling_work
 
 
 def curve(n):  # a saturating learning curve: 60 + 8 log2(n), capped at 90

@@ -1,10 +1,10 @@
-"""Seeds and significance on hand-made numbers (benchbench.stats)."""
+"""Seeds and significance on hand-made numbers (benchbench.report.stats)."""
 
 import numpy as np
 import pytest
 
-from benchbench.errors import ConfigError
-from benchbench.stats import dagger, format_mean_std, mean_std, paired_bootstrap, paired_test
+from benchbench.core.errors import ConfigError
+from benchbench.report.stats import dagger, format_mean_std, mean_std, paired_bootstrap, paired_test
 
 
 def test_mean_std_is_sample_std():

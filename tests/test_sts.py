@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from helpers import FIXTURES, CosineFixtureEncoder, TablePairScorer
 
-from benchbench.adapters.sts import STSAdapter
-from benchbench.data import DataStore
-from benchbench.encoding import Embedder, EmbeddingCache
-from benchbench.tasks import load_spec_file
+from benchbench.core.tasks import load_spec_file
+from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.evaluate.adapters.sts import STSAdapter
+from benchbench.store.data import DataStore
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_pair_scorer_without_vectors_is_scored_by_its_own_scores(mini_adapter)
 def test_corrupt_fixture_is_rejected_with_the_file_named(tmp_path):
     import shutil
 
-    from benchbench.errors import DataError
+    from benchbench.core.errors import DataError
 
     shutil.copytree(FIXTURES / "sts_mini", tmp_path / "sts_mini")
     (tmp_path / "sts_mini" / "STS.gs.B.txt").write_text("4\n6\n")
@@ -58,7 +58,7 @@ def test_corrupt_fixture_is_rejected_with_the_file_named(tmp_path):
 
 
 def test_missing_split_is_an_error(mini_adapter):
-    from benchbench.errors import ConfigError
+    from benchbench.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="no 'dev' split"):
         mini_adapter.evaluate(Embedder(CosineFixtureEncoder()), "dev")
@@ -71,8 +71,8 @@ def test_sts17_en_en_matches_sentence_transformers(real_data, registry, tmp_path
     from scipy.stats import spearmanr
     from sentence_transformers import SentenceTransformer
 
-    from benchbench.models import load_encoder, resolve_model_path
-    from benchbench.runner import make_adapter
+    from benchbench.encode.models import load_encoder, resolve_model_path
+    from benchbench.run.runner import make_adapter
 
     adapter = make_adapter(registry, "sts17-en-en", DataStore(real_data))
     res = adapter.evaluate(Embedder(load_encoder("all-MiniLM-L6-v2"), EmbeddingCache(tmp_path)), "test")

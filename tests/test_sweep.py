@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchbench.sweep import SweepRun, base_options, expand, run_sweep
+from benchbench.run.sweep import SweepRun, base_options, expand, run_sweep
 
 
 def test_expand_folds_sizes_into_setups():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.errors import ConfigError
-from benchbench.tasks import load_spec_file
+from benchbench.core.errors import ConfigError
+from benchbench.core.tasks import load_spec_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -140,7 +140,7 @@ def test_builtin_specs_use_the_shortcuts_and_keep_their_meaning():
 
 def test_plugin_spec_path_resolves_relative_to_the_plugin(tmp_path, monkeypatch):
     from benchbench import hookimpl
-    from benchbench.registry import load_registry
+    from benchbench.core.registry import load_registry
 
     pkg = tmp_path / "plug"
     pkg.mkdir()

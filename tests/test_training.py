@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchbench.errors import ConfigError
-from benchbench.methods import TrainContext
-from benchbench.training import ItemStream, LoopConfig, Objective, resolve_steps, train_loop
+from benchbench.core.errors import ConfigError
+from benchbench.train.context import TrainContext
+from benchbench.train.loop import ItemStream, LoopConfig, Objective, resolve_steps, train_loop
 
 
 class LinearObjective(Objective):
@@ -100,13 +100,13 @@ def test_checkpoint_of_another_run_is_not_resumed(tmp_path):
 _SCRIPT = textwrap.dedent("""
     import os, signal, sys, torch
     from pathlib import Path
-    from benchbench.methods import TrainContext
+    from benchbench.train.context import TrainContext
     from benchbench_plugins.tsdae import TSDAE, TSDAEConfig
     out, kill_at = Path(sys.argv[1]), int(sys.argv[2])
     sents = [f"sentence number {i} is about topic {i % 7} and more words here" for i in range(40)]
     ctx = TrainContext(model="tiny-bert:16:1:2:32", seed=5, output_dir=out, progress=False, device="cpu")
     method = TSDAE(TSDAEConfig(steps=6, batch_size=4, checkpoint_every=2))
-    import benchbench.training as T
+    import benchbench.train.loop as T
     real = T.train_loop
     def loop(*a, **k):
         k["on_step"] = (lambda s: os.kill(os.getpid(), signal.SIGKILL) if s.step == kill_at else None)
@@ -143,7 +143,7 @@ def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    start = __import__("benchbench.models", fromlist=["tiny_bert"]).tiny_bert(16, 1, 2, 32)
+    start = __import__("benchbench.encode.models", fromlist=["tiny_bert"]).tiny_bert(16, 1, 2, 32)
     moved = [k for k, v in start.model.state_dict().items() if not torch.equal(v, a[k])]
     assert moved  # training changed the weights (the comparison is not between two untouched models)
 

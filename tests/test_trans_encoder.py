@@ -216,9 +216,9 @@ def test_saved_result_reloads_both_encoders_and_crossencoder_format(tmp_path):
 
 def test_no_gold_label_is_read(tmp_path, monkeypatch, real_data):
     """The STS pool through the real adapters; gold scores scrambled -> the same training."""
-    from benchbench.adapters.sts import STSAdapter
-    from benchbench.data import DataStore
-    from benchbench.registry import get_registry
+    from benchbench.core.registry import get_registry
+    from benchbench.evaluate.adapters.sts import STSAdapter
+    from benchbench.store.data import DataStore
 
     model = _tiny_dir(tmp_path)
 
@@ -243,7 +243,7 @@ def test_no_gold_label_is_read(tmp_path, monkeypatch, real_data):
 
 
 def test_runner_scores_with_the_cross_encoder_when_asked(tmp_path, tmp_cache, real_data):
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     model = _tiny_dir(tmp_path)
     kw = dict(

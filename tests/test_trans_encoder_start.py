@@ -40,7 +40,7 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_start_method_trained_once_reused_and_is_the_start(tmp_path, tmp_cache, real_data, spies):
-    from benchbench.runner import RunOptions, run
+    from benchbench.run.runner import RunOptions, run
 
     model = _tiny_dir(tmp_path)
     out = tmp_path / "res"
@@ -111,7 +111,7 @@ def test_start_path_still_works_and_bad_values_are_named(tmp_path, spies):
     assert type(res.bi_encoder) is type(load_encoder(other)) and not hasattr(res.bi_encoder, "mlp")
     assert _same(spies["starts"][1][1], load_encoder(other).model.state_dict())
 
-    from benchbench.registry import get_registry
+    from benchbench.core.registry import get_registry
 
     ctx = _ctx(tmp_path, model)
     ctx.registry = get_registry()

@@ -8,10 +8,10 @@ import pytest
 import torch
 from benchbench_plugins.tsdae import TSDAE, TSDAEConfig, TSDAEObjective, build_decoder, lm_head
 
-from benchbench.errors import ConfigError
-from benchbench.methods import TrainContext
-from benchbench.models import load_encoder, tiny_bert
-from benchbench.noise import WordNoise, words
+from benchbench.core.errors import ConfigError
+from benchbench.encode.models import load_encoder, tiny_bert
+from benchbench.train.context import TrainContext
+from benchbench.train.noise import WordNoise, words
 
 SENTS = [
     "the quick brown fox jumps over the lazy dog .",
@@ -199,7 +199,7 @@ def test_train_saves_a_sentence_transformers_folder_usable_as_model(tmp_path):
 
 
 def test_length_grouping_is_exact_and_covers_the_batch():
-    from benchbench.training import length_groups
+    from benchbench.train.loop import length_groups
 
     groups = length_groups(torch.tensor([30, 5, 6, 29, 7, 31, 5, 28]), overhead=4)
     assert sorted(torch.cat(groups).tolist()) == list(range(8)) and len(groups) == 2
@@ -234,7 +234,7 @@ def test_sparse_lookup_gradients_give_the_same_gradient_and_are_handed_back_dens
 
 
 def test_speed_only_options_do_not_change_the_config_hash():
-    from benchbench.methods import config_hash
+    from benchbench.core.methods import config_hash
 
     assert config_hash(TSDAEConfig()) == config_hash(TSDAEConfig(sparse_embedding_grad=True))
     assert config_hash(TSDAEConfig()) != config_hash(TSDAEConfig(steps=10))

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from helpers import TablePairScorer, fixture_adapter
 
-from benchbench.encoding import Embedder
-from benchbench.errors import DataError
+from benchbench.core.errors import DataError
+from benchbench.encode.encoding import Embedder
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 

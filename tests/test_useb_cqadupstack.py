@@ -9,8 +9,8 @@ import pytest
 from helpers import fixture_adapter
 from sklearn.metrics import average_precision_score
 
-from benchbench.encoding import Embedder
-from benchbench.errors import ConfigError
+from benchbench.core.errors import ConfigError
+from benchbench.encode.encoding import Embedder
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 
@@ -152,8 +152,8 @@ def test_repeated_texts_searched_once_give_the_search_over_every_document(n_dist
     later document first, as faiss ranks them) wherever a repeated text is not split by the cut at
     k (there faiss's pick among equal scores depends on its heap's history). Also with fewer
     distinct texts than k."""
-    from benchbench.adapters.cqadupstack import Repeats
-    from benchbench.adapters.ranking import normalized, search_topk
+    from benchbench.evaluate.adapters.cqadupstack import Repeats
+    from benchbench.evaluate.adapters.ranking import normalized, search_topk
 
     rng = np.random.default_rng(n_distinct + k)
     base = [f"text {i}" for i in range(n_distinct)]
@@ -206,7 +206,7 @@ def _lite(registry, tmp_path, pools, sha=None):
     import dataclasses
     import json
 
-    from benchbench.data import DataStore
+    from benchbench.store.data import DataStore
 
     raw = json.dumps({"pools": pools}).encode()
     (tmp_path / "pool.json").write_bytes(raw)
@@ -241,7 +241,7 @@ def test_lite_pool_keeps_listed_queries_and_documents_only(registry, tmp_path):
 
 
 def test_lite_pool_checksum_and_unknown_ids_are_errors(registry, tmp_path):
-    from benchbench.errors import DataError
+    from benchbench.core.errors import DataError
 
     pools = {"test": {"android": {"queries": ["aq1"], "pool": ["a1"]}, "gis": {"queries": ["gq1"], "pool": ["g1"]}}}
     with pytest.raises(DataError, match="sha256"):
@@ -256,7 +256,7 @@ def test_published_lite_pools_match_the_spec():
     are in its pool (a lite pool that dropped a positive would change the metric)."""
     import json
 
-    from benchbench.registry import get_registry
+    from benchbench.core.registry import get_registry
 
     spec = get_registry().task("cqadupstack-lite")
     path = Path(spec.source).parent / spec.params["pool"]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from benchbench.adapters.askubuntu import rerank_metrics
-from benchbench.adapters.ranking import (
+from benchbench.evaluate.adapters.askubuntu import rerank_metrics
+from benchbench.evaluate.adapters.ranking import (
     search_topk,
     stable_rank,
     topk_average_precision,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import TablePairScorer, fixture_adapter
 
-from benchbench.encoding import Embedder
+from benchbench.encode.encoding import Embedder
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.leaderboard import render, summarise
-from benchbench.runner import RunOptions, run
+from benchbench.report.leaderboard import render, summarise
+from benchbench.run.runner import RunOptions, run
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 USEB = ["askubuntu", "cqadupstack", "twitterpara", "scidocs"]

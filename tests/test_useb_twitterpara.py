@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from helpers import TablePairScorer, fixture_adapter
 
-from benchbench.encoding import Embedder
-from benchbench.errors import ConfigError, DataError
-from benchbench.runner import RunOptions, run
+from benchbench.core.errors import ConfigError, DataError
+from benchbench.encode.encoding import Embedder
+from benchbench.run.runner import RunOptions, run
 
 FIX = Path(__file__).parent / "fixtures" / "useb"
 

@@ -4,8 +4,8 @@ cosine-MSE (sentence-transformers CosineSimilarityLoss) 20 steps x batch 32, dev
     OMP_NUM_THREADS=1 BENCHBENCH_DATA=<your data dir> python leaderboards/setups/run_supervised.py"""
 import functools
 
-from benchbench import setups
-from benchbench.runner import RunOptions, run
+from benchbench.train import setups
+from benchbench.run.runner import RunOptions, run
 
 setups.SupervisedConfig = functools.partial(setups.SupervisedConfig, batch_size=32, steps=20, eval_every=20)
 rep = run(RunOptions(method="sbert", model="all-MiniLM-L6-v2", tasks="twitterpara", seeds=[1], setup="supervised",

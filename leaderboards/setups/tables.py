@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from benchbench.results import ResultStore
-from benchbench.significance import report, select
-from benchbench.stats import format_mean_std
+from benchbench.store.results import ResultStore
+from benchbench.report.significance import report, select
+from benchbench.report.stats import format_mean_std
 
 HERE = Path(__file__).parent
 ROOT = HERE / "records"

@@ -1,0 +1,3 @@
+from benchbench.cli.main import main
+
+raise SystemExit(main())

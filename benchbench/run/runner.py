@@ -1,0 +1,756 @@
+"""Orchestration: method x task x seed x setup. Resumable: a record that exists is not recomputed.
+
+Reading order: ``run`` -> ``_run``, which resolves once what the whole run shares (``_plan``: options,
+method, config and result-key hashes, base model, tasks, stores) and then, for each seed and each
+task, handles one result key (``_run_task``): which splits to evaluate (``_available_splits``, then
+``_splits_to_evaluate`` against the stored record, under the key's lock), the data
+(``_ensure_data``), the encoder (``_encoder``: a --setup pipeline, ``train_or_reuse`` for a
+training method, or a training-free method's shared encoder), the scores (``_evaluate``) and the
+record (``_record``, merged into the stored one, then written and handed to the observers).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.errors import BenchbenchError, ConfigError, DataError, PluginError
+from benchbench.core.methods import build_config, config_hash
+from benchbench.core.registry import Registry, call_observers, get_registry
+from benchbench.core.tasks import spec_for_adapter_class
+from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+from benchbench.encode.models import canonical_model_name
+from benchbench.evaluate.adapters.base import TaskAdapter
+from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
+from benchbench.store.results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, merge, now, package_versions
+from benchbench.train.context import TrainContext
+from benchbench.train.setups import parse_setup, run_stages, subsample_corpus  # --setup pipelines
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    method: str
+    tasks: str | list[str]
+    model: str | None = None
+    seeds: list[int] = field(default_factory=lambda: [1])
+    setup: str = "unsupervised"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+    output: str = "results"
+    force: bool = (
+        False  # re-evaluate the requested splits (never drops other stored splits; reuses the trained encoder)
+    )
+    retrain: bool = (
+        False  # discard the trained encoder and its checkpoints, train again, re-evaluate every stored split
+    )
+    splits: list[str] | None = None  # None: each task's default splits
+    device: str | None = None
+    cache_dir: str | None = None  # embedding cache; None: ~/.cache/benchbench/embeddings
+    no_cache: bool = False
+    encode_batch_size: int | None = None
+    progress: bool | None = None
+    eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
+    eval_split: str = "dev"
+    corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
+    store_items: bool = False  # --store-items: per-item scores beside the record (benchbench.store.items)
+    score: str = (
+        "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
+    )
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of this process under ``accelerate launch``/``torchrun`` (their RANK and
+    WORLD_SIZE variables), (0, 1) for a plain run. Every rank trains (the loop spreads each batch
+    over them); only rank 0 saves the encoder, evaluates and writes results."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@dataclass
+class RunReport:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[ResultKey] = field(default_factory=list)  # already stored (resume)
+    missing: dict[str, list[str]] = field(default_factory=dict)  # task -> missing data files
+    unavailable: dict[str, list[str]] = field(default_factory=dict)  # task -> requested splits it does not have
+    tasks: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
+    rank: int = 0  # a non-zero rank of a multi-process run trains only; rank 0 reports
+
+
+def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str) -> None:
+    """A non-finite MAIN score (constant vectors make a correlation undefined) is an error naming the
+    task, split and metric, never a record (JSON has no NaN; the store refuses it too). A non-finite
+    secondary metric (e.g. PIT's Spearman on a tiny split where one scorer ties everything) is stored
+    as null and named in the split's notes, so the defined numbers are not thrown away."""
+    import math
+
+    def bad_float(v) -> bool:
+        return isinstance(v, float) and not math.isfinite(v)
+
+    def scrub(obj, path, found):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if bad_float(v):
+                    obj[k] = None
+                    found.append(f"{path}.{k}")
+                else:
+                    scrub(v, f"{path}.{k}", found)
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                if bad_float(v):
+                    obj[i] = None
+                    found.append(f"{path}[{i}]")
+                else:
+                    scrub(v, f"{path}[{i}]", found)
+
+    bad_main = [
+        f"{s}.{r.get('main_metric')}"
+        for s, r in split_results.items()
+        if r.get("main_score") is None or bad_float(r.get("main_score"))
+    ]
+    if bad_main:
+        raise DataError(
+            f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): main score {bad_main}. "
+            "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text."
+        )
+    for s, r in split_results.items():
+        found: list[str] = []
+        scrub(r, s, found)
+        if found:
+            r.setdefault("notes", []).append(f"undefined (non-finite) metrics stored as null: {', '.join(found[:10])}")
+
+
+def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
+    entry = reg.task(task)
+    if isinstance(entry, type):
+        return entry(spec_for_adapter_class(task, entry), data)
+    return reg.adapter(entry.kind)(entry, data)
+
+
+def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
+    """Train and evaluate; each result key is handled under its lock (``benchbench.store.locks``: a run
+    waits for another that holds the same key or run folder, then reuses what it stored)."""
+    import contextlib
+
+    with contextlib.ExitStack() as held:
+        return _run(opts, registry, held)
+
+
+@dataclass
+class _RunPlan:
+    """What one run resolves once, before any training: the method, its config and result-key
+    hashes, the base model's label, the tasks, and where data, embeddings and records live. Every
+    (seed, task) step reads it; only ``shared_encoder`` changes (a training-free method's encoder,
+    built at its first use and then shared by every seed and task)."""
+
+    opts: RunOptions
+    reg: Registry
+    method_cls: type
+    plugin: str  # the plugin that registered the method: named in every error it causes
+    setup: Any  # parsed --setup (benchbench/setups.py)
+    seeds: list[int]
+    config: Any
+    chash: str  # config hash in the result key (with --corpus and --score cross folded in)
+    train_chash: str  # config hash of the training folder (how pairs are scored later is not in it)
+    model: str
+    model_label: str
+    requested: list[str]
+    task_names: list[str]
+    explicit: set[str]  # tasks named directly (not through a suite): their problems are errors, not skips
+    data: DataStore
+    cache: EmbeddingCache | None
+    store: ResultStore
+    rank: int
+    method: Any
+    shared_encoder: Any = None
+
+    def key(self, seed: int, task: str, version: Any) -> ResultKey:
+        """The result record's key."""
+        o = self.opts
+        return ResultKey(o.method, self.chash, self.model_label, o.setup, seed, task, version)
+
+    def seed_dir(self, seed: int, task: str) -> Path:
+        """The folder trained encoders of this seed live under (``runs/<key without task version>``);
+        ``train_or_reuse`` adds a ``train-<data hash>`` folder per training corpus."""
+        o = self.opts
+        return (
+            self.store.root
+            / "runs"
+            / ResultKey(o.method, self.train_chash, self.model_label, o.setup, seed, task).relpath().parent
+        )
+
+
+def _run(opts: RunOptions, registry: Registry | None, held) -> RunReport:
+    """The run, top to bottom: resolve everything that does not depend on the seed or task
+    (``_plan``), then for each seed and each task one ``_run_task`` under that result key's lock.
+    ``held`` holds the current key's lock; it is released only when the next key starts."""
+    plan = _plan(opts, registry)
+    report = RunReport(tasks=plan.task_names, requested=plan.requested, rank=plan.rank)
+    for seed in plan.seeds:
+        # an encoder trained under one seed is never reused for another (its data hash is the same)
+        trained: dict[str, tuple[Any, dict]] = {}  # training-data hash -> (encoder, accounting)
+        for task in plan.task_names:
+            held.close()  # the previous key's lock
+            _run_task(plan, seed, task, trained, report, held)
+    _refuse_empty_run(plan, report)
+    return report
+
+
+# ---- once per run ---------------------------------------------------------------------------------
+def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
+    """Check the options and resolve what the whole run shares. The order is the order of the
+    errors a user sees: unknown method, bad --setup, bad numeric options, bad --set, unknown task,
+    unwritable --output; all before any data is read or anything is trained."""
+    reg = registry or get_registry()
+    method_cls = reg.method(opts.method)
+    plugin = reg.owner.get(("methods", opts.method), "?")
+    setup = parse_setup(opts.setup)  # ConfigError for an unknown setup / bad @corpus=N, @labelled=N
+    seeds = _checked_seeds(opts)
+    config = build_config(method_cls, opts.overrides)
+    chash, train_chash = _config_hashes(config, opts)
+    model, model_label = _model_and_label(method_cls, opts)
+    requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
+    task_names = reg.expand(requested)
+    data = DataStore(opts.data_dir)
+    cache, store = _open_stores(opts)
+    rank, _ = process_rank()
+    return _RunPlan(
+        opts=opts,
+        reg=reg,
+        method_cls=method_cls,
+        plugin=plugin,
+        setup=setup,
+        seeds=seeds,
+        config=config,
+        chash=chash,
+        train_chash=train_chash,
+        model=model,
+        model_label=model_label,
+        requested=requested,
+        task_names=task_names,
+        explicit={n for n in requested if n in reg.tasks},
+        data=data,
+        cache=cache,
+        store=store,
+        rank=rank,
+        method=method_cls(config),
+    )
+
+
+def _checked_seeds(opts: RunOptions) -> list[int]:
+    """Validate the numeric options; return the seeds in order, each once (--seeds 1,1 is one seed)."""
+    if opts.eval_every < 0:
+        raise ConfigError(f"--eval-every must be >= 0 (0: no learning curve; got {opts.eval_every}).")
+    seeds = list(dict.fromkeys(int(s) for s in opts.seeds))
+    if not seeds:
+        raise ConfigError("--seeds is empty: give at least one seed, e.g. --seeds 1 or --seeds 1,2,3.")
+    if opts.encode_batch_size is not None and opts.encode_batch_size < 1:
+        raise ConfigError(
+            f"--encode-batch-size must be >= 1 (got {opts.encode_batch_size}); omit it for the encoder's default."
+        )
+    return seeds
+
+
+def _config_hashes(config: Any, opts: RunOptions) -> tuple[str, str]:
+    """(result-key hash, training-folder hash). A non-default --corpus changes both (other training
+    data); --score cross changes only the result key (other scores from the same trained encoder)."""
+    import hashlib
+
+    chash = config_hash(config)
+    if opts.corpus:
+        chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
+    train_chash = chash
+    if opts.score == "cross":
+        chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]
+    return chash, train_chash
+
+
+def _model_and_label(method_cls: type, opts: RunOptions) -> tuple[str, str]:
+    """(base model to load, its label in the result key). A method with a ``fixed_model`` (e.g.
+    BM25, GloVe averages) has no base model: --model is ignored with a warning."""
+    model = opts.model or method_cls.default_model or ""
+    model_label = canonical_model_name(model) if model else "-"
+    if getattr(method_cls, "fixed_model", None):
+        if opts.model:
+            log.warning("method %s uses no base model; --model %s ignored", opts.method, opts.model)
+        model, model_label = "", method_cls.fixed_model
+    return model, model_label
+
+
+def _open_stores(opts: RunOptions) -> tuple[EmbeddingCache | None, ResultStore]:
+    """(embedding cache or None, result store). A read-only or full output disk is an error now,
+    not after the work; an unwritable cache only costs time, so the run goes on without it."""
+    cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir())
+    ensure_writable_dir(opts.output, "--output (result records and trained encoders)")
+    if cache is not None:
+        try:
+            ensure_writable_dir(cache.root, "embedding cache (--cache-dir / BENCHBENCH_CACHE)")
+        except DataError as e:
+            log.warning("%s; running without the embedding cache", e)
+            cache = None
+    return cache, ResultStore(opts.output)
+
+
+def _refuse_empty_run(plan: _RunPlan, report: RunReport) -> None:
+    """A run in which every task was skipped for lack of data is an error (exit code != 0), not an
+    empty table: it names each task's missing files and the data folder looked in."""
+    if plan.rank == 0 and report.missing and not report.records:
+        raise DataError(
+            f"Nothing was evaluated: every task lacks data files under "
+            f"{plan.data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}: "
+            + "; ".join(f"{t}: {', '.join(m[:3])}{' ...' if len(m) > 3 else ''}" for t, m in report.missing.items())
+            + ". Put the files there (see `benchbench list tasks` and the task specs) or choose other tasks."
+        )
+
+
+# ---- once per (seed, task) ------------------------------------------------------------------------
+def _run_task(
+    plan: _RunPlan, seed: int, task: str, trained: dict[str, tuple[Any, dict]], report: RunReport, held
+) -> None:
+    """One result key: plan the splits (what the stored record lacks), take the key's lock (kept in
+    ``held`` until the record is written), ensure the data, train or reuse the encoder, evaluate,
+    store. Returns early, adding to ``report``, when there is nothing to do or the task is skipped."""
+    opts = plan.opts
+    adapter = make_adapter(plan.reg, task, plan.data)
+    key = plan.key(seed, task, adapter.spec.version)
+    splits = _available_splits(adapter, task, opts, task in plan.explicit, report)
+    if splits is None:
+        return
+    if plan.rank == 0:
+        held.enter_context(plan.store.lock(key))  # until this key's record is written
+        plan.store.clean_stale(key)
+    existing = plan.store.load(key) if plan.store.exists(key) else None
+    if existing is not None:
+        splits = _splits_to_evaluate(existing, splits, adapter, opts)
+        if not splits:
+            report.records.append(existing)
+            report.skipped.append(key)
+            return
+    if not _ensure_data(plan, adapter, task, splits, report):
+        return
+    ctx = _train_context(plan, seed, task, adapter)
+    got = _encoder(plan, adapter, ctx, seed, task, trained)
+    if got is None:
+        return  # a non-zero rank only trains: rank 0 evaluates and stores
+    encoder, train_info = got
+    embedder = Embedder(
+        _scoring_encoder(encoder, opts.score, opts.method),
+        cache=plan.cache,
+        batch_size=opts.encode_batch_size,
+        progress=opts.progress,
+        owner=f"method {opts.method!r} (plugin {plan.plugin!r})",
+    )
+    t1 = time.perf_counter()
+    split_results, items = _evaluate(plan, adapter, embedder, task, splits)
+    record = _record(plan, seed, task, adapter, encoder, embedder, split_results, train_info, t1, report)
+    record = merge(existing, record)  # keeps every stored split this run did not evaluate
+    _refuse_non_finite(split_results, task, opts.method, plan.plugin)
+    plan.store.write(record, items=items)
+    call_observers(record, plan.reg)  # the run's own registry: a registry passed to run() has its own observers
+    report.records.append(record)
+
+
+def _available_splits(
+    adapter: TaskAdapter, task: str, opts: RunOptions, explicit: bool, report: RunReport
+) -> list[str] | None:
+    """The splits asked for (--split, else the task's defaults) that the task has. A split the task
+    lacks is an error for a task named directly, and noted in ``report.unavailable`` for a task that
+    came through a suite. None: none of them exists, so the task is skipped."""
+    splits = list(opts.splits or adapter.spec.default_splits)
+    if explicit:
+        for s in splits:
+            adapter.check_split(s)
+    lacking = [s for s in splits if s not in adapter.spec.splits]
+    if lacking:
+        report.unavailable[task] = lacking
+        splits = [s for s in splits if s in adapter.spec.splits]
+        if not splits:
+            return None
+    return splits
+
+
+def _splits_to_evaluate(existing: dict, splits: list[str], adapter: TaskAdapter, opts: RunOptions) -> list[str]:
+    """Resume: of ``splits``, those the stored record lacks. --force re-evaluates all of them;
+    --retrain (a new encoder) re-scores every stored split as well, never dropping one; with
+    --store-items a stored split without its per-item file is redone. Empty: nothing to do."""
+    stored = list(existing.get("splits", {}))
+    if opts.retrain:
+        return splits + [s for s in stored if s not in splits and s in adapter.spec.splits]
+    if not opts.force:
+        with_items = existing.get("items") or {}
+        return [s for s in splits if s not in stored or (opts.store_items and s not in with_items)]
+    return splits
+
+
+def _ensure_data(plan: _RunPlan, adapter: TaskAdapter, task: str, splits: list[str], report: RunReport) -> bool:
+    """Make the splits' data files present (downloading those with a URL when allowed). False: the
+    task is skipped and named in ``report.missing`` (offline, a suite's task without data must not
+    stop the run); for a task named directly the missing files are an error saying where to put them."""
+    data = plan.data
+    missing = sorted({f for s in splits for f in adapter.missing_files(s)})
+    failed: list[str] = []
+    if missing and _downloadable(adapter, missing, data):
+        missing, failed = _download(adapter, missing, data)
+    if not missing:
+        return True
+    if task in plan.explicit:
+        raise DataError(
+            f"Task {task!r} cannot run: missing data files {missing} under "
+            f"{data.data_dir or '(no data dir set: --data-dir / BENCHBENCH_DATA)'}.\n"
+            + data.missing_help([adapter.spec.files.get(m, FileEntry(m)) for m in missing])
+            + "".join(f" {e}" for e in failed)
+        )
+    report.missing[task] = missing
+    log.warning("task %s skipped: missing %s", task, missing)
+    return False
+
+
+def _train_context(plan: _RunPlan, seed: int, task: str, adapter: TaskAdapter) -> TrainContext:
+    """The context the method trains with (``train_or_reuse`` later points ``output_dir`` at the
+    training folder and sets the corpus); with --eval-every, the learning-curve monitor."""
+    opts = plan.opts
+    ctx = TrainContext(
+        model=plan.model,
+        seed=seed,
+        output_dir=plan.store.root,
+        task=task,
+        device=opts.device,
+        data=plan.data,
+        registry=plan.reg,
+        progress=opts.progress if opts.progress is not None else True,
+    )
+    if opts.eval_every and plan.method_cls.trains:
+        _attach_curve(ctx, adapter, opts, plan.data)
+    return ctx
+
+
+def _encoder(
+    plan: _RunPlan, adapter: TaskAdapter, ctx: TrainContext, seed: int, task: str, trained: dict[str, tuple[Any, dict]]
+) -> tuple[Any, dict | None] | None:
+    """(encoder, training accounting or None) to evaluate, or None on a non-zero rank, which only
+    trains. Three cases: a --setup stage pipeline around the method's training; a method that
+    trains (``train_or_reuse``: train, or reuse the encoder already trained on the same data);
+    a training-free method, whose one encoder serves every seed and task of the run."""
+    opts, method_cls, rank = plan.opts, plan.method_cls, plan.rank
+    t0 = time.perf_counter()
+    if str(plan.setup) != "unsupervised":
+        return _encoder_by_stages(plan, adapter, ctx, seed, task, trained, t0)
+    if method_cls.trains:
+        encoder, train_info = train_or_reuse(
+            plan.method,
+            adapter,
+            ctx,
+            plan.plugin,
+            plan.seed_dir(seed, task),
+            opts.retrain,
+            trained,
+            main=rank == 0,
+            corpus_path=opts.corpus,
+        )
+        train_info.setdefault("seconds", time.perf_counter() - t0)
+        return (encoder, train_info) if rank == 0 else None
+    if rank != 0:
+        return None
+    if plan.shared_encoder is None:
+        plan.shared_encoder = _call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx)
+    return plan.shared_encoder, None
+
+
+def _encoder_by_stages(
+    plan: _RunPlan,
+    adapter: TaskAdapter,
+    ctx: TrainContext,
+    seed: int,
+    task: str,
+    trained: dict[str, tuple[Any, dict]],
+    t0: float,
+) -> tuple[Any, dict]:
+    """--setup other than unsupervised: ``run_stages`` (benchbench/setups.py) applies the setup's
+    stages in order; its ``target`` stage is the method's usual training (or, for a training-free
+    method, its encoder, built afresh)."""
+    from benchbench.encode.models import load_encoder
+
+    opts, method_cls = plan.opts, plan.method_cls
+    seed_dir = plan.seed_dir(seed, task)
+    ctx.setup = plan.setup
+
+    def target() -> tuple[Any, dict | None]:
+        if method_cls.trains:
+            return train_or_reuse(
+                plan.method,
+                adapter,
+                ctx,
+                plan.plugin,
+                seed_dir,
+                opts.retrain,
+                trained,
+                main=plan.rank == 0,
+                corpus_path=opts.corpus,
+            )
+        return _call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx), None
+
+    encoder, train_info = run_stages(plan.setup, ctx, adapter, target, load_encoder, seed_dir)
+    train_info.setdefault("seconds", time.perf_counter() - t0)
+    return encoder, train_info
+
+
+def _evaluate(
+    plan: _RunPlan, adapter: TaskAdapter, embedder: Embedder, task: str, splits: list[str]
+) -> tuple[dict[str, dict], dict[str, Any]]:
+    """({split: result dict}, {split: per-item scores} when --store-items). An adapter's own
+    exception becomes a PluginError naming the task, its evaluation protocol, plugin and split."""
+    split_results: dict[str, dict] = {}
+    items: dict[str, Any] = {}
+    for s in splits:
+        try:
+            evaluated = adapter.evaluate(embedder, s)
+            split_results[s] = evaluated.to_dict()
+            if plan.opts.store_items and evaluated.items is not None:
+                items[s] = evaluated.items
+        except BenchbenchError:
+            raise
+        except Exception as e:
+            raise PluginError(
+                f"Task {task!r} (adapter {adapter.spec.kind!r}, plugin "
+                f"{plan.reg.owner.get(('tasks', task), '?')!r}) failed on split {s!r}: {type(e).__name__}: {e}"
+            ) from e
+    return split_results, items
+
+
+def _record(
+    plan: _RunPlan,
+    seed: int,
+    task: str,
+    adapter: TaskAdapter,
+    encoder: Any,
+    embedder: Embedder,
+    split_results: dict[str, dict],
+    train_info: dict | None,
+    t1: float,
+    report: RunReport,
+) -> dict[str, Any]:
+    """The new record (schema in docs/results.md): the scores with their provenance (config, code,
+    package versions, data files used, device), and per split when it was evaluated and by which
+    encoder, so that merging into an older record keeps each split's own provenance."""
+    opts, data = plan.opts, plan.data
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "method": opts.method,
+        "plugin": plan.plugin,
+        "config": _asdict(plan.config),
+        "config_hash": plan.chash,
+        "model": plan.model_label,
+        "setup": opts.setup,
+        "seed": seed,
+        "task": task,
+        "task_version": adapter.spec.version,
+        "task_kind": adapter.spec.kind,
+        "splits": split_results,
+        "train": train_info,
+        "eval_seconds": round(time.perf_counter() - t1, 3),
+        "encoder_fingerprint": getattr(encoder, "fingerprint", None),
+        "transductive": bool(getattr(plan.method_cls, "transductive", False)),
+        "scored_by": "cross" if embedder.has_cross_encoder else "bi",
+        "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
+        "versions": package_versions(),
+        "git_sha": git_sha(),
+        "device": _device_label(opts.device),
+        "created_at": now(),
+        "unavailable_splits": report.unavailable.get(task, []),
+    }
+    record["evaluated"] = {
+        s: {
+            "created_at": record["created_at"],
+            "eval_seconds": record["eval_seconds"],
+            "encoder_fingerprint": record["encoder_fingerprint"],
+            "git_sha": record["git_sha"],
+        }
+        for s in split_results
+    }
+    return record
+
+
+def _scoring_encoder(encoder: Any, score: str, method: str) -> Any:
+    """``--score``: a two-encoder result (it has ``bi_encoder``, e.g. Trans-Encoder) is scored by its
+    bi-encoder unless ``cross`` is asked; a single pair scorer (BM25) is scored as it is."""
+    if score not in ("bi", "cross"):
+        raise ConfigError(f"--score {score!r}: expected 'bi' or 'cross'.")
+    if score == "cross" and not callable(getattr(encoder, "score_pairs", None)):
+        raise ConfigError(
+            f"--score cross: method {method!r} returned no cross-encoder (no score_pairs); use --score bi."
+        )
+    if score == "bi" and getattr(encoder, "bi_encoder", None) is not None:
+        return encoder.bi_encoder
+    return encoder
+
+
+def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, data: DataStore) -> None:
+    """``--eval-every N``: every N optimizer steps the encoder as it stands is scored on the task's
+    ``--eval-split`` (default dev; never silently another split) with no embedding cache (the
+    weights change between points). The curve is stored in the record's ``train.monitor``; it
+    selects nothing: the stored result is always the encoder at the end of the budget."""
+    split = opts.eval_split
+    if split not in adapter.spec.splits:
+        raise ConfigError(
+            f"--eval-every: task {adapter.name!r} has no {split!r} split to score the learning curve on "
+            f"(its splits: {', '.join(adapter.spec.splits)}); pass --eval-split."
+        )
+    missing = adapter.missing_files(split)
+    if missing:
+        raise DataError(
+            f"--eval-every: task {adapter.name!r} lacks the files of its {split!r} split: {missing} under "
+            f"{data.data_dir or '(no data dir set)'}."
+        )
+
+    def score(step: int, encoder) -> dict[str, float]:
+        result = adapter.evaluate(
+            Embedder(encoder, cache=None, batch_size=opts.encode_batch_size, progress=False), split
+        )
+        return {f"{split}/{result.main_metric}": result.main_score}
+
+    ctx.monitor, ctx.monitor_every = score, opts.eval_every
+
+
+def _prefix(adapter: TaskAdapter) -> str:
+    return adapter.param("root", "\0")
+
+
+def _downloadable(adapter: TaskAdapter, missing: list[str], data: DataStore) -> bool:
+    return data.allow_download and all(adapter.spec.files.get(m) and adapter.spec.files[m].url for m in missing)
+
+
+def _download(adapter: TaskAdapter, missing: list[str], data: DataStore) -> tuple[list[str], list[str]]:
+    """Fetch missing files before evaluating; returns (files still missing, download errors)."""
+    still, errors = [], []
+    for rel in missing:
+        try:
+            data.fetch(adapter.spec.files[rel])
+        except DataError as e:
+            still.append(rel)
+            errors.append(str(e))
+    return still, errors
+
+
+def _asdict(config: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(config)
+
+
+def _call_plugin(plugin: str, method: str, what: str, fn, *args):
+    try:
+        return fn(*args)
+    except BenchbenchError:
+        raise
+    except Exception as e:
+        raise PluginError(f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}") from e
+
+
+def train_or_reuse(
+    method,
+    adapter: TaskAdapter,
+    ctx: TrainContext,
+    plugin: str,
+    seed_dir: Path,
+    force: bool,
+    trained: dict[str, tuple[Any, dict]],
+    main: bool = True,
+    corpus_path: str | None = None,
+) -> tuple[Any, dict]:
+    """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
+    ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
+    SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
+    method with a task-independent corpus trains once for all tasks; an interrupted run resumes at
+    evaluation). The folder is keyed by a hash of the training data, not the task."""
+    from benchbench.train.corpora import training_corpus
+
+    corpus = subsample_corpus(
+        training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed
+    )
+    data_id = (corpus.sha256 or "")[:16]
+    if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain
+        enc, info = trained[data_id]
+        return enc, {**info, "reused_from_task": info.get("task")}
+    run_dir = seed_dir / f"train-{data_id}"
+    ctx.output_dir = run_dir
+    ctx.pairs = corpus.pairs
+    ctx.corpus = corpus
+    import contextlib
+
+    from benchbench.store.locks import hold
+
+    # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
+    # second waits, then reuses the encoder the first marked complete
+    with hold(run_dir.parent / f".{run_dir.name}.lock", f"run folder {run_dir}") if main else contextlib.nullcontext():
+        return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main)
+
+
+def _train_in(
+    method,
+    adapter: TaskAdapter,
+    ctx: TrainContext,
+    plugin: str,
+    run_dir: Path,
+    data_id: str,
+    corpus,
+    force: bool,
+    trained: dict[str, tuple[Any, dict]],
+    main: bool,
+) -> tuple[Any, dict]:
+    """The body of ``train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
+    encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
+    import json
+
+    from benchbench.encode.models import load_encoder
+    from benchbench.train.loop import remove_checkpoints
+
+    done = run_dir / "encoder" / ".complete"
+    if done.is_file() and not force:
+        info = json.loads(done.read_text() or "{}")
+        enc = load_encoder(str(run_dir / "encoder"))
+        trained[data_id] = (enc, info)
+        return enc, {**info, "reused_from_disk": True}
+    if main and force:  # --retrain: the stored encoder and any checkpoint of this run are discarded
+        remove_checkpoints(ctx.checkpoint_dir)
+    if main and (run_dir / "encoder").exists():
+        shutil.rmtree(run_dir / "encoder")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
+    t0 = time.perf_counter()
+    encoder = _call_plugin(
+        plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx
+    )
+    info = {
+        "seconds": round(time.perf_counter() - t0, 3),
+        **ctx.accounting,
+        "corpus_sentences": len(corpus.sentences),
+        "train_data_sha256": corpus.sha256,
+        "corpus": corpus.describe(),
+        "task": adapter.name,
+    }
+    if corpus.pairs is not None:
+        info["train_pairs"] = len(corpus.pairs)
+    if main and hasattr(encoder, "save"):
+        encoder.save(run_dir / "encoder")
+        tmp = run_dir / "encoder" / ".complete.tmp"
+        tmp.write_text(json.dumps(info, default=str))
+        os.replace(tmp, done)  # marked complete atomically; only then are the checkpoints dropped
+        remove_checkpoints(ctx.checkpoint_dir)
+    trained[data_id] = (encoder, info)
+    return encoder, info
+
+
+def _device_label(device: str | None) -> str:
+    import platform
+
+    import torch
+
+    if (device or "").startswith("cuda") or (device is None and torch.cuda.is_available()):
+        return f"cuda:{torch.cuda.get_device_name(0)}"
+    return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"

@@ -1,0 +1,267 @@
+"""Finding a dataset file: the data dir, then the user cache, then a checksummed download."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from benchbench.core.errors import DataError
+from benchbench.core.paths import default_data_cache
+from benchbench.core.tasks import FileEntry
+
+__all__ = ["DataStore", "FileEntry", "default_data_cache"]
+
+
+def _gzip():
+    """ISA-L's igzip when the ``isal`` package is installed (~3x faster decompression than zlib,
+    the same bytes out), else the standard gzip module; both have ``open`` and ``decompress``."""
+    try:
+        from isal import igzip
+
+        return igzip
+    except ImportError:  # pragma: no cover - isal is a dependency; stay readable without it
+        import gzip
+
+        return gzip
+
+
+def open_text(path, encoding: str = "utf-8"):
+    """A text file, read through gzip when its name ends in .gz."""
+    if not str(path).endswith(".gz"):
+        return open(path, encoding=encoding)
+    return _gzip().open(path, "rt", encoding=encoding)
+
+
+def read_bytes(path) -> bytes:
+    """A file's bytes, decompressed when its name ends in .gz."""
+    data = Path(path).read_bytes()
+    if not str(path).endswith(".gz"):
+        return data
+    try:
+        return _gzip().decompress(data)
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: not a readable gzip file ({e})") from e
+
+
+def _decode_error_line(path, encoding: str) -> tuple[int, str] | None:
+    """(line number, reason) of the first byte of ``path`` that ``encoding`` cannot decode."""
+    try:
+        raw = read_bytes(path)
+        raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        return raw.count(b"\n", 0, e.start) + 1, f"byte {raw[e.start : e.start + 1]!r} is not valid {encoding}"
+    except (OSError, DataError):
+        return None
+    return None
+
+
+def bad_line(path, line: int | None, error: BaseException, expected: str = "") -> DataError:
+    """The ``DataError`` for a task file that does not parse: file and line, what was wrong and,
+    when given, what a line should look like. Readers wrap their parse loop in
+    ``except PARSE_ERRORS as e: raise bad_line(path, lineno, e, ...) from e`` so that a malformed
+    file never surfaces as a bare ``ValueError``/``IndexError`` without its name and line."""
+    if isinstance(error, UnicodeDecodeError):
+        found = _decode_error_line(path, error.encoding or "utf-8")
+        if found is not None:
+            line, why = found
+        else:
+            why = str(error)
+    elif isinstance(error, IndexError):
+        why = "too few columns"
+    elif isinstance(error, KeyError):
+        why = f"missing field {error}"
+    else:
+        why = str(error) or type(error).__name__
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    hint = f"; expected {expected}" if expected else ""
+    return DataError(f"{where}: cannot parse ({why}){hint}. Is it the published file, unmodified?")
+
+
+# what a parse loop over a task file may raise on a malformed line (UnicodeDecodeError is a ValueError)
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError)
+
+
+def parse_score(text: str) -> float:
+    """A gold score: a finite number (``nan``/``inf`` would make every correlation NaN)."""
+    import math
+
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"score {text.strip()!r} is not a finite number")
+    return v
+
+
+def read_text(path, encoding: str = "utf-8") -> str:
+    """A task file's text (gunzipped when .gz); a byte the encoding cannot decode is a ``DataError``
+    naming the file and line, not a bare ``UnicodeDecodeError``."""
+    try:
+        raw = read_bytes(path)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from e
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise DataError(
+            f"{path}:{line}: byte {raw[e.start : e.start + 1]!r} is not valid {encoding}. "
+            f"Is it the published file, unmodified?"
+        ) from e
+
+
+def read_lines(path, encoding: str = "utf-8", universal: bool = False) -> list[str]:
+    """The file's lines without line ends: ``str.splitlines()`` (which also splits at form feeds,
+    U+2028 and the like), or with ``universal`` only at \\n, \\r\\n and \\r, exactly as iterating
+    over ``open(path)`` does (readers that did that keep their exact rows)."""
+    text = read_text(path, encoding)
+    if not universal:
+        return text.splitlines()
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def ensure_writable_dir(path: str | Path, what: str) -> Path:
+    """Create ``path`` if needed and prove it writable (a real temp file, then removed), before
+    any training or evaluation: a read-only or full output disk is an error up front, not a
+    traceback after an hour of work. ``what`` names the option it came from."""
+    import errno
+
+    p = Path(path).expanduser().absolute()  # the message names the folder, not a relative stub
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p, prefix=".writable-", suffix=".tmp")
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DataError(
+                f"{what}: no space left on the device holding {p}. Free space there (old run folders, "
+                f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another folder."
+            ) from e
+        raise DataError(
+            f"{what}: {p} is not a writable folder ({e.strerror or e}). Choose a writable folder "
+            f"or fix its permissions."
+        ) from e
+    return p
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class DataStore:
+    """Resolve relative dataset paths. Order: ``data_dir`` (``--data-dir`` or ``BENCHBENCH_DATA``),
+    then the user cache, then download into the cache (verified against sha256 before it is kept)."""
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        allow_download: bool = True,
+        timeout: float = 60.0,
+    ):
+        d = data_dir or os.environ.get("BENCHBENCH_DATA")
+        self.data_dir = Path(d).expanduser() if d else None
+        if self.data_dir is not None and not self.data_dir.is_dir():
+            raise DataError(
+                f"Data dir {self.data_dir} (from {'--data-dir' if data_dir else 'BENCHBENCH_DATA'}) does not exist."
+            )
+        self.cache_dir = Path(cache_dir) if cache_dir else default_data_cache()
+        self.allow_download = allow_download and os.environ.get("BENCHBENCH_OFFLINE") != "1"
+        self.timeout = timeout
+        self._verified: dict[tuple[str, int, int], str] = {}
+        self.used: dict[str, str] = {}  # relative path -> sha256 of every file handed out (for result records)
+
+    def candidates(self, rel: str) -> list[Path]:
+        roots = [r for r in (self.data_dir, self.cache_dir) if r is not None]
+        return [r / rel for r in roots]
+
+    def locate(self, rel: str) -> Path | None:
+        """The first existing candidate, without verifying or downloading."""
+        return next((p for p in self.candidates(rel) if p.is_file()), None)
+
+    def exists(self, rel: str) -> bool:
+        return self.locate(rel) is not None
+
+    def _check(self, path: Path, entry: FileEntry) -> None:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        digest = self._verified.get(key) or sha256_file(path)
+        self._verified[key] = digest
+        if entry.sha256 and digest != entry.sha256:
+            raise DataError(
+                f"Data file {path} is corrupt or a different version: sha256 {digest}, expected {entry.sha256}. "
+                f"Replace it with the published file (see {entry.url or 'the task spec'})."
+            )
+        self.used[entry.path] = digest
+
+    def fetch(self, entry: FileEntry | str) -> Path:
+        if isinstance(entry, str):
+            entry = FileEntry(entry)
+        path = self.locate(entry.path)
+        if path is not None:
+            self._check(path, entry)
+            return path
+        if entry.url and self.allow_download:
+            return self._download(entry)
+        where = " or ".join(str(p) for p in self.candidates(entry.path)) or f"<data dir>/{entry.path}"
+        how = (
+            f" Download: {entry.url}"
+            if entry.url
+            else " It has no public download; obtain it as the task spec describes."
+        )
+        hint = "" if self.data_dir else " No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
+        raise DataError(
+            f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}). Put it at {where}.{how}{hint}"
+        )
+
+    def missing_help(self, entries: list[FileEntry]) -> str:
+        """For files that are not there: each one's sha256, where to put it and where to get it
+        (a file with no public download, such as STSb's, needs all three said)."""
+        lines = []
+        for e in entries:
+            where = " or ".join(str(p) for p in self.candidates(e.path)) or f"<data dir>/{e.path}"
+            src = f"download {e.url}" if e.url else "no public download: obtain it as the task spec describes"
+            lines.append(f"  {e.path} (sha256 {e.sha256 or 'unknown'}): put it at {where}; {src}")
+        hint = "" if self.data_dir else "\n  No data dir is set: pass --data-dir or set BENCHBENCH_DATA."
+        return "\n".join(lines) + hint
+
+    def _download(self, entry: FileEntry) -> Path:
+        target = self.cache_dir / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=self.timeout) as resp:
+                shutil.copyfileobj(resp, out)
+            digest = sha256_file(Path(tmp))
+            if entry.sha256 and digest != entry.sha256:
+                raise DataError(
+                    f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
+                    f"not kept. Put a verified copy at {target}."
+                )
+            os.replace(tmp, target)
+        except (urllib.error.URLError, OSError, TimeoutError) as e:
+            raise DataError(
+                f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}) and its download from "
+                f"{entry.url} failed ({e}). Put it at {target}"
+                + (f" or {self.data_dir / entry.path}" if self.data_dir else "")
+                + "."
+            ) from e
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self.used[entry.path] = digest
+        return target

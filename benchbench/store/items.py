@@ -1,0 +1,66 @@
+"""Per-item scores of one evaluation, stored beside its record, for a paired bootstrap over the
+items (pairs or queries) of one task.
+
+A seed-level paired test (``benchbench.report.stats.paired_test``) says whether a method wins across
+training seeds; a paired bootstrap says whether one run's win on ONE task is larger than the
+sampling noise of that task's test items (the TSDAE paper's second kind of significance). That
+needs what an aggregate score throws away: the prediction for every pair, or the metric of every
+query. Adapters that can, return them in ``TaskResult.items``; ``benchbench run --store-items``
+writes them to ``<task>.items.<split>.json.gz`` next to the record (gzip'd JSON: never pickle), and
+the record names the file under ``items``.
+
+Two shapes, both ``{"unit", "metric", "aggregate", "subsets": {name: {...}}}``:
+
+* ``unit = "pair"``: each subset holds ``pred`` (the similarity of every pair, in the task's order)
+  and ``gold``; ``metric`` names a function of (pred, gold) in :data:`PAIR_METRICS`, x100 as stored;
+* ``unit = "query"``: each subset holds ``values`` (the per-query metric, x100) and ``ids``;
+  the subset's score is their mean.
+
+``aggregate`` is how the task combines its subsets into the main score (``"mean"``: the macro mean,
+e.g. TwitterPara's TURL and PIT-2015, CQADupStack's forums). The bootstrap resamples WITHIN each
+subset (stratified) so every resample keeps the task's composition.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.errors import DataError
+
+ITEMS_FORMAT = 1
+
+
+def items_filename(record_stem: str, split: str) -> str:
+    """``<record file stem>.items.<split>.json.gz`` (not ``*.json``: a results folder's record scan skips it)."""
+    return f"{record_stem}.items.{split}.json.gz"
+
+
+def write_items(path: Path, items: dict[str, Any]) -> Path:
+    """Atomic write (temp file + rename), so a killed run never leaves half a file under the name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+            f.write(json.dumps(items, sort_keys=True, allow_nan=False).encode())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_items(path: Path) -> dict[str, Any]:
+    try:
+        with gzip.open(path, "rb") as f:
+            items = json.loads(f.read())
+    except (OSError, EOFError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a readable per-item score file ({type(e).__name__}: {e}).") from e
+    if not isinstance(items, dict) or items.get("format") != ITEMS_FORMAT or items.get("unit") not in ("pair", "query"):
+        raise DataError(f"{path}: unknown per-item format (expected format {ITEMS_FORMAT}, unit pair|query).")
+    return items

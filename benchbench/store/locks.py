@@ -1,0 +1,91 @@
+"""Advisory file locks: one per training run folder and one per result key.
+
+Why: two runs that share a run folder (two identical commands, or two tasks that train on the same
+corpus, e.g. TSDAE on STSb and SICK-R, which share the wiki corpus) or a result record used to write
+the same checkpoint and record files at once and crashed or lost data.
+
+Policy (documented in the README): a run that finds a lock held **waits** for it (logging once
+"waiting: another run holds X since T (pid P)"), then re-reads what the other run left (a finished
+encoder is reused, a stored split is not evaluated again). With ``BENCHBENCH_LOCK_TIMEOUT=SECONDS``
+it waits at most that long and then fails with :class:`LockedError` naming the holder. The locks are
+``fcntl``/``flock`` locks (the ``filelock`` library), so the kernel releases them when the holder dies,
+even by ``kill -9``: a stale lock file never blocks anyone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from benchbench.core.errors import BenchbenchError
+
+log = logging.getLogger(__name__)
+
+
+class LockedError(BenchbenchError):
+    """Another run holds a lock and BENCHBENCH_LOCK_TIMEOUT ran out."""
+
+
+def _timeout() -> float:
+    raw = os.environ.get("BENCHBENCH_LOCK_TIMEOUT", "").strip()
+    if not raw:
+        return -1.0
+    try:
+        return float(raw)
+    except ValueError:
+        raise BenchbenchError(f"BENCHBENCH_LOCK_TIMEOUT must be a number of seconds (got {raw!r}).") from None
+
+
+def holder(lock_path: Path) -> str:
+    """'pid P on HOST since T' from the holder's note next to the lock (best effort: the note of a
+    holder that just started may not be written yet)."""
+    try:
+        info = json.loads(Path(f"{lock_path}.owner").read_text())
+        return f"pid {info['pid']} on {info['host']} since {info['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unknown process"
+
+
+@contextmanager
+def hold(lock_path: str | Path, what: str) -> Iterator[None]:
+    """Hold the advisory lock ``lock_path`` (created with its folder) while the block runs.
+    ``what`` names the protected thing in messages ("run folder ...", "result ...")."""
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        limit = _timeout()
+        log.warning(
+            "waiting: another run holds %s (%s)%s",
+            what,
+            holder(lock_path),
+            f"; giving up after {limit:g}s" if limit >= 0 else "",
+        )
+        try:
+            lock.acquire(timeout=limit)
+        except Timeout:
+            raise LockedError(
+                f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
+                f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s)."
+            ) from None
+    try:
+        with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
+            Path(f"{lock_path}.owner").write_text(
+                json.dumps(
+                    {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                )
+            )
+        yield
+    finally:
+        lock.release()

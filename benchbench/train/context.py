@@ -1,0 +1,49 @@
+"""What a method gets besides its corpus: the base model, seed, run folder, device, data, registry and
+accounting. The runner builds one per training; ``load_encoder`` resolves the base model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.errors import UnknownNameError
+
+
+@dataclass
+class TrainContext:
+    """What a method gets besides its corpus."""
+
+    model: str  # base model name (see models.py)
+    seed: int
+    output_dir: Path  # this run's folder (checkpoints, the saved encoder)
+    task: str | None = None
+    device: str | None = None  # None: CUDA when present, else CPU
+    data: Any = None  # DataStore
+    registry: Any = None  # plugin Registry (augmenters, taggers)
+    pairs: list[tuple[str, str]] | None = None  # the task's unlabelled pairs (transductive methods)
+    corpus: Any = None  # the corpora.Corpus being trained on (name, sha256, sentences)
+    progress: bool = True
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("benchbench.train"))
+    accounting: dict[str, Any] = field(default_factory=dict)  # filled by training: steps, seconds, examples, tokens
+    # optional learning curve: every ``monitor_every`` optimizer steps (and at the last one) the loop
+    # calls ``monitor(step, encoder) -> {name: score}`` on the encoder as it stands; the scores go
+    # to ``accounting["monitor"]``
+    monitor: Callable[[int, Any], dict[str, float]] | None = None
+    monitor_every: int = 0
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.output_dir / "checkpoints"
+
+    def load_encoder(self, pooling: str | None = None, **kw):
+        from benchbench.encode.models import load_encoder
+
+        return load_encoder(self.model, pooling=pooling, **kw)
+
+    def augmenter(self, name: str):
+        if self.registry is None or name not in self.registry.augmenters:
+            raise UnknownNameError("augmenter", name, self.registry.augmenters if self.registry else [])
+        return self.registry.augmenters[name]

@@ -1,0 +1,646 @@
+"""The one training loop every trainer uses.
+
+A method describes *what* to optimise as an :class:`Objective` (an ``nn.Module`` whose
+``forward(**batch)`` returns the loss, plus ``collate(items, rng)`` that turns drawn corpus items into
+a batch on the CPU: noise, pairing, tokenisation). :func:`train_loop` owns everything else: device
+and mixed precision (HF Accelerate, so ``accelerate launch``/``torchrun`` spread one run over several
+GPUs without code changes), seeding, the step/batch budget, gradient accumulation, periodic
+checkpoints with exact resume after a kill, a progress bar, and the accounting that goes into the
+result record.
+
+Exact resume rests on two choices:
+
+* the data order is a pure function of ``(seed, position)``: item ``p`` of the stream is element
+  ``p mod n`` of the permutation of epoch ``p // n``, and the noise of micro-batch ``m`` is drawn from
+  ``numpy.random.default_rng([seed, m, rank])``; so resuming needs only the position, not a sampler's
+  internal state;
+* a checkpoint holds the model, optimizer, scheduler and every RNG state plus the counters, written
+  to a temporary folder and renamed into place only when complete.
+
+Checkpoints hold no pickle: tensors go to safetensors files (the model through
+``safetensors.torch.save_model``, which drops the duplicates of tied weights), everything else (optimizer
+hyper-parameters, scheduler counters, Python/NumPy RNG states, loop counters) to JSON, and
+``benchbench_state.json`` (written last) lists every file's sha256. A checkpoint whose files do not
+match is ignored with a loud warning and the run resumes from an older intact one or from the start,
+which is exact too (the run is a pure function of its seed). Checkpoints are taken every
+``checkpoint_every`` steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a
+kill at any instant loses at most one interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchbench.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+META = "benchbench_state.json"
+CHECKPOINT_FORMAT = 2  # 2: safetensors + JSON (1, unmarked: Accelerate save_state with pickle)
+
+
+class Objective(torch.nn.Module):
+    """A method's trainable modules and its loss. Subclasses implement ``collate`` and ``forward``.
+
+    ``collate`` runs on the CPU for every micro-batch and must draw all its randomness from ``rng``
+    (so that a resumed run draws the same noise); it may put ``n_tokens`` (an int) in the batch for
+    the accounting. ``forward(**batch)`` returns a scalar loss."""
+
+    def collate(self, items: list[Any], rng: np.random.Generator) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def result(self):
+        """The encoder this objective would hand back if training stopped now (what a training
+        monitor evaluates); None when it has no such encoder on its own (e.g. a flow on cached
+        vectors)."""
+        return getattr(self, "encoder", None)
+
+
+@dataclasses.dataclass
+class LoopConfig:
+    """The budget. ``steps`` counts optimizer updates; each update sees ``batch_size *
+    grad_accum * world_size`` items."""
+
+    steps: int
+    batch_size: int
+    grad_accum: int = 1
+    checkpoint_every: int = 1000  # optimizer steps; 0 = no step-based checkpoints
+    checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints; 0 = no time-based ones
+    max_grad_norm: float | None = 1.0  # global-norm clipping as every reference does; 0/None = off
+    keep_checkpoints: bool = False  # keep the last checkpoint after a finished run
+    log_every: int = 0  # 0: about 20 loss points per run
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> LoopConfig:
+        """The budget from a method's Config: every LoopConfig field the Config has, by name (steps,
+        batch_size, grad_accum, checkpoint_every, checkpoint_minutes, max_grad_norm, ...); keyword
+        ``overrides`` win (e.g. ``steps`` resolved from epochs). A Config without ``max_grad_norm``
+        gets the loop's default clipping."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {n: getattr(config, n) for n in names if hasattr(config, n)}
+        return cls(**{**values, **overrides})
+
+
+# LoopConfig fields that change when and how often state is written, never a number: not part of a
+# run's fingerprint, so changing them keeps resuming the same run
+_SPEED_FIELDS = ("checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "log_every")
+
+
+def resolve_steps(steps: int | None, n_items: int, batch_size: int, epochs: float = 1.0) -> int:
+    """A step budget: the explicit one, or ``epochs`` passes over the corpus."""
+    if steps is not None:
+        if int(steps) < 1:
+            raise ConfigError(f"option 'steps' must be >= 1 (got {steps}).")
+        return int(steps)
+    return max(1, math.ceil(epochs * n_items / batch_size))
+
+
+class ItemStream:
+    """Position-addressable shuffled stream over ``n`` items: epoch ``e`` is a fresh permutation
+    seeded by ``(seed, e)``. Written by hand because torch samplers keep hidden iterator state that
+    cannot be restored to an arbitrary position without replaying it."""
+
+    def __init__(self, n: int, seed: int, shuffle: bool = True):
+        if n < 1:
+            raise ConfigError("the training corpus is empty: nothing to train on.")
+        self.n, self.seed, self.shuffle = n, seed, shuffle
+        self._epoch, self._perm = -1, np.arange(n)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._perm = (
+                np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle else np.arange(self.n)
+            )
+        return self._perm
+
+    def take(self, start: int, count: int) -> list[int]:
+        out = []
+        for p in range(start, start + count):
+            out.append(int(self._permutation(p // self.n)[p % self.n]))
+        return out
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices) before a method builds its random heads."""
+    from accelerate.utils import set_seed
+
+    set_seed(seed)
+
+
+def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """AdamW with torch's fused kernel where available (what the HF Trainer uses by default since
+    torch 2.8); on a CPU it is several times faster than the per-tensor loop, which otherwise costs
+    as much as a small model's forward pass."""
+    params = [p for p in params if p.requires_grad]
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tensor]:
+    """Split a batch into groups of similar length so that each group is padded only to its own
+    longest member. Exact for models where padding cannot reach real positions (masked or causal
+    attention). Chooses the split of the length-sorted batch minimising
+    ``sum(group size * group max length) + overhead * groups`` (dynamic programme; batches are small)."""
+    order = torch.argsort(lengths, stable=True)
+    ls = lengths[order].tolist()
+    n = len(ls)
+    best = [0.0] + [float("inf")] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):  # best[j]: cost of the first j sorted items
+        for i in range(j):
+            c = best[i] + (j - i) * ls[j - 1] + overhead
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def make_accelerator(device: str | None, mixed_precision: str | None = None, grad_accum: int = 1):
+    """An Accelerator for ``device`` (None: CUDA when present, else CPU). bf16 autocast on CUDA when
+    the GPU supports it; full precision on CPU, where bf16 autocast is usually slower."""
+    from datetime import timedelta
+
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    cpu = device is not None and device.startswith("cpu")
+    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine.")
+    if mixed_precision is None:
+        mixed_precision = "bf16" if (not cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()) else "no"
+    # find_unused_parameters: some objectives hold weights that get no gradient by design
+    # (TSDAE's cross-attention query/key with a one-vector memory), which plain DDP rejects.
+    # a long collective timeout: in a multi-process run the other ranks wait at the next task's first
+    # collective while rank 0 evaluates (CQADupStack: minutes), which the default 10 minutes can cut
+    return Accelerator(
+        cpu=cpu,
+        mixed_precision=mixed_precision,
+        gradient_accumulation_steps=grad_accum,
+        kwargs_handlers=[
+            DistributedDataParallelKwargs(find_unused_parameters=True),
+            InitProcessGroupKwargs(timeout=timedelta(hours=12)),
+        ],
+    )
+
+
+def run_fingerprint(**parts: Any) -> str:
+    """Identifies a run, so that a checkpoint is only resumed by the run that wrote it."""
+    payload = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def method_fingerprint(method: Any, ctx: Any, items: Sequence[Any]) -> str:
+    """The fingerprint of ``method`` (its name and full config) trained from ``ctx.model`` with
+    ``ctx.seed`` on ``items``."""
+    cfg = dataclasses.asdict(method.config) if dataclasses.is_dataclass(method.config) else repr(method.config)
+    if isinstance(cfg, dict):  # speed knobs (field(metadata={"hash": False}), e.g. checkpoint_every) name the same run
+        for f in dataclasses.fields(method.config):
+            if f.metadata.get("hash") is False:
+                cfg.pop(f.name, None)
+    return run_fingerprint(
+        method=getattr(method, "name", type(method).__name__),
+        config=cfg,
+        model=getattr(ctx, "model", None),
+        seed=getattr(ctx, "seed", None),
+        corpus=corpus_fingerprint(items),
+    )
+
+
+def corpus_fingerprint(items: Sequence[Any]) -> str:
+    h = hashlib.sha256()
+    h.update(str(len(items)).encode())
+    for it in items[:1000]:
+        h.update(repr(it).encode() if not isinstance(it, str) else it.encode())
+    return h.hexdigest()[:16]
+
+
+def _checkpoints(root: Path, fingerprint: str, max_step: int) -> list[tuple[int, Path]]:
+    """This run's finished checkpoints under ``root``, newest first. A folder without the state file
+    is unfinished; one written by another run (fingerprint) or by an older, pickle-based format is
+    skipped with a warning (never unpickled)."""
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.glob("step-*"):
+        meta = d / META
+        if not meta.is_file():
+            continue
+        try:
+            m = json.loads(meta.read_text())
+            step = int(m["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("checkpoint %s: unreadable %s; not resuming from it", d, META)
+            continue
+        if m.get("fingerprint") != fingerprint:
+            log.warning(
+                "checkpoint %s belongs to another run (fingerprint %s != %s); not resuming from it",
+                d,
+                m.get("fingerprint"),
+                fingerprint,
+            )
+            continue
+        if m.get("format") != CHECKPOINT_FORMAT:
+            log.warning(
+                "checkpoint %s is in an old format (pickle-based Accelerate state, format %s); it is not loaded "
+                "(nothing is unpickled) and this run starts over",
+                d,
+                m.get("format"),
+            )
+            continue
+        if step <= max_step:
+            found.append((step, d))
+    return sorted(found, reverse=True)
+
+
+def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
+    """Why ``ckpt`` cannot be resumed exactly by process ``rank`` (a missing or changed file), or None."""
+    files = meta.get("files", {})
+    needed = [n for n in files if not n.startswith("rng-")] + [f"rng-{rank}.json", f"rng-{rank}.safetensors"]
+    for name in needed:
+        if name not in files:
+            return f"{name} is not listed in {META} (written by a run with another number of processes?)"
+        f = ckpt / name
+        if not f.is_file():
+            return f"{f} is missing"
+        if _sha256(f) != files[name]:
+            return f"{f} does not match its checksum in {META} (damaged or edited)"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- a state dict as safetensors + JSON: tensors go to the safetensors file under generated names, the
+# rest of the (nested) structure to JSON. Written by hand because neither safetensors nor torch stores a
+# nested optimizer/scheduler state without pickle.
+
+
+def _split_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        name = f"t{len(tensors)}"
+        tensors[name] = obj.detach().to("cpu").contiguous().clone()  # clone: no shared storage for safetensors
+        return {"__tensor__": name}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {"__map__": {k: _split_tensors(v, tensors) for k, v in obj.items()}}
+        return {"__items__": [[_split_tensors(k, tensors), _split_tensors(v, tensors)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_split_tensors(v, tensors) for v in obj]}
+    if isinstance(obj, list):
+        return [_split_tensors(v, tensors) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint without pickle")
+
+
+def _join_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, list):
+        return [_join_tensors(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__map__" in obj:
+            return {k: _join_tensors(v, tensors) for k, v in obj["__map__"].items()}
+        if "__items__" in obj:
+            return {_join_tensors(k, tensors): _join_tensors(v, tensors) for k, v in obj["__items__"]}
+        if "__tuple__" in obj:
+            return tuple(_join_tensors(v, tensors) for v in obj["__tuple__"])
+        if "__ndarray__" in obj:
+            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+    return obj
+
+
+def _save_tree(obj: Any, folder: Path, name: str) -> None:
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _split_tensors(obj, tensors)
+    save_file(tensors, str(folder / f"{name}.safetensors"))
+    (folder / f"{name}.json").write_text(json.dumps(tree))
+
+
+def _load_tree(folder: Path, name: str) -> Any:
+    from safetensors.torch import load_file
+
+    return _join_tensors(
+        json.loads((folder / f"{name}.json").read_text()), load_file(str(folder / f"{name}.safetensors"))
+    )
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    import random
+
+    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def _set_rng_state(st: dict[str, Any]) -> None:
+    import random
+
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    torch.set_rng_state(st["torch"])
+    if "cuda" in st:
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+@dataclasses.dataclass
+class LoopState:
+    step: int = 0  # optimizer steps done
+    micro: int = 0  # micro-batches done (per process)
+    items: int = 0  # items (sentences, pairs, vectors) seen, all processes
+    tokens: int = 0  # non-padding input tokens seen, all processes
+    seconds: float = 0.0  # training wall-clock, summed over resumed segments
+    losses: list = dataclasses.field(default_factory=list)  # [step, mean loss since last point]
+    monitor: list = dataclasses.field(default_factory=list)  # [step, {score: value}] from ctx.monitor
+    resumed_from: list = dataclasses.field(default_factory=list)
+
+
+def train_loop(
+    objective: Objective,
+    items: Sequence[Any],
+    ctx,
+    loop: LoopConfig,
+    make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
+    make_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+    fingerprint: str | None = None,
+    on_step: Callable[[LoopState], None] | None = None,
+    desc: str = "train",
+) -> torch.nn.Module:
+    """Optimise ``objective`` on ``items`` for ``loop.steps`` updates and return it unwrapped (on
+    the CPU). ``ctx`` is the method's TrainContext: device, seed, progress, checkpoint_dir, and the
+    ``accounting`` dict this fills. ``fingerprint`` names the run for resume (default: from the
+    objective's class, the loop config, the seed and the corpus)."""
+    from tqdm.auto import tqdm
+
+    if loop.steps < 1 or loop.batch_size < 1 or loop.grad_accum < 1:
+        raise ConfigError(
+            f"training budget must be positive: steps={loop.steps}, batch_size={loop.batch_size}, "
+            f"grad_accum={loop.grad_accum}."
+        )
+    acc = make_accelerator(getattr(ctx, "device", None), grad_accum=loop.grad_accum)
+    seed = int(getattr(ctx, "seed", 0))
+    budget = {k: v for k, v in dataclasses.asdict(loop).items() if k not in _SPEED_FIELDS}
+    fingerprint = fingerprint or run_fingerprint(
+        objective=type(objective).__qualname__, loop=budget, seed=seed, corpus=corpus_fingerprint(items)
+    )
+    optimizer = make_optimizer(objective)
+    scheduler = make_scheduler(optimizer) if make_scheduler else None
+    model, optimizer = acc.prepare(objective, optimizer)
+    # the scheduler is stepped by hand once per optimizer step (an Accelerate-prepared scheduler steps
+    # once per process, which would run schedules defined in optimizer steps too fast under DDP)
+
+    state = LoopState()
+    ckpt_root = Path(ctx.checkpoint_dir)
+    # the runner keeps checkpoints until the trained encoder is saved and marked complete
+    defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
+    for _step, ckpt in _checkpoints(ckpt_root, fingerprint, loop.steps):
+        meta = json.loads((ckpt / META).read_text())
+        why = _damage(ckpt, meta, acc.process_index)
+        if why is not None:
+            log.warning(
+                "NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
+                "start (exact either way: the run is a pure function of its seed); delete the folder to "
+                "silence this.",
+                ckpt,
+                why,
+            )
+            continue
+        _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
+        state = LoopState(
+            **{k: v for k, v in meta["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}}
+        )
+        state.resumed_from.append(state.step)
+        log.info("resuming %s from %s (step %d)", desc, ckpt, state.step)
+        break
+
+    stream = ItemStream(len(items), seed)
+    world, rank = acc.num_processes, acc.process_index
+    log_every = loop.log_every or max(1, loop.steps // 20)
+    bar = tqdm(
+        total=loop.steps,
+        initial=state.step,
+        desc=desc,
+        unit="step",
+        dynamic_ncols=True,
+        disable=not (getattr(ctx, "progress", True) and acc.is_local_main_process),
+    )
+    window: list[float] = []
+    monitor, monitor_every = getattr(ctx, "monitor", None), int(getattr(ctx, "monitor_every", 0) or 0)
+    if monitor is not None and monitor_every < 1:
+        raise ConfigError(f"{desc}: a training monitor needs monitor_every >= 1 (got {monitor_every}).")
+    if monitor is not None and acc.unwrap_model(model).result() is None:  # before any step, on every process
+        raise ConfigError(
+            f"{desc}: this method has no encoder to monitor during training "
+            f"({type(acc.unwrap_model(model)).__name__}.result() is None)."
+        )
+    model.train()
+    t_start = time.perf_counter()
+    seconds_before, paused = state.seconds, 0.0
+    last_save = (state.step, time.monotonic())
+    while state.step < loop.steps:
+        step_loss = 0.0
+        for _ in range(loop.grad_accum):
+            start = (state.micro * world + rank) * loop.batch_size
+            drawn = [items[i] for i in stream.take(start, loop.batch_size)]
+            batch = objective.collate(drawn, np.random.default_rng([seed, state.micro, rank]))
+            n_tokens = int(batch.pop("n_tokens", 0))
+            batch = {k: v.to(acc.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            with acc.accumulate(model), acc.autocast():
+                loss = model(**batch)
+                acc.backward(loss)
+                if acc.sync_gradients and loop.max_grad_norm:
+                    acc.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            if not torch.isfinite(loss.detach()):
+                raise FloatingPointError(
+                    f"{desc}: loss became {loss.item()} at step {state.step}; lower the learning rate."
+                )
+            step_loss += float(loss.detach()) / loop.grad_accum
+            state.micro += 1
+            state.items += len(drawn) * world
+            state.tokens += n_tokens * world
+        if scheduler is not None:
+            scheduler.step()
+        state.step += 1
+        window.append(step_loss)
+        bar.update(1)
+        if state.step % log_every == 0 or state.step == loop.steps:
+            state.losses.append([state.step, round(sum(window) / len(window), 5)])
+            bar.set_postfix(loss=f"{state.losses[-1][1]:.4f}")
+            window = []
+        if monitor is not None and (state.step % monitor_every == 0 or state.step == loop.steps):
+            t_mon = time.perf_counter()
+            _run_monitor(monitor, acc, model, state)
+            paused += time.perf_counter() - t_mon
+        state.seconds = seconds_before + time.perf_counter() - t_start - paused
+        if state.step < loop.steps and _checkpoint_due(acc, loop, state, last_save):
+            _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+            last_save = (state.step, time.monotonic())
+        if on_step is not None:
+            on_step(state)
+    bar.close()
+    if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / META).is_file():
+        # a kill between here and the encoder being marked complete redoes no training
+        _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+    acc.wait_for_everyone()
+    if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
+        remove_checkpoints(ckpt_root)
+    _account(ctx, acc, state, loop)
+    unwrapped = acc.unwrap_model(model)
+    acc.free_memory()
+    return unwrapped.to("cpu").eval()
+
+
+def _run_monitor(monitor, acc, model, state: LoopState) -> None:
+    """Evaluate the encoder as it stands (``monitor(step, encoder) -> {name: score}``, on the main
+    process) and keep the scores in the loop state, so they survive a resume. Its time is not
+    counted as training time, and it cannot move the run: it sees the model in eval mode, and the
+    torch RNG streams (dropout) are restored and training mode is set again afterwards."""
+    if acc.is_main_process:
+        encoder = acc.unwrap_model(model).result()
+        devices = [acc.device] if acc.device.type == "cuda" else []
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=devices):
+                scores = monitor(state.step, encoder)
+        finally:
+            model.train()
+        state.monitor.append([state.step, dict(scores or {})])
+    acc.wait_for_everyone()
+
+
+def remove_checkpoints(root: Path) -> None:
+    """Delete a run's checkpoints (after its result is safely stored)."""
+    if Path(root).is_dir():
+        for d in list(Path(root).glob("step-*")) + list(Path(root).glob(".tmp-step-*")):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _checkpoint_due(acc, loop: LoopConfig, state: LoopState, last_save: tuple[int, float]) -> bool:
+    """Every ``checkpoint_every`` steps, or when ``checkpoint_minutes`` have passed since the last save
+    (decided by the main process and shared, so that every process saves at the same step)."""
+    if loop.checkpoint_every and state.step % loop.checkpoint_every == 0:
+        return True
+    if not loop.checkpoint_minutes or loop.checkpoint_minutes <= 0:
+        return False
+    due = state.step > last_save[0] and time.monotonic() - last_save[1] >= loop.checkpoint_minutes * 60
+    if acc.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        flag = [due]
+        broadcast_object_list(flag, from_process=0)
+        due = bool(flag[0])
+    return due
+
+
+def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:
+    """Write ``step-N``: the main process writes the model, optimizer and scheduler, every process its
+    RNG state, into a temporary folder that the main process renames into place once the state file
+    (with every file's checksum) is written; then older checkpoints are dropped."""
+    from safetensors.torch import save_model
+
+    final = root / f"step-{state.step:09d}"
+    tmp = root / f".tmp-step-{state.step:09d}"
+    if acc.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        save_model(acc.unwrap_model(model), str(tmp / "model.safetensors"))  # drops tied duplicates, keeps one
+        _save_tree(optimizer.state_dict(), tmp, "optimizer")
+        if scheduler is not None:
+            _save_tree(scheduler.state_dict(), tmp, "scheduler")
+    _save_tree(_rng_state(acc.device), tmp, f"rng-{acc.process_index}")
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        files = {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()}
+        meta_tmp = tmp / f"{META}.tmp"
+        meta_tmp.write_text(
+            json.dumps(
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "fingerprint": fingerprint,
+                    "step": state.step,
+                    "processes": acc.num_processes,
+                    "files": files,
+                    "state": dataclasses.asdict(state),
+                }
+            )
+        )
+        os.replace(meta_tmp, tmp / META)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        for d in root.glob("step-*"):
+            if d != final:
+                shutil.rmtree(d, ignore_errors=True)
+    acc.wait_for_everyone()
+
+
+def _load_checkpoint(acc, model, optimizer, scheduler, ckpt: Path) -> None:
+    from safetensors.torch import load_model
+
+    # strict: every weight comes back (tied duplicates, dropped at save, are restored through their tie)
+    load_model(acc.unwrap_model(model), str(ckpt / "model.safetensors"), strict=True, device=str(acc.device))
+    optimizer.load_state_dict(_load_tree(ckpt, "optimizer"))
+    if scheduler is not None:
+        scheduler.load_state_dict(_load_tree(ckpt, "scheduler"))
+    _set_rng_state(_load_tree(ckpt, f"rng-{acc.process_index}"))
+
+
+def _account(ctx, acc, state: LoopState, loop: LoopConfig) -> None:
+    a = getattr(ctx, "accounting", None)
+    if a is None:
+        return
+    dev = acc.device
+    label = f"cuda:{torch.cuda.get_device_name(dev)}" if dev.type == "cuda" else "cpu"
+    a.update(
+        {
+            "seconds": round(state.seconds, 3),
+            "steps": state.step,
+            "examples": state.items,
+            "tokens": state.tokens,
+            "batch_size": loop.batch_size,
+            "grad_accum": loop.grad_accum,
+            "processes": acc.num_processes,
+            "device": label,
+            "mixed_precision": str(acc.mixed_precision),
+            "steps_per_second": round(state.step / state.seconds, 4) if state.seconds else None,
+            "loss_curve": state.losses,
+            "resumed_from_steps": state.resumed_from,
+        }
+    )
+    if state.monitor:
+        a["monitor"] = state.monitor

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "LoopConfig": ".train.loop",
     "LoopState": ".train.loop",
     "train_loop": ".train.loop",
+    "fit": ".train.fit",
     "resolve_steps": ".train.loop",
     "seed_everything": ".train.loop",
     "adamw": ".train.loop",
@@ -141,7 +142,15 @@ class _MovedFinder:
         )
         real = importlib.import_module(new)
         module.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
-        module.__getattr__ = lambda name: getattr(real, name)  # late-bound names
+        if hasattr(real, "__path__"):
+            module.__path__ = []  # a package whose submodules come through this finder, never loaded twice
+
+        def late(name: str) -> Any:  # names the real module binds later
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return getattr(real, name)
+
+        module.__getattr__ = late
 
 
 if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
@@ -164,6 +173,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .run.chain import train_method
     from .run.runner import make_adapter
     from .train.context import TrainContext
+    from .train.fit import fit
     from .train.loop import (
         LoopConfig,
         LoopState,

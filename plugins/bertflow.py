@@ -31,17 +31,15 @@ from torch import nn
 
 from benchbench import (
     ConfigError,
-    LoopConfig,
     Method,
     Objective,
     TrainContext,
     TransformerEncoder,
     adamw,
+    fit,
     hash_weights,
     hookimpl,
-    method_fingerprint,
     seed_everything,
-    train_loop,
 )
 
 
@@ -361,15 +359,13 @@ class BertFlow(Method):
             items = corpus
         flow.train()
         flow(init.to(next(flow.parameters()).device))  # ActNorm's data-dependent initialisation
-        loop = LoopConfig.from_config(c)
-        obj = train_loop(
+        obj = fit(
+            self,
             obj,
             items,
             ctx,
-            loop,
-            fingerprint=method_fingerprint(self, ctx, corpus),
+            fingerprint_items=corpus,  # cached vectors come from the corpus
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
-            desc=f"bertflow {ctx.task or ''}".strip(),
         )
         base.eval()
         return FlowEncoder(base, obj.flow, flow_cfg)

@@ -28,15 +28,13 @@ import torch.nn.functional as F
 
 from benchbench import (
     ConfigError,
-    LoopConfig,
     Method,
     Objective,
     TrainContext,
     TransformerEncoder,
+    fit,
     hookimpl,
-    method_fingerprint,
     seed_everything,
-    train_loop,
 )
 
 
@@ -122,16 +120,13 @@ class CT(Method):
         obj = CTObjective(
             ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length), corpus, c.negatives, c.dropout
         )
-        loop = LoopConfig.from_config(c)
-        obj = train_loop(
+        obj = fit(
+            self,
             obj,
             corpus,
             ctx,
-            loop,
-            fingerprint=method_fingerprint(self, ctx, corpus),
             make_optimizer=lambda m: torch.optim.RMSprop(m.parameters(), lr=c.lr),
             make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, segmented_lr(c.segment_steps)),
-            desc=f"ct {ctx.task or ''}".strip(),
         )
         return obj.result()
 

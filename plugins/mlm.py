@@ -25,16 +25,14 @@ import torch.nn.functional as F
 
 from benchbench import (
     ConfigError,
-    LoopConfig,
     Method,
     Objective,
     TrainContext,
     TransformerEncoder,
+    fit,
     hookimpl,
     load_pretrained_head,
-    method_fingerprint,
     seed_everything,
-    train_loop,
 )
 
 
@@ -145,16 +143,13 @@ class MLM(Method):
         pretrained, note = load_pretrained_head(ctx.model, "AutoModelForMaskedLM")
         ctx.accounting["pretrained_lm_head"] = note
         obj = MLMObjective(encoder, build_mlm_head(encoder, pretrained), c.mask_ratio, c.whole_word)
-        loop = LoopConfig.from_config(c)
-        obj = train_loop(
+        obj = fit(
+            self,
             obj,
             corpus,
             ctx,
-            loop,
-            fingerprint=method_fingerprint(self, ctx, corpus),
             make_optimizer=lambda m: grouped_adamw(m, c.lr, c.weight_decay),
             make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, linear_warmup_decay(c.steps, c.warmup_ratio)),
-            desc=f"mlm {ctx.task or ''}".strip(),
         )
         return obj.encoder
 

@@ -41,12 +41,11 @@ from benchbench import (
     TrainContext,
     TransformerEncoder,
     adamw,
+    fit,
     hash_weights,
     hookimpl,
-    method_fingerprint,
     resolve_steps,
     seed_everything,
-    train_loop,
 )
 
 
@@ -193,16 +192,14 @@ class SimCSE(Method):
         obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None
-        loop = LoopConfig.from_config(c, steps=steps)
-        obj = train_loop(
+        obj = fit(
+            self,
             obj,
             corpus,
             ctx,
-            loop,
-            fingerprint=method_fingerprint(self, ctx, corpus),
+            loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
             make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
-            desc=f"simcse {ctx.task or ''}".strip(),
         )
         if best is not None:
             obj.load_state_dict(best["state"])

@@ -45,20 +45,18 @@ from torch import nn
 from benchbench import (
     NOISE_KINDS,
     ConfigError,
-    LoopConfig,
     Method,
     Objective,
     TrainContext,
     TransformerEncoder,
     WordNoise,
     adamw,
+    fit,
     hookimpl,
     length_groups,
     load_pretrained_head,
-    method_fingerprint,
     register_noise,
     seed_everything,
-    train_loop,
 )
 
 
@@ -302,15 +300,8 @@ class TSDAE(Method):
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         obj = self.build(ctx)
-        loop = LoopConfig.from_config(c)
-        obj = train_loop(
-            obj,
-            corpus,
-            ctx,
-            loop,
-            fingerprint=method_fingerprint(self, ctx, corpus),
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay),
-            desc=f"tsdae {ctx.task or ''}".strip(),
+        obj = fit(
+            self, obj, corpus, ctx, make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         )
         obj.sparse_lookups(False)  # hand back the encoder's lookups in their usual (dense) mode
         return obj.encoder

@@ -15,9 +15,13 @@ def _csv(text: str | None) -> list[str]:
 
 @hookimpl
 def benchbench_register_commands(register: Any) -> None:
-    """Registers the subcommands on cli.py's parser (each sets ``func``)."""
-    from benchbench.train.setups import parse_sizes
+    """``sweep``, ``analyze pos`` and ``labelling-work`` on benchbench's parser."""
+    _add_sweep(register)
+    _add_analyze(register)
+    _add_labelling_work(register)
 
+
+def _add_sweep(register: Any) -> None:
     s = register("sweep", help="methods x tasks x seeds x setups x sizes as Ray tasks (resumable)")
     s.add_argument("--methods", required=True)
     s.add_argument("--tasks", required=True)
@@ -38,39 +42,10 @@ def benchbench_register_commands(register: Any) -> None:
     s.add_argument(
         "--store-items", action="store_true", help="per-item scores beside each record (benchbench significance)"
     )
-
-    def cmd_sweep(args) -> int:
-        from benchbench.cli.main import _parse_seeds, _parse_set
-
-        runs = expand(
-            _csv(args.methods),
-            _csv(args.tasks),
-            _parse_seeds(args.seeds),
-            _csv(args.setups),
-            parse_sizes(args.corpus_sizes),
-            parse_sizes(args.labelled_sizes),
-        )
-        base = base_options(
-            model=args.model,
-            output=args.output,
-            data_dir=args.data_dir,
-            device=args.device,
-            overrides=_parse_set(args.set),
-            progress=False,
-            store_items=args.store_items or None,
-        )
-        out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
-        for o in out:
-            line = f"{o.status:8s} {o.run.label} " + " ".join(
-                f"{t}={v:.2f}" for t, v in o.scores.items() if v is not None
-            )
-            print(line if o.status != "failed" else f"{line}\n         {o.error.splitlines()[0]}")
-        failed = sum(o.status == "failed" for o in out)
-        print(f"{len(out)} runs: {len(out) - failed} ok, {failed} failed; results in {args.output}/")
-        return 1 if failed else 0
-
     s.set_defaults(func=cmd_sweep)
 
+
+def _add_analyze(register: Any) -> None:
     a = register("analyze", help="analyses of trained encoders")
     asub = a.add_subparsers(dest="analysis", required=True)
     p = asub.add_parser("pos", help="POS of the word whose deletion lowers a relevant pair's cosine most (TSDAE §7.2)")
@@ -83,51 +58,10 @@ def benchbench_register_commands(register: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--output", default="leaderboards/setups/pos")
-
-    def cmd_pos(args) -> int:
-        from pathlib import Path
-
-        from benchbench.core.registry import get_registry
-        from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
-        from benchbench.encode.models import load_encoder
-        from benchbench.evaluate.analysis import pos
-        from benchbench.run.runner import make_adapter
-        from benchbench.store.data import DataStore
-
-        reg = get_registry()
-        data = DataStore(args.data_dir)
-        datasets = {
-            t: pos.relevant_pairs(make_adapter(reg, t, data), "test", args.max_pairs, args.seed)
-            for t in _csv(args.tasks)
-        }
-        cache = EmbeddingCache(default_cache_dir())
-        embedders = {}
-        for item in _csv(args.encoders):
-            name, _, path = item.partition("=")
-            embedders[name] = Embedder(load_encoder(path or name), cache=cache, progress=False)
-        out = Path(args.output)
-        res = pos.analyze(embedders, datasets, pos.get_tagger(reg, args.tagger), cache_dir=out / "tags")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "pos.json").write_text(
-            json.dumps(
-                {
-                    "result": res,
-                    "tagger": args.tagger,
-                    "pairs": {k: len(v) for k, v in datasets.items()},
-                    "encoders": _csv(args.encoders),
-                    "seed": args.seed,
-                },
-                indent=1,
-            )
-        )
-        (out / "pos.md").write_text(pos.markdown(res))
-        for ds in res:
-            pos.bar_plot(res, out / f"pos-{ds}.png", ds)
-        print(pos.markdown(res))
-        return 0
-
     p.set_defaults(func=cmd_pos)
 
+
+def _add_labelling_work(register: Any) -> None:
     lw = register("labelling-work", help="smallest labelled set whose supervised model matches a score (Table 10)")
     lw.add_argument("--task", required=True)
     lw.add_argument("--target", type=float, required=True, help="the unsupervised method's main score to match")
@@ -138,35 +72,105 @@ def benchbench_register_commands(register: Any) -> None:
     lw.add_argument("--seed", type=int, default=1)
     lw.add_argument("--output", default="results")
     lw.add_argument("--data-dir", default=None)
-
-    def cmd_lw(args) -> int:
-        from benchbench.run.runner import RunOptions
-        from benchbench.run.runner import run as run_fn
-        from benchbench.train.setups import equivalent_labelling_work, setup_string
-
-        def score_at(n: int) -> float:  # one stored supervised@labelled=n run per point (resumable)
-            rep = run_fn(
-                RunOptions(
-                    method="sbert",
-                    tasks=args.task,
-                    model=args.model,
-                    seeds=[args.seed],
-                    setup=setup_string("supervised", labelled=n),
-                    output=args.output,
-                    data_dir=args.data_dir,
-                    progress=False,
-                )
-            )
-            return float(rep.records[0]["splits"]["test"]["main_score"])
-
-        n, seen = equivalent_labelling_work(score_at, args.target, args.lo, args.hi, args.tolerance)
-        print(
-            "| labelled pairs | score |\n|---|---|\n" + "\n".join(f"| {k} | {v:.2f} |" for k, v in sorted(seen.items()))
-        )
-        print(
-            f"equivalent labelling work for {args.target:.2f} on {args.task}: "
-            + (f"{n} labelled pairs" if n else f"not reached with {args.hi} pairs")
-        )
-        return 0
-
     lw.set_defaults(func=cmd_lw)
+
+
+def cmd_sweep(args) -> int:
+    from benchbench.cli.main import _parse_seeds, _parse_set
+    from benchbench.train.setups import parse_sizes
+
+    runs = expand(
+        _csv(args.methods),
+        _csv(args.tasks),
+        _parse_seeds(args.seeds),
+        _csv(args.setups),
+        parse_sizes(args.corpus_sizes),
+        parse_sizes(args.labelled_sizes),
+    )
+    base = base_options(
+        model=args.model,
+        output=args.output,
+        data_dir=args.data_dir,
+        device=args.device,
+        overrides=_parse_set(args.set),
+        progress=False,
+        store_items=args.store_items or None,
+    )
+    out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
+    for o in out:
+        line = f"{o.status:8s} {o.run.label} " + " ".join(f"{t}={v:.2f}" for t, v in o.scores.items() if v is not None)
+        print(line if o.status != "failed" else f"{line}\n         {o.error.splitlines()[0]}")
+    failed = sum(o.status == "failed" for o in out)
+    print(f"{len(out)} runs: {len(out) - failed} ok, {failed} failed; results in {args.output}/")
+    return 1 if failed else 0
+
+
+def cmd_pos(args) -> int:
+    from pathlib import Path
+
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.models import load_encoder
+    from benchbench.evaluate.analysis import pos
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
+
+    reg = get_registry()
+    data = DataStore(args.data_dir)
+    datasets = {
+        t: pos.relevant_pairs(make_adapter(reg, t, data), "test", args.max_pairs, args.seed) for t in _csv(args.tasks)
+    }
+    cache = EmbeddingCache(default_cache_dir())
+    embedders = {}
+    for item in _csv(args.encoders):
+        name, _, path = item.partition("=")
+        embedders[name] = Embedder(load_encoder(path or name), cache=cache, progress=False)
+    out = Path(args.output)
+    res = pos.analyze(embedders, datasets, pos.get_tagger(reg, args.tagger), cache_dir=out / "tags")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pos.json").write_text(
+        json.dumps(
+            {
+                "result": res,
+                "tagger": args.tagger,
+                "pairs": {k: len(v) for k, v in datasets.items()},
+                "encoders": _csv(args.encoders),
+                "seed": args.seed,
+            },
+            indent=1,
+        )
+    )
+    (out / "pos.md").write_text(pos.markdown(res))
+    for ds in res:
+        pos.bar_plot(res, out / f"pos-{ds}.png", ds)
+    print(pos.markdown(res))
+    return 0
+
+
+def cmd_lw(args) -> int:
+    from benchbench.run.runner import RunOptions
+    from benchbench.run.runner import run as run_fn
+    from benchbench.train.setups import equivalent_labelling_work, setup_string
+
+    def score_at(n: int) -> float:  # one stored supervised@labelled=n run per point (resumable)
+        rep = run_fn(
+            RunOptions(
+                method="sbert",
+                tasks=args.task,
+                model=args.model,
+                seeds=[args.seed],
+                setup=setup_string("supervised", labelled=n),
+                output=args.output,
+                data_dir=args.data_dir,
+                progress=False,
+            )
+        )
+        return float(rep.records[0]["splits"]["test"]["main_score"])
+
+    n, seen = equivalent_labelling_work(score_at, args.target, args.lo, args.hi, args.tolerance)
+    print("| labelled pairs | score |\n|---|---|\n" + "\n".join(f"| {k} | {v:.2f} |" for k, v in sorted(seen.items())))
+    print(
+        f"equivalent labelling work for {args.target:.2f} on {args.task}: "
+        + (f"{n} labelled pairs" if n else f"not reached with {args.hi} pairs")
+    )
+    return 0

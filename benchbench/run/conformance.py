@@ -135,14 +135,14 @@ def check_method(
         model = getattr(method_cls, "default_model", None) or ""
     tmp = Path(tmp_dir or tempfile.mkdtemp(prefix="benchbench-check-"))
 
-    def train(folder: str):
+    def train(folder: str, config: Any = cfg):
         from benchbench.core.registry import get_registry
 
         ctx = TrainContext(
             model=model, seed=seed, output_dir=tmp / folder, progress=False, device="cpu", registry=get_registry()
         )  # augmenters, noise kinds
         ctx.pairs = list(zip(corpus[::2], corpus[1::2], strict=False))
-        return method_cls(cfg).train(corpus if method_cls.trains else [], ctx)
+        return method_cls(config).train(corpus if method_cls.trains else [], ctx)
 
     enc_a = train("a")
     va = _vectors(enc_a, PROBES, who)
@@ -151,27 +151,34 @@ def check_method(
     if not np.array_equal(va, vb):
         raise _fail(who, "determinism", f"two runs with seed {seed} differ (max |diff| {np.abs(va - vb).max():.3g})")
     report["passed"].append("determinism")
-
-    if callable(getattr(enc_a, "save", None)):
-        from benchbench.encode.models import load_encoder
-
-        enc_a.save(tmp / "saved")
-        back = _vectors(load_encoder(str(tmp / "saved")), PROBES, who)
-        if back.shape != va.shape or not np.allclose(back, va, atol=1e-5, rtol=1e-4):
-            raise _fail(
-                who, "save/load round trip", f"the loaded encoder differs (max |diff| {np.abs(back - va).max():.3g})"
-            )
-        report["passed"].append("save/load round trip")
-    else:
-        report["skipped"]["save/load round trip"] = "the encoder has no save()"
-
+    _check_round_trip(enc_a, va, tmp, who, report)
     if not (resume and method_cls.trains):
         report["skipped"]["resume equality"] = "not a trainer" if resume else "not asked"
-        return report
-    if "checkpoint_every" not in {f.name for f in dataclasses.fields(cfg)}:
+    elif "checkpoint_every" not in {f.name for f in dataclasses.fields(cfg)}:
         report["skipped"]["resume equality"] = "its Config has no checkpoint_every"
-        return report
-    cfg = dataclasses.replace(cfg, checkpoint_every=1)
+    else:
+        _check_resume(lambda folder: train(folder, dataclasses.replace(cfg, checkpoint_every=1)), va, tmp, who, report)
+    return report
+
+
+def _check_round_trip(enc: Any, va: np.ndarray, tmp: Path, who: str, report: dict[str, Any]) -> None:
+    if not callable(getattr(enc, "save", None)):
+        report["skipped"]["save/load round trip"] = "the encoder has no save()"
+        return
+    from benchbench.encode.models import load_encoder
+
+    enc.save(tmp / "saved")
+    back = _vectors(load_encoder(str(tmp / "saved")), PROBES, who)
+    if back.shape != va.shape or not np.allclose(back, va, atol=1e-5, rtol=1e-4):
+        raise _fail(
+            who, "save/load round trip", f"the loaded encoder differs (max |diff| {np.abs(back - va).max():.3g})"
+        )
+    report["passed"].append("save/load round trip")
+
+
+def _check_resume(train: Any, va: np.ndarray, tmp: Path, who: str, report: dict[str, Any]) -> None:
+    """Train with a checkpoint every step, "kill" right after the second one, train again in the
+    same folder: the resumed encoder must equal the uninterrupted one exactly."""
     import benchbench.train.loop as T
 
     real, saves = T._save_checkpoint, []
@@ -186,22 +193,20 @@ def check_method(
     try:
         train("r")
         report["skipped"]["resume equality"] = "training finished before a second checkpoint (budget under 3 steps?)"
-        return report
+        return
     except _Interrupt:
         pass
     finally:
         T._save_checkpoint = real
-    ctx_dir = tmp / "r"
     vr = _vectors(train("r"), PROBES, who)
     if not np.array_equal(vr, va):
         raise _fail(
             who,
             "resume equality",
-            f"interrupted at a checkpoint and resumed (in {ctx_dir}), the encoder differs "
+            f"interrupted at a checkpoint and resumed (in {tmp / 'r'}), the encoder differs "
             f"from the uninterrupted run (max |diff| {np.abs(vr - va).max():.3g})",
         )
     report["passed"].append("resume equality")
-    return report
 
 
 class HashEncoder:

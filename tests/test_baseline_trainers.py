@@ -27,16 +27,17 @@ def _params(module):
 
 
 def test_ct_keeps_two_distinct_encoders_and_returns_the_second(tmp_path, monkeypatch):
-    import benchbench_plugins.ct as ct_mod
+
+    import benchbench.train.fit as fit_mod
 
     seen = {}
-    real = ct_mod.train_loop
+    real = fit_mod.train_loop
 
     def spy(obj, *a, **k):
         seen["obj"] = obj
         return real(obj, *a, **k)
 
-    monkeypatch.setattr(ct_mod, "train_loop", spy)
+    monkeypatch.setattr(fit_mod, "train_loop", spy)
     start = _params(load_encoder(TINY).model)
     enc = CT(CTConfig(steps=4, batch_size=8, lr=1e-3)).train(CORPUS, _ctx(tmp_path))
     obj = seen["obj"]

@@ -53,11 +53,12 @@ _SERVER = textwrap.dedent("""
             done.append(s.step)
             if kind == "step" and len(done) == n:
                 die()
-        real = P.train_loop
+        import benchbench.train.fit as F
+        real = F.train_loop
         def loop(*a, **k):
             k["on_step"] = on_step
             return real(*a, **k)
-        P.train_loop = loop
+        F.train_loop = loop
         calls = [0]
         def counted(orig, after=False):
             def f(*a, **k):

@@ -33,14 +33,15 @@ _SERVER = textwrap.dedent("""
     for i, tasks in enumerate(orders):
         pid = os.fork()
         if pid == 0:
-            real = P.train_loop
+            import benchbench.train.fit as F
+            real = F.train_loop
             def log_steps(s):
                 with open(work / "steps.txt", "a") as f:
                     f.write(f"{os.getpid()} {s.step}\\n")
             def loop(*a, **k):
                 k["on_step"] = log_steps
                 return real(*a, **k)
-            P.train_loop = loop
+            F.train_loop = loop
             sys.stdout = open(work / f"proc{i}.out", "w")
             sys.stderr = sys.stdout
             rc = 3

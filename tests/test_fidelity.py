@@ -205,7 +205,7 @@ def test_mlm_train_uses_the_checkpoint_head(ckpt, tmp_path, monkeypatch):
     import benchbench_plugins.mlm as mlm_mod
 
     seen = {}
-    monkeypatch.setattr(mlm_mod, "train_loop", lambda obj, *a, **k: seen.setdefault("obj", obj))
+    monkeypatch.setattr("benchbench.train.fit.train_loop", lambda obj, *a, **k: seen.setdefault("obj", obj))
     ctx = _ctx(tmp_path, ckpt)
     mlm_mod.MLM(mlm_mod.MLMConfig(steps=1)).train(CORPUS, ctx)
     _head_equal(seen["obj"].head.state_dict(), ckpt)
@@ -372,7 +372,8 @@ def test_every_method_passes_max_grad_norm_to_the_loop(name, tmp_path, monkeypat
         seen["loop"] = loop
         raise RuntimeError("stop")
 
-    monkeypatch.setattr(mod, "train_loop", fake_loop)
+    monkeypatch.setattr(mod, "train_loop", fake_loop, raising=False)  # methods that call the loop directly
+    monkeypatch.setattr("benchbench.train.fit.train_loop", fake_loop)  # and those that go through fit
     method = [v for v in vars(mod).values() if isinstance(v, type) and getattr(v, "name", None) == name][0]
     cfg = method.Config(max_grad_norm=0.5, steps=1)
     with pytest.raises(RuntimeError, match="stop"):
@@ -385,7 +386,7 @@ def test_ct_uses_the_segmented_schedule(tmp_path, monkeypatch):
     import benchbench_plugins.ct as ct_mod
 
     seen = {}
-    monkeypatch.setattr(ct_mod, "train_loop", lambda obj, *a, **k: seen.update(k) or obj)
+    monkeypatch.setattr("benchbench.train.fit.train_loop", lambda obj, *a, **k: seen.update(k) or obj)
     ct_mod.CT(ct_mod.CTConfig(steps=1)).train(CORPUS, _ctx(tmp_path, "tiny-bert:16:1:2:32"))
     opt = torch.optim.RMSprop([torch.nn.Parameter(torch.zeros(1))], lr=1e-5)
     sched = seen["make_scheduler"](opt)

@@ -80,11 +80,11 @@ def test_run_resume_and_force(workdir, capsys):
     # identical second run: skipped
     assert main(["run", "--method", "fixed", "--tasks", "mini", "--seeds", "1,2"]) == 0
     assert "0 evaluated, 2 already stored" in capsys.readouterr().err
-    # --force re-evaluates but re-encodes nothing (embedding cache)
+    # --force re-evaluates and re-encodes each text once (the cache is refreshed, never trusted)
     assert main(["run", "--method", "fixed", "--tasks", "mini", "--seeds", "1", "--force", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed[0]["splits"]["test"]["main_score"] == pytest.approx(90.0)
-    assert _encoder().n_encoded == n
+    assert _encoder().n_encoded == n + 10
     # a different config is a different key
     assert main(["run", "--method", "fixed", "--tasks", "mini", "--steps", "5"]) == 0
     assert len(list(ResultStore("results").records())) == 3

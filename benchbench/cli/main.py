@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError
@@ -92,27 +96,28 @@ def add_plugin_commands(sub: Any) -> None:
         impl.function(register=register)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods."
-    )
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def _add_run_arguments(r: argparse.ArgumentParser) -> None:
+    """``run``'s options (the largest command: its own function keeps build_parser readable)."""
+    from benchbench.train.setups import SETUPS
 
-    r = sub.add_parser("run", help="train (if the method trains) and evaluate a method on tasks or suites")
     r.add_argument("--method", required=True)
     r.add_argument("--model", default=None, help="base model: HF id, local dir, all-MiniLM-L6-v2 (offline), tiny-bert")
     r.add_argument("--tasks", required=True, help="comma list of suites and tasks, e.g. useb or sts,stsb")
     r.add_argument("--seeds", type=_parse_seeds, default=[1])
     r.add_argument("--split", default=None, help="comma list of splits (default: each task's default)")
-    r.add_argument("--setup", default="unsupervised")
+    r.add_argument(
+        "--setup",
+        default="unsupervised",
+        metavar="SETUP",
+        help=f"one of {', '.join(SETUPS)}, optionally with @corpus=N or @labelled=N (default: unsupervised)",
+    )
     r.add_argument("--data-dir", default=None, help="data root (default: $BENCHBENCH_DATA)")
     r.add_argument("--output", default="results")
     r.add_argument(
         "--force",
         action="store_true",
         help="re-evaluate the requested splits even if stored (other stored splits are kept; the trained "
-        "encoder is reused, embeddings stay cached); does not retrain",
+        "encoder is reused; its embeddings are re-encoded and the cache rewritten); does not retrain",
     )
     r.add_argument(
         "--retrain",
@@ -158,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
         "general corpus (BSL); part of the result key. Default: the method's own default corpus",
     )
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchbench", description="Train and evaluate unsupervised sentence-embedding methods."
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    _add_run_arguments(
+        sub.add_parser("run", help="train (if the method trains) and evaluate a method on tasks or suites")
+    )
 
     ls = sub.add_parser("list", help="list methods, tasks or suites")
     ls.add_argument("what", choices=["methods", "tasks", "suites"])
@@ -282,6 +299,8 @@ def cmd_plugins(args) -> int:
             print(f"  {it}")
     for plugin, why in reg.broken.items():  # listed, not fatal: the other plugins still work
         print(f"{plugin}: BROKEN: {why}")
+    for spec, why in getattr(reg, "broken_specs", {}).items():  # its tasks are disabled, the rest work
+        print(f"task spec {spec}: BROKEN: {why}")
     for plugin in reg.disabled:
         print(f"{plugin}: disabled (BENCHBENCH_DISABLE_PLUGINS)")
     return 0
@@ -373,17 +392,78 @@ def main(argv: list[str] | None = None) -> int:
             hf_logging.disable_progress_bar()
         except Exception:
             pass
+    command = {
+        "run": cmd_run,
+        "list": cmd_list,
+        "plugins": cmd_plugins,
+        "table": cmd_table,
+        "neighbours": cmd_neighbours,
+    }.get(args.cmd, getattr(args, "func", None))
     try:
-        return {
-            "run": cmd_run,
-            "list": cmd_list,
-            "plugins": cmd_plugins,
-            "table": cmd_table,
-            "neighbours": cmd_neighbours,
-        }.get(args.cmd, getattr(args, "func", None))(args)
+        with _stop_on_signals():
+            return command(args)
     except BenchbenchError as e:
         print(f"benchbench: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        code = _interrupted(e)
+        if argv is None:  # the process's own command line (console script, python -m), not a caller's
+            _exit_now(code)
+        return code
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM outside the training loop (which takes both over while it trains, to stop at
+    a safe point and say which step it kept)."""
+
+    def __init__(self, signum: int):
+        super().__init__()
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, _frame: Any) -> None:
+    raise _Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGTERM, like SIGINT, ends a command through ``_interrupted`` (one line on stderr, exit status
+    128 + signal) instead of dying silently. Every write benchbench makes is atomic, so stopping at any
+    instant keeps whatever was finished. Ignored signals (nohup, a background job) stay ignored, and the
+    handlers before are restored (main() also runs inside tests and notebooks)."""
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+                before[sig] = signal.signal(sig, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    """The one line an interrupted command prints (the training loop's own says which step it kept),
+    and its exit status: 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they ended."""
+    signum = int(getattr(e, "signum", signal.SIGINT))
+    what = str(e) or (
+        f"interrupted ({signal.Signals(signum).name}); every result already stored and every trained encoder "
+        "already marked complete is kept: run the same command to go on (stored results are skipped)."
+    )
+    if os.environ.get("RANK", "0") == "0":  # one line for a multi-process run, not one per process
+        print(f"benchbench: {what}", file=sys.stderr)
+    return 128 + signum
+
+
+def _exit_now(code: int) -> None:
+    """End an interrupted process at once. Python's teardown of torch and transformers takes seconds
+    and keeps nothing: every ``finally`` (locks, temporary files) has already run while the interrupt
+    unwound, and every file benchbench writes is renamed into place whole."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -72,12 +73,24 @@ def _coerce(value: str, typ: Any, where: str) -> Any:
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
     if typ in (int, float, str):
         try:
-            return typ(value)
+            return _finite(typ(value), where)
         except ValueError as e:
             raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from e
     if typing.get_origin(typ) in (list, tuple):
         inner = typing.get_args(typ)[0] if typing.get_args(typ) else str
         return [_coerce(v, inner, where) for v in value.split(",") if v]
+    return value
+
+
+def _finite(value: Any, where: str) -> Any:
+    """``value``, unless it is a NaN or infinite float (``float("nan")`` parses, and every comparison
+    with it is False, so ``temperature=nan`` would pass a plugin's ``<= 0`` check and train on NaN);
+    lists are checked item by item."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: {value!r} is not a finite number; give a finite value such as 0.05.")
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _finite(v, where)
     return value
 
 
@@ -96,11 +109,8 @@ def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
             raise ConfigError(
                 f"Method {method_cls.name!r} has no option {key!r}. Its options: {', '.join(fields) or '(none)'}."
             )
-        kwargs[k] = (
-            _coerce(value, hints[k], f"option {key!r} of method {method_cls.name!r}")
-            if isinstance(value, str)
-            else value
-        )
+        where = f"option {key!r} of method {method_cls.name!r}"
+        kwargs[k] = _coerce(value, hints[k], where) if isinstance(value, str) else _finite(value, where)
     try:
         return cfg_cls(**kwargs)
     except (TypeError, ValueError) as e:

@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from benchbench.core import hookspecs
-from benchbench.core.errors import PluginError, UnknownNameError
+from benchbench.core.errors import ConfigError, PluginError, UnknownNameError
 
 ENTRY_POINT_GROUP = "benchbench"
 BUILTIN_ADAPTERS = "benchbench.evaluate.adapters"
@@ -64,17 +64,32 @@ class Registry:
     taggers: dict[str, Any] = field(default_factory=dict)
     loaders: dict[str, Any] = field(default_factory=dict)  # model-folder loader name -> fn(encoder, path)
     broken: dict[str, str] = field(default_factory=dict)  # plugin that failed to import -> why (the rest still work)
+    broken_specs: dict[str, str] = field(default_factory=dict)  # task spec that does not parse -> why (disabled)
+    broken_names: dict[str, str] = field(default_factory=dict)  # name a broken spec seems to define -> that spec
     disabled: list[str] = field(default_factory=list)  # plugins skipped through BENCHBENCH_DISABLE_PLUGINS
     owner: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) -> plugin
     plugins: dict[str, list[str]] = field(default_factory=dict)  # plugin -> ["method tsdae", ...]
     pm: pluggy.PluginManager | None = None
 
     def _unknown(self, what: str, name: str, known) -> Exception:
-        """Unknown name; when some plugin failed to import, say so: it may be the one providing it."""
+        """Unknown name; when some plugin failed to import or some task spec failed to parse, say so:
+        it may be the one providing it (a name seen in a broken spec names that spec alone)."""
+        if what != "method" and name in self.broken_names:
+            spec = self.broken_names[name]
+            return ConfigError(
+                f"{what.capitalize()} {name!r} is defined in task spec {spec}, which does not parse: "
+                f"{self.broken_specs[spec]}."
+            )
         if self.broken:
             listing = "; ".join(f"{p!r}: {m}" for p, m in self.broken.items())
             return PluginError(
                 f"Unknown {what} {name!r}. Plugins that failed to import (one of them may provide it): {listing}"
+            )
+        if what != "method" and self.broken_specs:
+            listing = "; ".join(self.broken_specs.values())
+            return ConfigError(
+                f"{UnknownNameError(what, name, known)} Task specs that do not parse are disabled (one of them "
+                f"may define it): {listing}."
             )
         return UnknownNameError(what, name, known)
 
@@ -227,18 +242,18 @@ def load_registry(
         "benchbench_register_tasks",
     ]:
         for impl in getattr(pm.hook, hook).get_hookimpls():  # registration order: built-ins first
-            _call_register(reg, hook, impl.plugin_name, impl.function)
+            _call_register(reg, hook, impl.plugin_name, impl.function, strict)
     for name, fn in IMPORT_TIME_LOADERS.items():
         reg.loaders.setdefault(name, fn)
         reg.owner.setdefault(("loaders", name), "register_encoder_loader")
-    _register_task_path(reg)
+    _register_task_path(reg, strict)
     return reg
 
 
 TASK_PATH_ENV = "BENCHBENCH_TASK_PATH"
 
 
-def _register_task_path(reg: Registry) -> None:
+def _register_task_path(reg: Registry, strict: bool = False) -> None:
     """A task added by one TOML file, no plugin: ``BENCHBENCH_TASK_PATH`` lists spec files or folders
     of ``*.toml`` (separated by ``os.pathsep``); each file registers like a plugin's spec file."""
     import os
@@ -252,32 +267,52 @@ def _register_task_path(reg: Registry) -> None:
         else:
             raise PluginError(f"{TASK_PATH_ENV}: {entry!r} is neither a spec file nor a folder of them.")
         for f in files:
-            from benchbench.core.tasks import load_spec_file
-
-            specs, suites = load_spec_file(f.resolve(), reg)
-            for t in specs:
-                _put(reg, "tasks", t.name, t, f"{TASK_PATH_ENV}:{f}")
-            for s in suites:
-                _put(reg, "suites", s.name, s, f"{TASK_PATH_ENV}:{f}")
+            fix = f"take it out of {TASK_PATH_ENV}"
+            _register_spec_file(reg, f.resolve(), f"{TASK_PATH_ENV}:{f}", fix, strict)
 
 
-def _call_register(reg: Registry, hook: str, plugin_name: str, fn) -> None:
+def _register_spec_file(reg: Registry, path: Path, owner: str, fix: str, strict: bool) -> None:
+    """Register the tasks and suites of one spec file. A file that does not parse (TOML syntax,
+    encoding) disables only its own tasks: a warning names the file, the line, the error and ``fix``,
+    and asking for one of its tasks later names it (``strict``: an error at once). A file that parses
+    but is wrong (unknown keys, an unsafe data path) stays an error: its author meant something else."""
+    import logging
+
+    from benchbench.core.tasks import SpecParseError, guess_names, load_spec_file
+
+    try:
+        specs, suites = load_spec_file(path, reg)
+    except SpecParseError as e:
+        where = f"line {e.line} of {e.path.name}" if e.line else str(e.path.name)
+        why = f"{e}. To fix: correct {where}, or {fix}"
+        if strict:
+            raise PluginError(f"{owner}: {why}.") from e
+        names = [n for n in guess_names(path) if n not in reg.tasks and n not in reg.suites]
+        reg.broken_specs[str(path)] = why
+        for n in names:
+            reg.broken_names.setdefault(n, str(path))
+        logging.getLogger(__name__).warning(
+            "%s. Its tasks (%s) are disabled; the other tasks still work.", why, ", ".join(names) or "none found"
+        )
+        return
+    for t in specs:
+        _put(reg, "tasks", t.name, t, owner)
+    for s in suites:
+        _put(reg, "suites", s.name, s, owner)
+
+
+def _call_register(reg: Registry, hook: str, plugin_name: str, fn, strict: bool = False) -> None:
     kind = _REGISTER_HOOKS[hook]
 
     def register(name: str, obj: Any) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"Plugin {plugin_name!r} registered a {kind[:-1]} with an invalid name {name!r}.")
         if kind == "tasks" and isinstance(obj, (str, Path)):
-            from benchbench.core.tasks import load_spec_file
-
             spec_path = Path(obj)
             if not spec_path.is_absolute():  # relative to the registering plugin's module, not the working dir
                 spec_path = _plugin_dir(fn) / spec_path
-            specs, suites = load_spec_file(spec_path, reg)
-            for t in specs:
-                _put(reg, "tasks", t.name, t, plugin_name)
-            for s in suites:
-                _put(reg, "suites", s.name, s, plugin_name)
+            fix = f"update the plugin {plugin_name!r} that registers it ({_disable_hint(plugin_name)})"
+            _register_spec_file(reg, spec_path, plugin_name, fix, strict)
             return
         if kind == "methods":
             from benchbench.core.methods import validate_method_class
@@ -349,7 +384,8 @@ def call_observers(result: dict, reg: Registry | None = None) -> None:
 # keyed by everything that could change them (entry points and their versions, the size and mtime of
 # every plugin module, spec file and benchbench source file, the local plugin file, the task path and
 # the disable list); later calls read the manifest and import no plugin. A manifest with a broken
-# plugin is never reused (the fix may be a newly installed dependency, which changes no key input).
+# plugin is never reused (the fix may be a newly installed dependency, which changes no key input),
+# nor one with a broken task spec (each command must warn about it again).
 MANIFEST_VERSION = 1
 
 
@@ -419,6 +455,8 @@ def _summarise(reg: Registry) -> dict[str, Any]:
         "owner": [[k, n, p] for (k, n), p in reg.owner.items()],
         "plugins": reg.plugins,
         "broken": reg.broken,
+        "broken_specs": reg.broken_specs,
+        "broken_names": reg.broken_names,
         "disabled": reg.disabled,
     }
 
@@ -442,7 +480,7 @@ def registry_summary() -> Registry:
         pass
     if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
         data = {"version": MANIFEST_VERSION, **_summarise(get_registry())}
-        if not data["broken"]:
+        if not data["broken"] and not data["broken_specs"]:  # reused, it would hide their warnings
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".registry-", suffix=".tmp")
@@ -459,5 +497,7 @@ def registry_summary() -> Registry:
         owner={(k, n): p for k, n, p in data["owner"]},
         plugins=data["plugins"],
         broken=data["broken"],
+        broken_specs=data.get("broken_specs", {}),
+        broken_names=data.get("broken_names", {}),
         disabled=data["disabled"],
     )

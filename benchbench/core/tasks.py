@@ -31,12 +31,23 @@ Without repetition (as lm-evaluation-harness's ``include``):
   ``of = ["mr", "cr"]``, ``name = "{name}-proto"``, and the keys to override
   (``params = { setting = "prototyping" }``).
 
+Data paths (the keys of ``[task.files]``, ``train.path``) are relative to the data dir and stay
+inside it: ``..``, an absolute path or a backslash is refused when the spec loads, as is a
+``url_base``/``url`` that is not ``http(s)://`` (a download must never write outside the data cache
+nor read a local file). ``score_range = [lo, hi]`` bounds the gold scores of adapters that read them
+(STS: a score outside is a ``DataError`` naming the file and line; each format has a default).
+
+A file that is not valid TOML raises ``SpecParseError`` (file and line): the registry then
+disables that file's tasks with a warning instead of failing every command.
+
 ``higher_is_better`` and ``aliases`` are not task keys: a main metric is always higher-is-better
 here, and a task has one name (a spec using them is an error, never silently ignored).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +79,7 @@ _TASK_KEYS = {
     "citation",
     "notes",
     "version",
+    "score_range",
 }
 _TOP_KEYS = {"task", "suite", "defaults", "include", "variant"}
 _MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key with the defaults
@@ -90,6 +102,8 @@ class TaskSpec:
     # part of every result key: bump it when an edit changes what the task measures (data, metric,
     # protocol), so records of the old definition are never shown as current
     version: int = 1
+    # the interval gold scores lie in ([0, 5] for STS); None: the adapter's default for its format
+    score_range: tuple[float, float] | None = None
 
 
 @dataclass
@@ -102,11 +116,113 @@ class Suite:
     source: str = ""
 
 
+class SpecParseError(ConfigError):
+    """A spec file that cannot be read as TOML (syntax, encoding, unreadable). Nothing of it is known,
+    not even its task names, so the registry disables it and goes on (see ``registry``); a spec that
+    parses but says something wrong stays a plain ``ConfigError``."""
+
+    def __init__(self, path: Path, line: int | None, why: str):
+        self.path, self.line, self.why = Path(path), line, why
+        where = f"{path}:{line}" if line else f"{path}"
+        super().__init__(f"Task spec {where}: {why}")
+
+
+def _toml_error_line(text: str, e: tomllib.TOMLDecodeError) -> int | None:
+    """The line tomllib reports (``at line N``; ``at end of document``: the last line)."""
+    m = re.search(r"at line (\d+)", str(e))
+    if m:
+        return int(m.group(1))
+    return max(1, len(text.splitlines())) if "end of document" in str(e) else None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"Task spec {path}: {e}") from e
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise SpecParseError(path, None, f"cannot read ({e.strerror or e})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise SpecParseError(path, line, f"byte {raw[e.start : e.start + 1]!r} is not UTF-8") from e
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecParseError(path, _toml_error_line(text, e), f"TOML syntax error: {e}") from e
+
+
+_NAME_LINE = re.compile(r"""^\s*name\s*=\s*["']([^"'{}]+)["']""", re.MULTILINE)
+
+
+def guess_names(path: Path) -> list[str]:
+    """Task and suite names a spec that does not parse seems to define (its ``name = "..."`` lines),
+    so that asking for one of them names the broken file; best effort, never raises."""
+    try:
+        return list(dict.fromkeys(_NAME_LINE.findall(Path(path).read_text(encoding="utf-8", errors="replace"))))
+    except OSError:
+        return []
+
+
+def data_path_problem(rel: Any) -> str | None:
+    """Why ``rel`` is not a data path that stays inside the data and cache roots (None: it is fine).
+    Checked lexically, before any file is touched: a spec must not make a download write, or a
+    reader read, outside those roots."""
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    if not isinstance(rel, str) or not rel.strip():
+        return "a data path must be a non-empty string"
+    if "\0" in rel:
+        return "a data path must not contain a NUL character"
+    if "\\" in rel:
+        return "a data path uses '/' separators, never '\\'"
+    if PurePosixPath(rel).is_absolute() or PureWindowsPath(rel).drive:
+        return "a data path is relative to the data dir, never absolute"
+    if ".." in PurePosixPath(rel).parts:
+        return "a data path must not contain '..' (it would leave the data dir)"
+    return None
+
+
+def url_problem(url: Any) -> str | None:
+    """Why ``url`` is not a download address (None: it is): only ``http://`` and ``https://`` with a
+    host; ``file://``, ``ftp://`` and ``data:`` would read local files or bypass the checks."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str):
+        return "a URL must be a string"
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return "downloads come only from http:// or https:// addresses"
+    return None
+
+
+def _check_path(rel: Any, where: str, key: str) -> None:
+    why = data_path_problem(rel)
+    if why:
+        raise ConfigError(f"{where}: {key} = {rel!r} is refused: {why}. Name the file relative to the data dir.")
+
+
+def _check_url(url: Any, where: str, key: str) -> None:
+    why = url_problem(url)
+    if why:
+        raise ConfigError(f"{where}: {key} = {url!r} is refused: {why}.")
+
+
+def _score_range(v: Any, where: str) -> tuple[float, float] | None:
+    """``score_range = [lo, hi]``: two finite numbers, lo < hi."""
+    if v is None:
+        return None
+    ok = (
+        isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
+        and v[0] < v[1]
+    )
+    if not ok:
+        raise ConfigError(
+            f"{where}: score_range must be [lowest, highest], two finite numbers, lowest first (got {v!r}); "
+            f"e.g. score_range = [0, 5]."
+        )
+    return float(v[0]), float(v[1])
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -203,13 +319,10 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
             from benchbench.core.errors import UnknownNameError
 
             raise ConfigError(f"{where}: {UnknownNameError('adapter kind', t['kind'], registry.adapters)}")
-        url_base = t.get("url_base", "").rstrip("/")
-        files = {}
-        for rel, meta in t.get("files", {}).items():
-            meta = meta if isinstance(meta, dict) else {"sha256": meta}
-            remote = meta.get("remote", rel.rsplit("/", 1)[-1])  # omitted: the file's own name
-            url = meta.get("url") or (f"{url_base}/{remote}" if url_base and remote else None)
-            files[rel] = FileEntry(rel, meta.get("sha256"), url)
+        files = _files(t, where)
+        train = t.get("train", {})
+        if isinstance(train, dict) and train.get("path") is not None:
+            _check_path(train["path"], where, "train.path")
         splits = list(t.get("splits", ["test"]))
         default_splits = list(t.get("default_splits", [s for s in ("dev", "test") if s in splits] or splits[:1]))
         bad = [s for s in default_splits if s not in splits]
@@ -230,6 +343,7 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
                 notes=list(t.get("notes", [])),
                 source=str(path),
                 version=_version(t.get("version", 1), where),
+                score_range=_score_range(t.get("score_range"), where),
             )
         )
     suites = []
@@ -247,6 +361,26 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
             )
         )
     return tasks, suites
+
+
+def _files(t: dict[str, Any], where: str) -> dict[str, FileEntry]:
+    """``[task.files]`` as entries; every path must stay in the data dir and every URL be http(s)."""
+    url_base = t.get("url_base", "")
+    if url_base:
+        _check_url(url_base, where, "url_base")
+    url_base = url_base.rstrip("/")
+    if not isinstance(t.get("files", {}), dict):
+        raise ConfigError(f"{where}: [task.files] must be a table of data paths.")
+    files = {}
+    for rel, meta in t.get("files", {}).items():
+        _check_path(rel, where, f"files.{rel!r}")
+        meta = meta if isinstance(meta, dict) else {"sha256": meta}
+        remote = meta.get("remote", rel.rsplit("/", 1)[-1])  # omitted: the file's own name
+        url = meta.get("url") or (f"{url_base}/{remote}" if url_base and remote else None)
+        if url is not None:
+            _check_url(url, where, f"files.{rel!r}.url" if meta.get("url") else f"url_base + remote of {rel!r}")
+        files[rel] = FileEntry(rel, meta.get("sha256"), url)
+    return files
 
 
 def _version(v: Any, where: str) -> int:

@@ -14,6 +14,7 @@ import importlib
 import json
 import logging
 import os
+import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -212,6 +213,7 @@ class TransformerEncoder(torch.nn.Module):
                 )
             tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
             path = str(p / tdir) if tdir else path
+        _refuse_pickled_weights(name, path)
         try:
             tok = AutoTokenizer.from_pretrained(path)
             model = (
@@ -219,6 +221,8 @@ class TransformerEncoder(torch.nn.Module):
                 if _is_bert(path)
                 else AutoModel.from_pretrained(path)
             )
+        except pickle.UnpicklingError:  # torch refused a pickle (a hub model): its advice is to trust it
+            raise _pickle_refused(name, path) from None
         except OSError as e:
             raise ConfigError(
                 f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
@@ -391,6 +395,31 @@ def _apply_wrapper(encoder: TransformerEncoder, path: Path) -> TransformerEncode
     return get_registry().wrapper_loader(target, path)(encoder, path)
 
 
+# weight files that are pickles (torch.save): what a folder holds when it has no *.safetensors
+PICKLED_WEIGHTS = ("pytorch_model*.bin", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
+
+
+def _refuse_pickled_weights(name: str, path: str) -> None:
+    """A local model folder whose weights exist only as a pickle is refused before transformers sees
+    it: torch's own guard (``weights_only``) blocks only some pickles and answers with advice to load
+    the file unchecked, and the error surfaced as the method's fault."""
+    folder = Path(path)
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    for pattern in PICKLED_WEIGHTS:
+        for f in sorted(folder.glob(pattern)):
+            raise _pickle_refused(name, str(f))
+
+
+def _pickle_refused(name: str, where: str) -> ConfigError:
+    return ConfigError(
+        f"Model {name!r}: {where} holds its weights as a pickle, and benchbench never loads pickles (loading "
+        f"one can run any code it contains). Convert the weights to safetensors in an environment you trust, "
+        f"e.g. with transformers: AutoModel.from_pretrained(folder).save_pretrained(folder, "
+        f"safe_serialization=True); then pass the folder again."
+    )
+
+
 def _is_bert(path: str) -> bool:
     try:
         from transformers import AutoConfig
@@ -428,8 +457,11 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     if src is None:
         return None, "none: random-init model"
     kw = {"config": config} if config is not None else {}
+    _refuse_pickled_weights(name, src)
     try:
         model, info = getattr(transformers, auto_class).from_pretrained(src, output_loading_info=True, **kw)
+    except pickle.UnpicklingError:
+        raise _pickle_refused(name, src) from None
     except (OSError, ValueError) as e:
         return None, f"none: {auto_class} could not load {src!r} ({type(e).__name__})"
     prefix = model.base_model_prefix + "."

@@ -79,20 +79,7 @@ def summarise(
                 continue
             cell = f"{mean(vals):.2f}" + (f"±{pstdev(vals):.2f}" if len(vals) > 1 else "")
             line.append(cell + ("*" if (row, t) in partial_cells else ""))
-        for s, members in suites.items():
-            have = [mean(cols[t]) for t in members if cols.get(t)]
-            incomplete = [t for t in members if not cols.get(t)] + [t for t in members if (row, t) in partial_cells]
-            if not have:
-                line.append("")
-                continue
-            cell = f"{mean(have):.2f}"
-            if incomplete:
-                cell += "*"
-                notes.append(
-                    f"* {s} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
-                    f"(missing or partial: {', '.join(incomplete)})"
-                )
-            line.append(cell)
+        line.extend(_suite_cell(s, members, row, cols, partial_cells, notes) for s, members in suites.items())
         line.extend(f"{mean(extra[row][c]):.4g}" if extra[row][c] else "" for c in columns or [])
         rows.append(line)
     notes.extend(task_notes)
@@ -101,6 +88,29 @@ def summarise(
     if seeds_seen > 1:
         notes.append("cells are mean±std over seeds")
     return headers, rows, notes
+
+
+def _suite_cell(
+    suite: str,
+    members: list[str],
+    row: tuple[str, ...],
+    cols: dict[str, list[float]],
+    partial_cells: set,
+    notes: list[str],
+) -> str:
+    """A suite's average for one row; over fewer than all its tasks it is marked ``*`` and a note
+    (appended to ``notes``) names what is missing or partial."""
+    have = [mean(cols[t]) for t in members if cols.get(t)]
+    incomplete = [t for t in members if not cols.get(t)] + [t for t in members if (row, t) in partial_cells]
+    if not have:
+        return ""
+    if not incomplete:
+        return f"{mean(have):.2f}"
+    notes.append(
+        f"* {suite} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
+        f"(missing or partial: {', '.join(incomplete)})"
+    )
+    return f"{mean(have):.2f}*"
 
 
 def _field(record: dict[str, Any], dotted: str) -> Any:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import hashlib
 import io
 import json
+import logging
 import re
 import shutil
 import tempfile
@@ -30,7 +32,10 @@ from typing import Any
 
 from benchbench.report.escaping import escape_html, escape_md
 
+log = logging.getLogger(__name__)
+
 GENERATED = ("README.md", "latex", "site")
+DAMAGED = "damaged record: "  # how ``check`` starts the message of a record a rebuild had to leave out
 UNCHECKED = ("site/screenshot.png",)
 SPLIT = "test"
 
@@ -67,38 +72,37 @@ COST_FIELDS = (("train.seconds", "train s"), ("train.flops", "train FLOPs"))
 
 
 # ----------------------------------------------------------------------------------------------- records
-def load_records(root: str | Path) -> list[dict[str, Any]]:
+def load_records(root: str | Path, damaged: list[Any] | None = None) -> list[dict[str, Any]]:
     """Every result record under ``root`` (recursively; generated dirs and ``runs/`` skipped), in a
     stable order. A file is a record when it is a JSON object with a readable ``schema_version``,
-    ``method``, ``task`` and ``splits`` (other JSON, e.g. bench logs, is ignored)."""
-    from benchbench.store.results import READABLE_SCHEMAS, key_of, migrate
+    ``method``, ``task`` and ``splits`` (other JSON, e.g. bench logs, is ignored). A damaged record
+    (``benchbench.store.results.read_record``: not JSON, conflict markers, checksum mismatch) is left
+    out and never silently: it is added to ``damaged`` when given, else named in a warning."""
+    from benchbench.store.results import QUARANTINE, DamagedRecord, key_of, read_record
 
     root = Path(root)
     out = []
     seen: set[tuple[Any, ...]] = set()  # one record copied into two folders counts once (first path wins)
     for p in sorted(root.rglob("*.json")):
         rel = p.relative_to(root).parts
-        if (rel and rel[0] in ("site", "latex")) or "runs" in rel or ".locks" in rel:
+        if (rel and rel[0] in ("site", "latex")) or {"runs", ".locks", QUARANTINE} & set(rel):
             continue
         try:
-            r = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            r = read_record(p)
+        except DamagedRecord as e:
+            if damaged is None:
+                log.warning("%s. It is left out of the leaderboard.", e)
+            else:
+                damaged.append(e)
             continue
-        if (
-            isinstance(r, dict)
-            and r.get("schema_version") in READABLE_SCHEMAS
-            and {"method", "task", "splits"} <= r.keys()
-        ):
-            r = migrate(r)
-            try:
-                k = (key_of(r), r.get("scored_by"), str(r.get("corpus_path") or ""), r.get("imported_from"))
-            except KeyError:
-                continue
-            if k in seen:
-                continue
-            seen.add(k)
-            r["_path"] = p.relative_to(root).as_posix()
-            out.append(r)
+        if r is None or not {"method", "task", "splits"} <= r.keys():
+            continue
+        k = (key_of(r), r.get("scored_by"), str(r.get("corpus_path") or ""), r.get("imported_from"))
+        if k in seen:
+            continue
+        seen.add(k)
+        r["_path"] = p.relative_to(root).as_posix()
+        out.append(r)
     return out
 
 
@@ -503,7 +507,13 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
     """name -> (title, SVG text). Only plots that have data are made."""
     plt = _plt()
     plots: dict[str, tuple[str, str]] = {}
-    # quality vs training compute, per suite: x = mean training seconds (or FLOPs), y = suite average
+    for make in (_compute_plots, _curve_plots, _size_plots, _pos_plot, _spread_plot):
+        make(plt, tables, rows, plots)
+    return plots
+
+
+def _compute_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
+    """Quality vs training compute, per suite: x = mean training seconds (or FLOPs), y = suite average."""
     for field, xlabel in COST_FIELDS:
         for t in tables:
             pts = [
@@ -522,7 +532,10 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
             ax.set_title(f"{t.name}: quality vs training {xlabel}")
             ax.legend(fontsize=6, loc="best")
             plots[f"compute-{field.split('.')[1]}-{_slug(t.name)}"] = (f"{t.name}: quality vs {xlabel}", _svg(fig))
-    # learning curves from train.monitor (and the loss curve)
+
+
+def _curve_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
+    """Learning curves from ``train.monitor``, and the training loss curves."""
     curves: dict[str, list[tuple[str, list[tuple[float, float]]]]] = defaultdict(list)
     losses: list[tuple[str, list[tuple[float, float]]]] = []
     seen_loss: set[str] = set()
@@ -560,7 +573,10 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
         ax.set_title("training loss curves")
         ax.legend(fontsize=6)
         plots["loss-curves"] = ("training loss curves", _svg(fig))
-    # corpus-size and labelled-size curves: one task, one method, varying size
+
+
+def _size_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
+    """Corpus-size and labelled-size curves: one task, one method, varying size."""
     for field, title in (("train.corpus_sentences", "corpus size (sentences)"), ("train.labelled", "labelled size")):
         by: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
         for row in rows:
@@ -579,7 +595,10 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
             ax.set_title(f"score vs {title}")
             ax.legend(fontsize=6)
             plots[f"size-{_slug(title)}"] = (f"score vs {title}", _svg(fig))
-    # POS bars: records whose scores carry pos_* entries (e.g. an ablation by part of speech)
+
+
+def _pos_plot(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
+    """POS bars: records whose scores carry ``pos_*`` entries (e.g. an ablation by part of speech)."""
     pos = [
         (
             row.label,
@@ -604,7 +623,10 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
         ax.set_title("scores by part of speech")
         ax.legend(fontsize=6)
         plots["pos-bars"] = ("scores by part of speech", _svg(fig))
-    # seed spread: every seed's score per (row, task) with more than one seed
+
+
+def _spread_plot(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
+    """Seed spread: every seed's score per (row, task) with more than one seed."""
     spread = [
         (f"{row.label} {t}", row.scores(t))
         for row in rows
@@ -620,12 +642,19 @@ def make_plots(tables: list[Table], rows: list[Row]) -> dict[str, tuple[str, str
         ax.set_title("seed spread")
         fig.tight_layout()
         plots["seed-spread"] = ("seed spread", _svg(fig))
-    return plots
 
 
 # ----------------------------------------------------------------------------------------------- HTML
 def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") or "x"
+
+
+def _page_name(name: str) -> str:
+    """The file name of a method's or task's page: its slug when that is the name itself (every page
+    published so far), else the slug + ``_`` + a short hash of the name (``_`` is never in a slug), so
+    two names never share a page (``coll a`` and ``coll_a``, ``TSDAE`` and ``tsdae`` did)."""
+    slug = _slug(name)
+    return slug if slug == name else f"{slug}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 SORT_JS = """// benchbench leaderboard: click a column header to sort (numbers numerically, blanks last)
@@ -681,7 +710,7 @@ def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
         for i, (c, v) in enumerate(zip(cells, vals, strict=True)):
             sort_v = escape_html(c if v is None else f"{v:.6f}") if c != "" else ""
             if i == 0:
-                inner = f'<a href="{up}methods/{_slug(row.method)}.html">{escape_html(c)}</a>'
+                inner = f'<a href="{up}methods/{_page_name(row.method)}.html">{escape_html(c)}</a>'
             else:
                 inner = escape_html(c)
             cls = ' class="num"' if i >= 2 else ""
@@ -719,7 +748,7 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
             + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row, _, _ in t.rows)
             + "</ul></details>"
         )
-        tl = [f'<a href="tasks/{_slug(task)}.html">{escape_html(task)}</a>' for task in t.tasks]
+        tl = [f'<a href="tasks/{_page_name(task)}.html">{escape_html(task)}</a>' for task in t.tasks]
         parts.append('<p class="notes">tasks: ' + ", ".join(tl) + "</p>")
     parts.append("<h2>Plots</h2>")
     parts += [
@@ -730,17 +759,12 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
     methods = sorted({row.method for row in rows})
     parts.append(
         "<h2>Methods</h2><ul>"
-        + "".join(f'<li><a href="methods/{_slug(m)}.html">{escape_html(m)}</a></li>' for m in methods)
+        + "".join(f'<li><a href="methods/{_page_name(m)}.html">{escape_html(m)}</a></li>' for m in methods)
         + "</ul>"
     )
     files["index.html"] = _page("benchbench leaderboards", "\n".join(parts))
     # a page per method
-    slugs: dict[str, str] = {}
     for m in methods:
-        s = _slug(m)
-        if s in slugs and slugs[s] != m:  # two names with one slug: disambiguate deterministically
-            s = f"{s}-{len([k for k in slugs if k.startswith(s)])}"
-        slugs[s] = m
         body = [f"<h1>method: {escape_html(m)}</h1>"]
         for t in tables:
             mine = [row for row, _, _ in t.rows if row.method == m]
@@ -752,39 +776,44 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
             + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row in rows if row.method == m)
             + "</ul>"
         )
-        files[f"methods/{s}.html"] = _page(f"method {m}", "\n".join(body), 1)
-    # a page per task: every row's per-seed scores and sub-scores
+        files[f"methods/{_page_name(m)}.html"] = _page(f"method {m}", "\n".join(body), 1)
     for task in sorted({r["task"] for row in rows for r in row.records}):
-        trs = []
-        for row in rows:
-            for r in sorted(row.records, key=lambda r: r.get("seed", 0)):
-                if r["task"] != task:
-                    continue
-                res = r["splits"].get(SPLIT) or {}
-                sc = ", ".join(f"{k}={v:.2f}" for k, v in sorted(res.get("scores", {}).items()) if _num(v) is not None)
-                ms = _num(res.get("main_score"))
-                trs.append(
-                    f'<tr><td data-v="{escape_html(row.label)}"><a href="../methods/{_slug(row.method)}.html">'
-                    f'{escape_html(row.label)}</a></td><td data-v="{escape_html(row.model)}">{escape_html(row.model)}</td>'
-                    f'<td data-v="{r.get("seed", "")}">{escape_html(r.get("seed", ""))}</td>'
-                    f'<td class="num" data-v="{"" if ms is None else f"{ms:.6f}"}">'
-                    f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
-                    f'<td data-v="">{escape_html(sc)}</td></tr>'
-                )
-        body = (
-            f'<h1>task: {escape_html(task)}</h1><table class="sortable"><thead><tr><th>method</th><th>model</th>'
-            f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
-        )
-        files[f"tasks/{_slug(task)}.html"] = _page(f"task {task}", body, 1)
+        files[f"tasks/{_page_name(task)}.html"] = _task_page(task, rows)
     return files
 
 
+def _task_page(task: str, rows: list[Row]) -> str:
+    """A task's page: every row's per-seed scores and sub-scores."""
+    trs = []
+    for row in rows:
+        for r in sorted(row.records, key=lambda r: r.get("seed", 0)):
+            if r["task"] != task:
+                continue
+            res = r["splits"].get(SPLIT) or {}
+            sc = ", ".join(f"{k}={v:.2f}" for k, v in sorted(res.get("scores", {}).items()) if _num(v) is not None)
+            ms = _num(res.get("main_score"))
+            trs.append(
+                f'<tr><td data-v="{escape_html(row.label)}"><a href="../methods/{_page_name(row.method)}.html">'
+                f'{escape_html(row.label)}</a></td><td data-v="{escape_html(row.model)}">{escape_html(row.model)}</td>'
+                f'<td data-v="{r.get("seed", "")}">{escape_html(r.get("seed", ""))}</td>'
+                f'<td class="num" data-v="{"" if ms is None else f"{ms:.6f}"}">'
+                f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
+                f'<td data-v="">{escape_html(sc)}</td></tr>'
+            )
+    body = (
+        f'<h1>task: {escape_html(task)}</h1><table class="sortable"><thead><tr><th>method</th><th>model</th>'
+        f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
+    )
+    return _page(f"task {task}", body, 1)
+
+
 # ----------------------------------------------------------------------------------------------- build
-def build(results: str | Path, out: str | Path) -> list[Path]:
+def build(results: str | Path, out: str | Path, damaged: list[Any] | None = None) -> list[Path]:
     """Write the generated leaderboard files into ``out`` (replacing only ``latex/`` and ``site/``
-    contents it owns; the screenshot is kept). Returns the written paths."""
+    contents it owns; the screenshot is kept). Returns the written paths. Damaged records are left
+    out: named in warnings, or collected in ``damaged`` (see ``load_records``)."""
     out = Path(out)
-    records = load_records(results)
+    records = load_records(results, damaged)
     rows = build_rows(records)
     tables = suite_tables(rows)
     res = Path(results)  # the topic list comes from the records' folder (what CI's clean clone has)
@@ -831,14 +860,16 @@ def _generated_files(root: Path) -> set[str]:
 
 def check(results: str | Path, out: str | Path) -> list[str]:
     """The staleness check: rebuild into a temp dir and compare with ``out``'s generated files.
-    Returns one message per stale file (empty: up to date)."""
+    Returns one message per damaged record (first: a rebuild leaves it out, so a table would lose a
+    cell) and per stale file (empty: up to date)."""
     out = Path(out)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "lb"
         fresh.mkdir()
-        build(results, fresh)
+        damaged: list[Any] = []
+        build(results, fresh, damaged)
         want, have = _generated_files(fresh), _generated_files(out)
-        problems = []
+        problems = [f"{DAMAGED}{e}. Restore it (git restore, or rerun its key with `benchbench run`)" for e in damaged]
         for rel in sorted(want | have):
             if rel not in have:
                 problems.append(f"{out / rel}: missing (the rebuild writes it)")

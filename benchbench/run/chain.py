@@ -70,8 +70,7 @@ def train_method(
     output directory; returns where the encoder is saved. Raises ``ConfigError`` for a method that
     trains nothing or saves no encoder, ``UnknownNameError`` for an unknown name."""
     from benchbench.core.registry import get_registry
-    from benchbench.encode.models import canonical_model_name
-    from benchbench.run.runner import make_adapter, process_rank, train_or_reuse
+    from benchbench.run.runner import make_adapter, model_label_of, process_rank, train_or_reuse, training_folder
     from benchbench.store.data import DataStore
     from benchbench.store.results import ResultKey
 
@@ -88,12 +87,12 @@ def train_method(
     config = build_config(method_cls, dict(overrides or {}))
     chash = config_hash(config)
     model = ctx.model or method_cls.default_model or ""
-    label = canonical_model_name(model) if model else "-"
+    label = model_label_of(model) if model else "-"
     root = output_root(ctx.output_dir)
     data = ctx.data if ctx.data is not None else DataStore(None)
     adapter = make_adapter(reg, task, data)
     # the folder ``benchbench run --method NAME --setup unsupervised`` trains in (runner._run)
-    seed_dir = root / "runs" / ResultKey(name, chash, label, "unsupervised", ctx.seed, task).relpath().parent
+    seed_dir = training_folder(root, ResultKey(name, chash, label, "unsupervised", ctx.seed, task))
     sub = TrainContext(
         model=model,
         seed=ctx.seed,

@@ -16,6 +16,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,18 @@ from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_d
 from benchbench.encode.models import canonical_model_name
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
-from benchbench.store.results import SCHEMA_VERSION, ResultKey, ResultStore, git_sha, merge, now, package_versions
+from benchbench.store.results import (
+    SCHEMA_VERSION,
+    DamagedRecord,
+    ResultKey,
+    ResultStore,
+    git_sha,
+    key_of,
+    merge,
+    now,
+    package_versions,
+    read_record,
+)
 from benchbench.train.context import TrainContext
 from benchbench.train.setups import parse_setup, run_stages, subsample_corpus  # --setup pipelines
 
@@ -81,6 +93,7 @@ class RunReport:
     tasks: list[str] = field(default_factory=list)
     requested: list[str] = field(default_factory=list)
     rank: int = 0  # a non-zero rank of a multi-process run trains only; rank 0 reports
+    quarantined: list[tuple[str, str, str]] = field(default_factory=list)  # (damaged file, moved to, why)
 
 
 def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str) -> None:
@@ -177,12 +190,10 @@ class _RunPlan:
 
     def seed_dir(self, seed: int, task: str) -> Path:
         """The folder trained encoders of this seed live under (``runs/<key without task version>``);
-        ``train_or_reuse`` adds a ``train-<data hash>`` folder per training corpus."""
+        ``train_or_reuse`` adds a ``train-<data hash>`` folder per training corpus (``training_folder``)."""
         o = self.opts
-        return (
-            self.store.root
-            / "runs"
-            / ResultKey(o.method, self.train_chash, self.model_label, o.setup, seed, task).relpath().parent
+        return training_folder(
+            self.store.root, ResultKey(o.method, self.train_chash, self.model_label, o.setup, seed, task)
         )
 
 
@@ -273,20 +284,57 @@ def _config_hashes(config: Any, opts: RunOptions) -> tuple[str, str]:
 
 def _model_and_label(method_cls: type, opts: RunOptions) -> tuple[str, str]:
     """(base model to load, its label in the result key). A method with a ``fixed_model`` (e.g.
-    BM25, GloVe averages) has no base model: --model is ignored with a warning."""
-    model = opts.model or method_cls.default_model or ""
-    model_label = canonical_model_name(model) if model else "-"
+    BM25, GloVe averages) has no base model: --model is ignored with a warning. A local folder is
+    labelled by what it holds (``local_model_label``), not where it is."""
     if getattr(method_cls, "fixed_model", None):
         if opts.model:
             log.warning("method %s uses no base model; --model %s ignored", opts.method, opts.model)
-        model, model_label = "", method_cls.fixed_model
-    return model, model_label
+        return "", method_cls.fixed_model
+    model = opts.model or method_cls.default_model or ""
+    return model, model_label_of(model) if model else "-"
+
+
+def model_label_of(model: str) -> str:
+    """The base model's label in result keys, training folders and tables: ``canonical_model_name``
+    (the offline package and the hub id are one model), or for a local folder ``local_model_label``.
+    Whatever else trains under a run's output (``chain.train_method``) must label models the same way."""
+    return local_model_label(Path(model)) if os.path.isdir(model) else canonical_model_name(model)
+
+
+def training_folder(root: Path, key: ResultKey) -> Path:
+    """``<root>/runs/<key's folder>``: where the encoders trained for ``key``'s seed live. A folder
+    made under the old (pre-injective) names is used while none of the new name exists, so encoders
+    trained before are found, not trained again."""
+    own = Path(root) / "runs" / key.relpath().parent
+    legacy = Path(root) / "runs" / key.legacy_relpath().parent
+    return legacy if not own.exists() and legacy.is_dir() else own
+
+
+def local_model_label(folder: Path) -> str:
+    """``<folder name>@<12 hex of the sha256 of its files>``: a local model's identity is its
+    weights, so new weights in the same folder make a new result key (the old score is never handed
+    back for them), the same weights elsewhere resume, and no machine path reaches a record or a
+    table. Every file that can change the vectors is hashed (weights, config, tokenizer, pooling);
+    hidden files and Markdown are not (``.complete`` markers, model cards)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = f.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts) or f.suffix.lower() == ".md":
+            continue
+        h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+    return f"{folder.resolve().name}@{h.hexdigest()[:12]}"
 
 
 def _open_stores(opts: RunOptions) -> tuple[EmbeddingCache | None, ResultStore]:
     """(embedding cache or None, result store). A read-only or full output disk is an error now,
     not after the work; an unwritable cache only costs time, so the run goes on without it."""
-    cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir())
+    # --force re-encodes: the cache is rewritten, never read, for this run's texts
+    cache = None if opts.no_cache else EmbeddingCache(opts.cache_dir or default_cache_dir(), refresh=opts.force)
     ensure_writable_dir(opts.output, "--output (result records and trained encoders)")
     if cache is not None:
         try:
@@ -325,8 +373,11 @@ def _run_task(
     if plan.rank == 0:
         held.enter_context(plan.store.lock(key))  # until this key's record is written
         plan.store.clean_stale(key)
-    existing = plan.store.load(key) if plan.store.exists(key) else None
-    if existing is not None:
+    existing = _stored_record(plan, key, report)
+    if existing is None:
+        _note_other_weights(plan, key)
+    else:
+        _check_items(plan, existing, report)
         splits = _splits_to_evaluate(existing, splits, adapter, opts)
         if not splits:
             report.records.append(existing)
@@ -354,6 +405,76 @@ def _run_task(
     plan.store.write(record, items=items)
     call_observers(record, plan.reg)  # the run's own registry: a registry passed to run() has its own observers
     report.records.append(record)
+
+
+def _stored_record(plan: _RunPlan, key: ResultKey, report: RunReport) -> dict | None:
+    """The stored record of ``key``, or None. A damaged one (truncated, conflict markers, edited, or
+    another key's) is moved to the store's quarantine folder with its per-item files, named in a
+    warning and in ``report.quarantined``, and recomputed; a record of a newer schema is an error
+    (it is not ours to replace). Only rank 0 moves files."""
+    try:
+        return plan.store.load(key) if plan.store.exists(key) else None
+    except DamagedRecord as e:
+        if not e.recoverable:
+            raise
+        if plan.rank != 0:
+            return None
+        moved = plan.store.quarantine(e.path, e.why)
+        report.quarantined.append((str(e.path), str(moved), e.why))
+        log.warning("%s. Moved it (and its per-item files) to %s; recomputing it.", e, moved)
+        return None
+
+
+def _check_items(plan: _RunPlan, existing: dict, report: RunReport) -> None:
+    """The per-item files ``existing`` names must be the ones written with it (a paired bootstrap on a
+    truncated or swapped file would be wrong). A damaged one is named; under --store-items it is
+    moved to quarantine and its split is redone (dropped from ``existing["items"]``, which
+    ``_splits_to_evaluate`` reads), otherwise the warning says how to recompute it."""
+    for split, problem in plan.store.items_problems(existing).items():
+        if not (plan.opts.store_items and plan.rank == 0):
+            log.warning(
+                "per-item scores, split %s: %s; recompute with --store-items --split %s.", split, problem, split
+            )
+            continue
+        path = plan.store.path(key_of(existing)).parent / existing["items"][split]
+        moved = plan.store.quarantine(path, problem) if path.is_file() else None
+        if moved:
+            report.quarantined.append((str(path), str(moved), problem))
+        log.warning(
+            "per-item scores, split %s: %s; %srecomputing them.", split, problem, f"moved to {moved}; " if moved else ""
+        )
+        for name in ("items", "items_sha256"):
+            (existing.get(name) or {}).pop(split, None)
+
+
+def _note_other_weights(plan: _RunPlan, key: ResultKey) -> None:
+    """A local model whose files changed gets a new label, hence a new result: say so when the store
+    holds this key for other weights of the same folder name (or, from before labels, for the
+    folder's path), so a user who expected the old score to resume knows why it did not, and that
+    the old record is kept."""
+    import dataclasses
+
+    if not plan.model or not os.path.isdir(plan.model):
+        return
+    name = plan.model_label.rpartition("@")[0]
+    by_path = dataclasses.replace(key, model=canonical_model_name(plan.model))  # how keys named it before
+    earlier = [plan.store.path(by_path)] if plan.store.exists(by_path) else []
+    method_dir, tail = plan.store.root / key.relpath().parts[0], key.relpath().parts[2:]
+    for other in sorted(method_dir.glob("*/" + "/".join(glob_escape(t) for t in tail))):
+        try:
+            label = (read_record(other) or {}).get("model", "")
+        except DamagedRecord:
+            continue
+        if label.rpartition("@")[0] == name and label != plan.model_label:
+            earlier.append(other)
+    for path in earlier:
+        log.warning(
+            "model folder %s: its files are not those %s was computed from (now %s): evaluating them as "
+            "a new result; the earlier record is kept.",
+            plan.model,
+            path,
+            plan.model_label,
+        )
 
 
 def _available_splits(
@@ -644,12 +765,32 @@ def _asdict(config: Any) -> dict[str, Any]:
 
 
 def _call_plugin(plugin: str, method: str, what: str, fn, *args):
+    """``fn(*args)``, a plugin's exception becoming a PluginError that names it. A full disk or a
+    folder it may not write (an OSError naming its path) is not the plugin's fault: that error names
+    the path, the cause and what to do."""
+    import errno
+
     try:
         return fn(*args)
     except BenchbenchError:
         raise
     except Exception as e:
-        raise PluginError(f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}") from e
+        environment = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
+        if not isinstance(e, OSError) or e.filename is None or e.errno not in environment:
+            raise PluginError(
+                f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}"
+            ) from e
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = (
+                "free space there (old run folders, embedding caches under $BENCHBENCH_CACHE or "
+                "~/.cache/benchbench) or choose another --output"
+            )
+        else:
+            fix = "make it writable or choose another --output"
+        raise DataError(
+            f"{os.path.abspath(os.fsdecode(e.filename))}: {e.strerror} (while {what}, method {method!r}); "
+            f"{fix}, then run the same command to resume."
+        ) from e
 
 
 def train_or_reuse(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchbench.core.errors import DataError
 from benchbench.core.paths import default_data_cache
-from benchbench.core.tasks import FileEntry
+from benchbench.core.tasks import FileEntry, data_path_problem, url_problem
 
 __all__ = ["DataStore", "FileEntry", "default_data_cache"]
 
@@ -113,17 +113,16 @@ def read_text(path, encoding: str = "utf-8") -> str:
         ) from e
 
 
-def read_lines(path, encoding: str = "utf-8", universal: bool = False) -> list[str]:
-    """The file's lines without line ends: ``str.splitlines()`` (which also splits at form feeds,
-    U+2028 and the like), or with ``universal`` only at \\n, \\r\\n and \\r, exactly as iterating
-    over ``open(path)`` does (readers that did that keep their exact rows)."""
+def read_lines(path, encoding: str = "utf-8") -> list[str]:
+    """The file's lines without line ends, split at \\n only (a \\r before it, a CRLF line end, is
+    dropped). Never ``str.splitlines()``, which also splits at U+0085, U+2028, U+2029, form feeds and
+    other characters that can sit inside a sentence: it would turn one row into two, or a valid
+    sentence into a "short row"; never universal newlines either, which split at a lone \\r."""
     text = read_text(path, encoding)
-    if not universal:
-        return text.splitlines()
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the file's final newline ends the last line, it starts none
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def ensure_writable_dir(path: str | Path, what: str) -> Path:
@@ -186,6 +185,12 @@ class DataStore:
         self.used: dict[str, str] = {}  # relative path -> sha256 of every file handed out (for result records)
 
     def candidates(self, rel: str) -> list[Path]:
+        """Where ``rel`` may be: under the data dir, then the cache. A path that would leave them
+        (``..``, absolute) is an error before any file is touched, whatever built it (a spec's params,
+        a plugin's ``FileEntry``): spec files are checked when they load, this is the last guard."""
+        why = data_path_problem(rel)
+        if why:
+            raise DataError(f"Data path {rel!r} is refused: {why}. Name data files relative to the data dir.")
         roots = [r for r in (self.data_dir, self.cache_dir) if r is not None]
         return [r / rel for r in roots]
 
@@ -240,6 +245,10 @@ class DataStore:
         return "\n".join(lines) + hint
 
     def _download(self, entry: FileEntry) -> Path:
+        why = url_problem(entry.url)
+        if why:  # urllib would also open file://, ftp:// and data: addresses
+            raise DataError(f"Data file {entry.path!r}: download address {entry.url!r} is refused: {why}.")
+        self.candidates(entry.path)  # refuses a path that would leave the cache
         target = self.cache_dir / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")

@@ -27,6 +27,7 @@ import gzip
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def read_items(path: Path) -> dict[str, Any]:
     try:
         with gzip.open(path, "rb") as f:
             items = json.loads(f.read())
-    except (OSError, EOFError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path}: not a readable per-item score file ({type(e).__name__}: {e}).") from e
     if not isinstance(items, dict) or items.get("format") != ITEMS_FORMAT or items.get("unit") not in ("pair", "query"):
         raise DataError(f"{path}: unknown per-item format (expected format {ITEMS_FORMAT}, unit pair|query).")

@@ -15,11 +15,28 @@ key with task version 1 keeps the old file name, a later version adds ``@v<N>`` 
 spec (and bumping its ``version``) never passes old records off as current.
 Files are written to a temp file in the same folder and renamed, so a record is either whole or absent;
 writers of one key are serialised by a lock (``benchbench.store.locks``).
+
+File names are an injective encoding of the key (``_name``): a field made only of ``[A-Za-z0-9._=-]``
+is its own name (so every record written before keeps its path), any other field is its old slug
+plus ``~`` and a short hash of the field (``~`` is never in a plain name, so ``coll a`` and
+``coll_a`` no longer share ``coll_a.json``). A record written under the old slug is still found there
+(``ResultStore.path``) as long as it holds that key.
+
+Damage is detected on read (``read_record``): a file that is not JSON (truncated, flipped bytes,
+merge-conflict markers), lacks key fields, has a ``checksum`` that does not match its contents
+(records written since the checksum was added; older ones without it still load), or sits at a
+path its key fields do not name. ``run`` moves such a record aside (``ResultStore.quarantine``:
+``<root>/.quarantine/<relative path>.<time>``, never deleted) and recomputes it; tables leave it
+out with a warning naming it. A record that is valid JSON, has no checksum, and was edited without
+touching its key fields cannot be told from a genuine one.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -36,6 +53,22 @@ from benchbench.core.errors import DataError
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
+_NOT_RECORDS = (".locks", QUARANTINE, "runs")  # folders of a store that hold no records (runs: trained encoders)
+_CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
+_KEY_FIELDS = ("method", "config_hash", "model", "setup", "seed", "task")
+
+log = logging.getLogger(__name__)
+
+
+class DamagedRecord(DataError):
+    """A stored result record that cannot be trusted: ``path`` and ``why`` name the file and what is
+    wrong. ``recoverable``: moving it aside and recomputing it is the cure (False for a record of a
+    newer schema, which is not damaged but must not be overwritten by this version)."""
+
+    def __init__(self, path: Path, why: str, recoverable: bool = True):
+        super().__init__(f"Result record {path}: {why}")
+        self.path, self.why, self.recoverable = Path(path), why, recoverable
 
 
 @dataclass(frozen=True)
@@ -49,14 +82,23 @@ class ResultKey:
     task_version: int = 1
 
     def relpath(self) -> Path:
-        name = _slug(self.task) if self.task_version == 1 else f"{_slug(self.task)}@v{self.task_version}"
+        """The record's path under a store: one name per key (``_name`` is injective)."""
+        return self._layout(_name, _name)
+
+    def legacy_relpath(self) -> Path:
+        """The path the key had before names were injective (``_slug``; the config hash as it was):
+        records written then are still found there (``ResultStore.path``)."""
+        return self._layout(_slug, str)
+
+    def _layout(self, name, hash_name) -> Path:
+        task = name(self.task) if self.task_version == 1 else f"{name(self.task)}@v{self.task_version}"
         return Path(
-            _slug(self.method),
-            _slug(self.model),
-            _slug(self.setup),
-            self.config_hash,
+            name(self.method),
+            name(self.model),
+            name(self.setup),
+            hash_name(self.config_hash),
             f"seed{self.seed}",
-            f"{name}.json",
+            f"{task}.json",
         )
 
 
@@ -102,29 +144,165 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     out["evaluated"] = {**old.get("evaluated", {}), **new.get("evaluated", {})}
     # per-item files: a split evaluated again without them no longer has any (the old file scored
     # another encoder); splits not evaluated keep theirs
-    kept = {s: f for s, f in (old.get("items") or {}).items() if s not in new.get("splits", {})}
-    out["items"] = {**kept, **(new.get("items") or {})}
-    if not out["items"]:
-        out.pop("items")
+    for field in ("items", "items_sha256"):
+        kept = {s: f for s, f in (old.get(field) or {}).items() if s not in new.get("splits", {})}
+        out[field] = {**kept, **(new.get(field) or {})}
+        if not out[field]:
+            out.pop(field)
     return out
 
 
 def _slug(s: str) -> str:
+    """The pre-injective file name of a key field (``/`` -> ``__``, other unsafe runs -> ``_``): many
+    fields share one slug, so it is used only as the readable part of ``_name`` and to find old records."""
     return _SAFE.sub("_", s.replace("/", "__")).strip("_") or "_"
+
+
+def _name(s: str) -> str:
+    """The file name of one key field, injective: the field itself when it needs no escaping (records
+    written before keep their paths), else its slug + ``~`` + a short hash of the field (``~`` is not
+    in any plain name). A leading dot is escaped too: ``..`` must not climb out of the store, and
+    ``.locks``/``.quarantine`` are the store's own folders."""
+    if _slug(s) == s and not s.startswith("."):
+        return s
+    return f"{_slug(s)}~{hashlib.sha256(s.encode()).hexdigest()[:10]}"
+
+
+def checksum(record: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON without its ``checksum`` field. Computed on the record as
+    JSON gives it back (a write/read round trip), so int keys or numpy floats hash the same on both
+    sides; any later edit of a score (or of anything else) changes it."""
+    body = json.loads(json.dumps({k: v for k, v in record.items() if k != "checksum"}, default=_json_default))
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record in ``path``, migrated to the current schema; None for a JSON file that is not a
+    record (bench logs, encoder configs). A damaged one raises ``DamagedRecord`` saying what is wrong,
+    so no caller ever skips it silently or shows a traceback that names no file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise DamagedRecord(path, f"cannot be read ({e.strerror or e})") from e
+    except UnicodeDecodeError as e:
+        raise DamagedRecord(path, f"is not UTF-8 text (bad byte at offset {e.start}): the file is damaged") from e
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DamagedRecord(path, _why_not_json(text, e)) from e
+    if not isinstance(record, dict) or not ({"method", "splits"} <= record.keys() or "schema_version" in record):
+        return None
+    return _checked(path, record)
+
+
+def _why_not_json(text: str, e: json.JSONDecodeError) -> str:
+    if not text.strip():
+        return "is empty (a write was cut off, or the file was emptied)"
+    if _CONFLICT.search(text):
+        return "contains git merge-conflict markers (<<<<<<< ======= >>>>>>>): resolve the merge or take one side"
+    where = f"{e.msg}: line {e.lineno}, column {e.colno}"
+    if text.lstrip().startswith("{") and not text.rstrip().endswith("}"):
+        return f"is truncated: its JSON ends early ({where})"
+    return f"is not valid JSON ({where}): the file is damaged"
+
+
+def _checked(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` migrated, after the checks a record read from disk must pass (schema, key fields,
+    checksum); ``DamagedRecord`` otherwise."""
+    version = record.get("schema_version")
+    if version not in READABLE_SCHEMAS:
+        raise DamagedRecord(
+            path,
+            f"has schema_version {version!r}; this benchbench reads {list(READABLE_SCHEMAS)}: upgrade benchbench "
+            "(a newer version wrote it) or move the file out of the results folder",
+            recoverable=version is None or not isinstance(version, int) or version < SCHEMA_VERSION,
+        )
+    types = {"splits": dict, "seed": int, "task_version": int, **{k: str for k in _KEY_FIELDS if k != "seed"}}
+    bad = [k for k, t in types.items() if not isinstance(record.get(k, 1 if k == "task_version" else None), t)]
+    if bad:
+        raise DamagedRecord(path, f"is not a whole record (missing or malformed: {', '.join(bad)})")
+    # only schema 2 writes checksums: a schema-1 record predates them (one that carries a checksum was
+    # downgraded by hand, as tests do to fake an old record), so its checksum is not checked
+    if version == SCHEMA_VERSION and "checksum" in record and record["checksum"] != checksum(record):
+        raise DamagedRecord(
+            path, "does not match its checksum: it was edited or damaged after it was written (a score may be wrong)"
+        )
+    return migrate(record)
+
+
+def misplaced(record: dict[str, Any], relpath: Path) -> str | None:
+    """Why ``record`` cannot be the record stored at ``relpath`` (relative to a store's root, or to a
+    folder holding a store), or None when the path is its key's. Imported records (MTEB) have their
+    own layout and are not checked."""
+    if record.get("imported_from"):
+        return None
+    key = key_of(record)
+    parts = Path(relpath).parts
+    for own in (key.relpath().parts, key.legacy_relpath().parts):
+        if parts[-len(own) :] == own:
+            return None
+    return _belongs_elsewhere(record)
+
+
+def _belongs_elsewhere(record: dict[str, Any]) -> str:
+    fields = ", ".join(f"{k} {record.get(k)!r}" for k in (*_KEY_FIELDS, "task_version"))
+    return (
+        f"holds another key ({fields}; its path is {key_of(record).relpath().as_posix()}): the file was "
+        "edited, another key's record was copied over it, or two keys shared this name before names were injective"
+    )
 
 
 class ResultStore:
     def __init__(self, root: str | Path = "results"):
         self.root = Path(root)
+        self.damaged: list[DamagedRecord] = []  # what the last ``records()`` left out, and why
 
     def path(self, key: ResultKey) -> Path:
-        return self.root / key.relpath()
+        """Where ``key``'s record is: its own path, or its legacy (pre-injective) path when only that
+        exists and holds this key, or a record too damaged to say whose it is (``load`` then reports
+        it, and ``run`` moves it aside)."""
+        own = self.root / key.relpath()
+        legacy = self.root / key.legacy_relpath()
+        if own.exists() or legacy == own or not legacy.is_file():
+            return own
+        try:
+            record = read_record(legacy)
+        except DamagedRecord:
+            return legacy
+        return legacy if record is not None and key_of(record) == key else own
 
     def exists(self, key: ResultKey) -> bool:
         return self.path(key).is_file()
 
     def load(self, key: ResultKey) -> dict[str, Any]:
-        return migrate(json.loads(self.path(key).read_text()))
+        """The stored record of ``key``; ``DamagedRecord`` when the file is damaged or holds another key."""
+        path = self.path(key)
+        record = read_record(path)
+        if record is None:
+            raise DamagedRecord(path, "is JSON but not a result record (no schema_version, method and splits)")
+        if key_of(record) != key:
+            raise DamagedRecord(path, _belongs_elsewhere(record))
+        return record
+
+    def quarantine(self, path: Path, why: str) -> Path:
+        """Move a damaged record, and the per-item files named after it, to
+        ``<root>/.quarantine/<relative path>.<time>`` with a ``.why`` note beside it: nothing stored is
+        ever deleted, and the record's own path is free for a recomputed one."""
+        path = Path(path)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        rel = path.relative_to(self.root) if path.is_relative_to(self.root) else Path(path.name)
+        dest = self.root / QUARANTINE / f"{rel}.{stamp}"
+        n = 1
+        while dest.exists():
+            dest, n = self.root / QUARANTINE / f"{rel}.{stamp}-{n}", n + 1
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for item in sorted(path.parent.glob(f"{glob.escape(path.stem)}.items.*.json.gz")):
+            os.replace(item, dest.parent / f"{item.name}{dest.name.removeprefix(path.name)}")
+        os.replace(path, dest)
+        dest.with_name(dest.name + ".why").write_text(f"{path}: {why}\n")
+        return dest
 
     def lock(self, key: ResultKey):
         """The advisory lock of one result key (held while its record is read, evaluated and written)."""
@@ -137,16 +315,17 @@ class ResultStore:
         ``lock(key)``: then no live writer of this key exists."""
         path = self.path(key)
         if path.parent.is_dir():
-            for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+            for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
                 tmp.unlink(missing_ok=True)
 
     def write(self, record: dict[str, Any], items: dict[str, dict[str, Any]] | None = None) -> Path:
-        """Write ``record`` atomically. ``items`` (split -> per-item scores, ``benchbench.store.items``) are
-        written first, each to its own file beside the record, and the record names them under
-        ``items``; a split the record has but ``items`` lacks keeps a file only if it was not
-        re-evaluated (see :func:`merge`)."""
+        """Write ``record`` atomically, with a ``checksum`` verified on every read. ``items`` (split ->
+        per-item scores, ``benchbench.store.items``) are written first, each to its own file beside the
+        record, and the record names them under ``items`` with their sha256 under ``items_sha256``; a
+        split the record has but ``items`` lacks keeps a file only if it was not re-evaluated (see
+        :func:`merge`). A damaged record in the way is moved to quarantine, never overwritten."""
         key = key_of(record)
-        path = self.path(key)
+        path = self._free_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         if items:
             from benchbench.store.items import items_filename, write_items
@@ -155,6 +334,11 @@ class ResultStore:
             for s, it in items.items():
                 write_items(path.parent / names[s], it)
             record["items"] = {**(record.get("items") or {}), **names}
+            record["items_sha256"] = {
+                **(record.get("items_sha256") or {}),
+                **{s: _file_sha256(path.parent / n) for s, n in names.items()},
+            }
+        record["checksum"] = checksum(record)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
@@ -172,16 +356,72 @@ class ResultStore:
                 os.unlink(tmp)
         return path
 
+    def _free_path(self, key: ResultKey) -> Path:
+        """``path(key)``, after moving a damaged file there to quarantine (a writer that did not
+        ``load`` first must not destroy it)."""
+        path = self.path(key)
+        if path.is_file():
+            try:
+                read_record(path)
+            except DamagedRecord as e:
+                moved = self.quarantine(path, e.why)
+                log.warning("%s; moved to %s before writing a new record of its key", e, moved)
+                path = self.path(key)
+        return path
+
+    def items_problems(self, record: dict[str, Any]) -> dict[str, str]:
+        """{split: what is wrong} for the per-item files ``record`` names: missing, or not the bytes
+        written with it (``items_sha256``; records written before it are checked only for presence)."""
+        folder = self.path(key_of(record)).parent
+        problems = {}
+        for split, name in (record.get("items") or {}).items():
+            problem = items_problem(folder / name, (record.get("items_sha256") or {}).get(split))
+            if problem:
+                problems[split] = problem
+        return problems
+
     def records(self) -> Iterator[dict[str, Any]]:
+        """Every record under the root. A damaged one (see ``read_record``, or at a path its key does
+        not name) is left out with a warning naming it, and kept in ``self.damaged``: a table never
+        loses a cell silently, and never shows a number from a damaged file."""
+        self.damaged = []
         if not self.root.is_dir():
             return
         for p in sorted(self.root.rglob("*.json")):
-            try:
-                r = json.loads(p.read_text())
-            except (OSError, json.JSONDecodeError):
+            rel = p.relative_to(self.root)
+            if set(rel.parts[:-1]) & set(_NOT_RECORDS):
                 continue
-            if isinstance(r, dict) and r.get("schema_version") in READABLE_SCHEMAS:
-                yield migrate(r)
+            try:
+                r = read_record(p)
+                why = misplaced(r, rel) if r is not None else None
+                if why:
+                    raise DamagedRecord(p, why)
+            except DamagedRecord as e:
+                self.damaged.append(e)
+                log.warning(
+                    "%s. Left out of this table; `benchbench run` of its key moves it aside and recomputes it.", e
+                )
+                continue
+            if r is not None:
+                yield r
+
+
+def items_problem(path: Path, sha256: str | None) -> str | None:
+    """What is wrong with the per-item file ``path`` (None: present and, when ``sha256`` is known, the
+    very bytes written). Truncation, flipped bytes and another task's file all change the sha256."""
+    if not path.is_file():
+        return f"{path} is missing"
+    if sha256 and _file_sha256(path) != sha256:
+        return f"{path} is not the file written with its record (sha256 differs: damaged, or replaced by another file)"
+    return None
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _json_default(o: Any) -> Any:
@@ -276,4 +516,12 @@ def record_items(record: dict[str, Any], root: str | Path, split: str = "test") 
         )
     from benchbench.store.items import read_items
 
-    return read_items(ResultStore(root).path(key_of(record)).parent / name)
+    path = ResultStore(root).path(key_of(record)).parent / name
+    problem = items_problem(path, (record.get("items_sha256") or {}).get(split))
+    if problem:
+        raise DataError(
+            f"Per-item scores of {record.get('method')}/{record.get('task')} seed {record.get('seed')}, split "
+            f"{split!r}: {problem}. Nothing was computed from it; recompute it with "
+            "`benchbench run --store-items` (the damaged file is moved aside first)."
+        )
+    return read_items(path)

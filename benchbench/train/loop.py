@@ -20,22 +20,33 @@ Exact resume rests on two choices:
 Checkpoints hold no pickle: tensors go to safetensors files (the model through
 ``safetensors.torch.save_model``, which drops the duplicates of tied weights), everything else (optimizer
 hyper-parameters, scheduler counters, Python/NumPy RNG states, loop counters) to JSON, and
-``benchbench_state.json`` (written last) lists every file's sha256. A checkpoint whose files do not
-match is ignored with a loud warning and the run resumes from an older intact one or from the start,
-which is exact too (the run is a pure function of its seed). Checkpoints are taken every
-``checkpoint_every`` steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a
-kill at any instant loses at most one interval.
+``benchbench_state.json`` (written last) lists every file's sha256 and carries a checksum of its own
+(the loop counters it holds decide which data comes next, so a changed digit there would resume a
+different run). The two newest checkpoints are kept: one whose files do not match is ignored with a
+loud warning naming it and the run resumes from the older intact one, or from the start, which is
+exact too (the run is a pure function of its seed). Checkpoints are taken every ``checkpoint_every``
+steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a kill at any instant
+loses at most one interval.
+
+SIGINT and SIGTERM do not kill the loop mid-step: they ask it to stop after the current optimizer step
+(a second signal stops at once); it writes a checkpoint there when that is cheap, then raises
+:class:`TrainingInterrupted`, whose message says which step was kept and how to resume. A full disk
+while writing a checkpoint removes the partial folder and keeps the previous checkpoints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
 import math
 import os
+import re
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,12 +55,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchbench.core.errors import ConfigError
+from benchbench.core.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 META = "benchbench_state.json"
-CHECKPOINT_FORMAT = 2  # 2: safetensors + JSON (1, unmarked: Accelerate save_state with pickle)
+# 3: the state file carries a checksum of its own; 2: safetensors + JSON, the state file unchecked;
+# 1 (unmarked): Accelerate save_state with pickle
+CHECKPOINT_FORMAT = 3
+_OLD_FORMATS = {  # by str(format): a damaged field may hold anything
+    "2": "its state file has no checksum of its own, so its step counters cannot be trusted",
+    "1": "pickle-based Accelerate state; nothing is unpickled",
+    "None": "pickle-based Accelerate state; nothing is unpickled",
+}
+KEEP_CHECKPOINTS = 2  # the newest and one older: a damaged newest one then costs one interval, not the run
+# On SIGINT/SIGTERM a checkpoint that is not due is still written when it is cheap: the last one took at
+# most this long, or (none written yet) the model and two optimizer moments take at most this many bytes
+CHEAP_SAVE_SECONDS = 1.0
+CHEAP_SAVE_BYTES = 512 << 20
 
 
 class Objective(torch.nn.Module):
@@ -233,42 +256,46 @@ def corpus_fingerprint(items: Sequence[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def _checkpoints(root: Path, fingerprint: str, max_step: int) -> list[tuple[int, Path]]:
-    """This run's finished checkpoints under ``root``, newest first. A folder without the state file
-    is unfinished; one written by another run (fingerprint) or by an older, pickle-based format is
-    skipped with a warning (never unpickled)."""
+def _checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """The finished checkpoint folders under ``root`` (``step-N``; ``.tmp-step-N`` are unfinished),
+    newest first by the step in their name."""
     if not root.is_dir():
         return []
     found = []
     for d in root.glob("step-*"):
-        meta = d / META
-        if not meta.is_file():
-            continue
-        try:
-            m = json.loads(meta.read_text())
-            step = int(m["step"])
-        except (OSError, ValueError, KeyError, TypeError):
-            log.warning("checkpoint %s: unreadable %s; not resuming from it", d, META)
-            continue
-        if m.get("fingerprint") != fingerprint:
-            log.warning(
-                "checkpoint %s belongs to another run (fingerprint %s != %s); not resuming from it",
-                d,
-                m.get("fingerprint"),
-                fingerprint,
-            )
-            continue
-        if m.get("format") != CHECKPOINT_FORMAT:
-            log.warning(
-                "checkpoint %s is in an old format (pickle-based Accelerate state, format %s); it is not loaded "
-                "(nothing is unpickled) and this run starts over",
-                d,
-                m.get("format"),
-            )
-            continue
-        if step <= max_step:
-            found.append((step, d))
+        m = re.fullmatch(r"step-(\d+)", d.name)
+        if m and d.is_dir():
+            found.append((int(m.group(1)), d))
     return sorted(found, reverse=True)
+
+
+def _meta_checksum(meta: dict) -> str:
+    """The state file's checksum of itself: every field but ``checksum``, as canonical JSON."""
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _read_meta(ckpt: Path, step: int, fingerprint: str) -> tuple[dict | None, str | None]:
+    """(the state file of ``ckpt``, None) when it is whole and this run's, else (None, why not)."""
+    f = ckpt / META
+    try:
+        meta = json.loads(f.read_text())
+    except FileNotFoundError:
+        return None, f"its state file {f} is missing"
+    except (OSError, ValueError) as e:
+        return None, f"its state file {f} is unreadable (truncated or damaged: {e})"
+    if not isinstance(meta, dict):
+        return None, f"its state file {f} is not a JSON object (damaged)"
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        why = _OLD_FORMATS.get(str(meta.get("format")), "an unknown format")
+        return None, f"it was written by another benchbench version (format {meta.get('format')}: {why})"
+    if meta.get("checksum") != _meta_checksum(meta):
+        return None, f"its state file {f} does not match its own checksum (damaged or edited)"
+    if meta.get("fingerprint") != fingerprint:
+        return None, f"it belongs to another run (fingerprint {meta.get('fingerprint')} != {fingerprint})"
+    if meta.get("step") != step:
+        return None, f"its state file {f} is the one of step {meta.get('step')} (copied from another checkpoint?)"
+    return meta, None
 
 
 def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
@@ -283,6 +310,33 @@ def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
             return f"{f} is missing"
         if _sha256(f) != files[name]:
             return f"{f} does not match its checksum in {META} (damaged or edited)"
+    return None
+
+
+def _pick_checkpoint(root: Path, fingerprint: str, max_step: int, rank: int) -> tuple[Path, dict] | None:
+    """The newest checkpoint of this run under ``root`` whose state file and every file match their
+    checksums, with its state. Each one passed over is named in a warning (never resumed from
+    silently), and so is the older one used instead."""
+    passed: list[Path] = []
+    for step, ckpt in _checkpoints(root):
+        if step > max_step:  # a longer budget's: another run (the budget is in the fingerprint)
+            continue
+        meta, why = _read_meta(ckpt, step, fingerprint)
+        why = why or _damage(ckpt, meta, rank)
+        if why is None:
+            if passed:
+                log.warning("resuming from the older intact checkpoint %s (step %d) instead", ckpt, step)
+            return ckpt, meta
+        log.warning(
+            "NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
+            "start (exact either way: the run is a pure function of its seed); delete the folder to "
+            "silence this.",
+            ckpt,
+            why,
+        )
+        passed.append(ckpt)
+    if passed:
+        log.warning("no intact checkpoint left in %s: this training starts from step 0", root)
     return None
 
 
@@ -401,8 +455,6 @@ def train_loop(
     the CPU). ``ctx`` is the method's TrainContext: device, seed, progress, checkpoint_dir, and the
     ``accounting`` dict this fills. ``fingerprint`` names the run for resume (default: from the
     objective's class, the loop config, the seed and the corpus)."""
-    from tqdm.auto import tqdm
-
     if loop.steps < 1 or loop.batch_size < 1 or loop.grad_accum < 1:
         raise ConfigError(
             f"training budget must be positive: steps={loop.steps}, batch_size={loop.batch_size}, "
@@ -419,108 +471,200 @@ def train_loop(
     model, optimizer = acc.prepare(objective, optimizer)
     # the scheduler is stepped by hand once per optimizer step (an Accelerate-prepared scheduler steps
     # once per process, which would run schedules defined in optimizer steps too fast under DDP)
-
-    state = LoopState()
     ckpt_root = Path(ctx.checkpoint_dir)
-    # the runner keeps checkpoints until the trained encoder is saved and marked complete
-    defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
-    for _step, ckpt in _checkpoints(ckpt_root, fingerprint, loop.steps):
-        meta = json.loads((ckpt / META).read_text())
-        why = _damage(ckpt, meta, acc.process_index)
-        if why is not None:
-            log.warning(
-                "NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
-                "start (exact either way: the run is a pure function of its seed); delete the folder to "
-                "silence this.",
-                ckpt,
-                why,
-            )
-            continue
-        _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
-        state = LoopState(
-            **{k: v for k, v in meta["state"].items() if k in {f.name for f in dataclasses.fields(LoopState)}}
-        )
-        state.resumed_from.append(state.step)
-        log.info("resuming %s from %s (step %d)", desc, ckpt, state.step)
-        break
-
+    state = _resume(acc, model, optimizer, scheduler, ckpt_root, fingerprint, loop.steps, desc)
     stream = ItemStream(len(items), seed)
-    world, rank = acc.num_processes, acc.process_index
     log_every = loop.log_every or max(1, loop.steps // 20)
-    bar = tqdm(
-        total=loop.steps,
-        initial=state.step,
+    bar = _progress_bar(ctx, acc, loop.steps, state.step, desc)
+    window: list[float] = []
+    monitor, monitor_every = _monitor_of(ctx, acc, model, desc)
+    model.train()
+    t_start = time.perf_counter()
+    seconds_before, paused = state.seconds, 0.0
+    last_save, save_seconds = (state.step, time.monotonic()), None
+    with bar, _StopRequest() as stop:  # the bar closed first, so that an error starts its own line
+        while state.step < loop.steps:
+            window.append(_optimizer_step(acc, model, objective, optimizer, items, stream, state, loop, seed, desc))
+            if scheduler is not None:
+                scheduler.step()
+            state.step += 1
+            bar.update(1)
+            if state.step % log_every == 0 or state.step == loop.steps:
+                window = _loss_point(state, window, bar)
+            if monitor is not None and (state.step % monitor_every == 0 or state.step == loop.steps):
+                t_mon = time.perf_counter()
+                _run_monitor(monitor, acc, model, state)
+                paused += time.perf_counter() - t_mon
+            state.seconds = seconds_before + time.perf_counter() - t_start - paused
+            cheap = stop.signum is not None and _cheap_to_save(model, save_seconds)
+            save, signum = _next_move(acc, loop, state, last_save, stop.signum, cheap)
+            if save:
+                last_save, save_seconds = _timed_save(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+            if on_step is not None:
+                on_step(state)
+            if signum is not None:
+                stop.honoured = True
+                raise TrainingInterrupted(signum, state.step, loop.steps, last_save[0], ckpt_root)
+        bar.close()
+        # the runner keeps checkpoints until the trained encoder is saved and marked complete
+        defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
+        if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / META).is_file():
+            # a kill between here and the encoder being marked complete redoes no training
+            _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+        acc.wait_for_everyone()
+        if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
+            remove_checkpoints(ckpt_root)
+    _account(ctx, acc, state, loop)
+    unwrapped = acc.unwrap_model(model)
+    acc.free_memory()
+    return unwrapped.to("cpu").eval()
+
+
+def _timed_save(acc, model, optimizer, scheduler, root, state, fingerprint) -> tuple[tuple[int, float], float]:
+    """Save a checkpoint; returns (its step, when) and how long it took (which says whether one more
+    is cheap enough to write on SIGINT/SIGTERM)."""
+    t0 = time.perf_counter()
+    _save_checkpoint(acc, model, optimizer, scheduler, root, state, fingerprint)
+    return (state.step, time.monotonic()), time.perf_counter() - t0
+
+
+def _progress_bar(ctx, acc, steps: int, done: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=steps,
+        initial=done,
         desc=desc,
         unit="step",
         dynamic_ncols=True,
         disable=not (getattr(ctx, "progress", True) and acc.is_local_main_process),
     )
-    window: list[float] = []
+
+
+def _loss_point(state: LoopState, window: list[float], bar) -> list[float]:
+    """The mean loss of the steps in ``window`` as a point of the loss curve (kept in checkpoints, so a
+    resumed run has the whole curve) and on the bar; the window starts again."""
+    state.losses.append([state.step, round(sum(window) / len(window), 5)])
+    bar.set_postfix(loss=f"{state.losses[-1][1]:.4f}")
+    return []
+
+
+def _optimizer_step(acc, model, objective, optimizer, items, stream, state: LoopState, loop: LoopConfig, seed, desc):
+    """One optimizer update over ``grad_accum`` micro-batches; returns its mean loss and advances the
+    micro-batch, item and token counters. Micro-batch ``m`` of process ``r`` draws its items from
+    stream position ``(m * world + r) * batch_size`` and its noise from ``(seed, m, r)``."""
+    world, rank = acc.num_processes, acc.process_index
+    step_loss = 0.0
+    for _ in range(loop.grad_accum):
+        start = (state.micro * world + rank) * loop.batch_size
+        drawn = [items[i] for i in stream.take(start, loop.batch_size)]
+        batch = objective.collate(drawn, np.random.default_rng([seed, state.micro, rank]))
+        n_tokens = int(batch.pop("n_tokens", 0))
+        batch = {k: v.to(acc.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        with acc.accumulate(model), acc.autocast():
+            loss = model(**batch)
+            acc.backward(loss)
+            if acc.sync_gradients and loop.max_grad_norm:
+                acc.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(
+                f"{desc}: loss became {loss.item()} at step {state.step}; lower the learning rate."
+            )
+        step_loss += float(loss.detach()) / loop.grad_accum
+        state.micro += 1
+        state.items += len(drawn) * world
+        state.tokens += n_tokens * world
+    return step_loss
+
+
+def _monitor_of(ctx, acc, model, desc: str) -> tuple[Callable | None, int]:
+    """``ctx``'s training monitor and its interval, checked before any step (on every process)."""
     monitor, monitor_every = getattr(ctx, "monitor", None), int(getattr(ctx, "monitor_every", 0) or 0)
     if monitor is not None and monitor_every < 1:
         raise ConfigError(f"{desc}: a training monitor needs monitor_every >= 1 (got {monitor_every}).")
-    if monitor is not None and acc.unwrap_model(model).result() is None:  # before any step, on every process
+    if monitor is not None and acc.unwrap_model(model).result() is None:
         raise ConfigError(
             f"{desc}: this method has no encoder to monitor during training "
             f"({type(acc.unwrap_model(model)).__name__}.result() is None)."
         )
-    model.train()
-    t_start = time.perf_counter()
-    seconds_before, paused = state.seconds, 0.0
-    last_save = (state.step, time.monotonic())
-    while state.step < loop.steps:
-        step_loss = 0.0
-        for _ in range(loop.grad_accum):
-            start = (state.micro * world + rank) * loop.batch_size
-            drawn = [items[i] for i in stream.take(start, loop.batch_size)]
-            batch = objective.collate(drawn, np.random.default_rng([seed, state.micro, rank]))
-            n_tokens = int(batch.pop("n_tokens", 0))
-            batch = {k: v.to(acc.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            with acc.accumulate(model), acc.autocast():
-                loss = model(**batch)
-                acc.backward(loss)
-                if acc.sync_gradients and loop.max_grad_norm:
-                    acc.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            if not torch.isfinite(loss.detach()):
-                raise FloatingPointError(
-                    f"{desc}: loss became {loss.item()} at step {state.step}; lower the learning rate."
-                )
-            step_loss += float(loss.detach()) / loop.grad_accum
-            state.micro += 1
-            state.items += len(drawn) * world
-            state.tokens += n_tokens * world
-        if scheduler is not None:
-            scheduler.step()
-        state.step += 1
-        window.append(step_loss)
-        bar.update(1)
-        if state.step % log_every == 0 or state.step == loop.steps:
-            state.losses.append([state.step, round(sum(window) / len(window), 5)])
-            bar.set_postfix(loss=f"{state.losses[-1][1]:.4f}")
-            window = []
-        if monitor is not None and (state.step % monitor_every == 0 or state.step == loop.steps):
-            t_mon = time.perf_counter()
-            _run_monitor(monitor, acc, model, state)
-            paused += time.perf_counter() - t_mon
-        state.seconds = seconds_before + time.perf_counter() - t_start - paused
-        if state.step < loop.steps and _checkpoint_due(acc, loop, state, last_save):
-            _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
-            last_save = (state.step, time.monotonic())
-        if on_step is not None:
-            on_step(state)
-    bar.close()
-    if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / META).is_file():
-        # a kill between here and the encoder being marked complete redoes no training
-        _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
-    acc.wait_for_everyone()
-    if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
-        remove_checkpoints(ckpt_root)
-    _account(ctx, acc, state, loop)
-    unwrapped = acc.unwrap_model(model)
-    acc.free_memory()
-    return unwrapped.to("cpu").eval()
+    return monitor, monitor_every
+
+
+def _resume(acc, model, optimizer, scheduler, root: Path, fingerprint: str, steps: int, desc: str) -> LoopState:
+    """The state of the newest intact checkpoint of this run, loaded into the model, optimizer,
+    scheduler and RNGs; a fresh state when there is none."""
+    found = _pick_checkpoint(root, fingerprint, steps, acc.process_index)
+    if found is None:
+        return LoopState()
+    ckpt, meta = found
+    _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
+    names = {f.name for f in dataclasses.fields(LoopState)}
+    state = LoopState(**{k: v for k, v in meta["state"].items() if k in names})
+    state.resumed_from.append(state.step)
+    log.info("resuming %s from %s (step %d)", desc, ckpt, state.step)
+    return state
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped training at a safe point (after an optimizer step). A
+    KeyboardInterrupt, so that no ``except Exception`` (a plugin's, the runner's) swallows it or blames
+    a plugin for it; ``signum`` gives the exit status (128 + signum) and the message says what was kept
+    and how to resume."""
+
+    def __init__(self, signum: int, step: int, steps: int, kept: int, root: Path):
+        name, root = signal.Signals(signum).name, root.absolute()
+        if kept:
+            what = f"kept checkpoint step {kept} in {root / f'step-{kept:09d}'}; run the same command to resume from it"
+        else:
+            what = "nothing was kept (no checkpoint yet); the same command starts this training over"
+        super().__init__(f"interrupted ({name}) at training step {step} of {steps}: {what}.")
+        self.signum, self.step, self.kept = signum, step, kept
+
+
+class _StopRequest:
+    """While the loop runs, SIGINT/SIGTERM are remembered and honoured after the current optimizer
+    step: a KeyboardInterrupt raised inside ``backward()`` takes seconds to unwind and a SIGTERM kills
+    mid-interval, both losing the steps since the last checkpoint. A second signal gets the handler
+    there was before (stop at once). Installed only in the main thread (where Python runs handlers)
+    and never over an ignored signal (nohup, a background job); a signal that came after the last
+    step is passed on when the loop ends."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.honoured = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                before = signal.getsignal(sig)
+                if before is not None and before is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        signal.signal(signum, self._previous[signum])
+        signal.raise_signal(signum)
+
+    def __exit__(self, exc_type, *_exc) -> None:
+        for sig, before in self._previous.items():
+            signal.signal(sig, before)
+        if exc_type is None and self.signum is not None and not self.honoured:
+            signal.raise_signal(self.signum)
+
+
+def _cheap_to_save(model, save_seconds: float | None) -> bool:
+    """Whether a checkpoint can be written on SIGINT/SIGTERM without delaying the exit: the last one
+    took at most CHEAP_SAVE_SECONDS, or (none yet) the weights and AdamW's two moments fit in
+    CHEAP_SAVE_BYTES."""
+    if save_seconds is not None:
+        return save_seconds <= CHEAP_SAVE_SECONDS
+    return 3 * sum(p.numel() * p.element_size() for p in model.parameters()) <= CHEAP_SAVE_BYTES
 
 
 def _run_monitor(monitor, acc, model, state: LoopState) -> None:
@@ -548,31 +692,62 @@ def remove_checkpoints(root: Path) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _checkpoint_due(acc, loop: LoopConfig, state: LoopState, last_save: tuple[int, float]) -> bool:
-    """Every ``checkpoint_every`` steps, or when ``checkpoint_minutes`` have passed since the last save
-    (decided by the main process and shared, so that every process saves at the same step)."""
+def _checkpoint_due(loop: LoopConfig, state: LoopState, last_save: tuple[int, float]) -> bool:
+    """Every ``checkpoint_every`` steps, or when ``checkpoint_minutes`` have passed since the last save;
+    never at the last step (the result is saved then)."""
+    if state.step >= loop.steps:
+        return False
     if loop.checkpoint_every and state.step % loop.checkpoint_every == 0:
         return True
     if not loop.checkpoint_minutes or loop.checkpoint_minutes <= 0:
         return False
-    due = state.step > last_save[0] and time.monotonic() - last_save[1] >= loop.checkpoint_minutes * 60
+    return state.step > last_save[0] and time.monotonic() - last_save[1] >= loop.checkpoint_minutes * 60
+
+
+def _next_move(
+    acc, loop: LoopConfig, state: LoopState, last_save: tuple[int, float], signum: int | None, cheap: bool
+) -> tuple[bool, int | None]:
+    """(write a checkpoint now, the signal to stop on or None) after an optimizer step: a checkpoint
+    when one is due, or when stopping and it is cheap. Decided by the main process and shared, so that
+    every process saves and stops at the same step."""
+    stop = signum
+    save = _checkpoint_due(loop, state, last_save) or (stop is not None and cheap)
     if acc.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
-        flag = [due]
+        flag = [save, stop]
         broadcast_object_list(flag, from_process=0)
-        due = bool(flag[0])
-    return due
+        save, stop = bool(flag[0]), flag[1]
+    return save, stop
 
 
 def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:
     """Write ``step-N``: the main process writes the model, optimizer and scheduler, every process its
     RNG state, into a temporary folder that the main process renames into place once the state file
-    (with every file's checksum) is written; then older checkpoints are dropped."""
-    from safetensors.torch import save_model
-
+    (with every file's checksum, and its own) is written; then all but the KEEP_CHECKPOINTS newest are
+    dropped. A write that fails (a full disk) removes the temporary folder and keeps the others."""
     final = root / f"step-{state.step:09d}"
     tmp = root / f".tmp-step-{state.step:09d}"
+    try:
+        _write_checkpoint(acc, model, optimizer, scheduler, tmp, state, fingerprint)
+    except Exception as e:
+        if acc.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        cause = _os_error(e)
+        if cause is None:
+            raise
+        raise _checkpoint_write_error(root, state.step, cause) from e
+    if acc.is_main_process:
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _prune(root, state.step)
+    acc.wait_for_everyone()
+
+
+def _write_checkpoint(acc, model, optimizer, scheduler, tmp: Path, state: LoopState, fingerprint: str) -> None:
+    from safetensors.torch import save_model
+
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -585,28 +760,59 @@ def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopSt
     _save_tree(_rng_state(acc.device), tmp, f"rng-{acc.process_index}")
     acc.wait_for_everyone()
     if acc.is_main_process:
-        files = {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()}
+        meta = {
+            "format": CHECKPOINT_FORMAT,
+            "fingerprint": fingerprint,
+            "step": state.step,
+            "processes": acc.num_processes,
+            "files": {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()},
+            "state": dataclasses.asdict(state),
+        }
+        meta["checksum"] = _meta_checksum(meta)
         meta_tmp = tmp / f"{META}.tmp"
-        meta_tmp.write_text(
-            json.dumps(
-                {
-                    "format": CHECKPOINT_FORMAT,
-                    "fingerprint": fingerprint,
-                    "step": state.step,
-                    "processes": acc.num_processes,
-                    "files": files,
-                    "state": dataclasses.asdict(state),
-                }
-            )
-        )
+        meta_tmp.write_text(json.dumps(meta))
         os.replace(meta_tmp, tmp / META)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        for d in root.glob("step-*"):
-            if d != final:
-                shutil.rmtree(d, ignore_errors=True)
-    acc.wait_for_everyone()
+
+
+def _prune(root: Path, step: int) -> None:
+    """Keep checkpoint ``step`` (just written) and the newest older ones, KEEP_CHECKPOINTS in all; drop
+    the rest, any newer one (a resumed run passed over it: damaged, or another run's) and unfinished
+    folders."""
+    older = [d for s, d in _checkpoints(root) if s < step]
+    for d in older[KEEP_CHECKPOINTS - 1 :] + [d for s, d in _checkpoints(root) if s > step]:
+        shutil.rmtree(d, ignore_errors=True)
+    for d in root.glob(".tmp-step-*"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _os_error(e: BaseException) -> tuple[int, str] | None:
+    """(errno, message) of an OS-level write failure: an OSError, or safetensors' SafetensorError, which
+    carries the OS error only in its text ("... No space left on device (os error 28)")."""
+    if isinstance(e, OSError) and e.errno:
+        return e.errno, e.strerror or str(e)
+    m = re.search(r"os error (\d+)", str(e))
+    if m:
+        return int(m.group(1)), os.strerror(int(m.group(1)))
+    return None
+
+
+def _checkpoint_write_error(root: Path, step: int, cause: tuple[int, str]) -> DataError:
+    """What to do when checkpoint ``step`` could not be written under ``root``, and what is kept."""
+    root = root.absolute()
+    kept = [d for s, d in _checkpoints(root) if s < step and (d / META).is_file()]
+    resume = f"it resumes from the last good checkpoint, {kept[0]}" if kept else "no earlier checkpoint was kept"
+    code, text = cause
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return DataError(
+            f"No space left on the device holding {root}: training checkpoint step {step} could not be written "
+            f"(removed, nothing partial is left). Free space there (old run folders under the results' runs/, "
+            f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another --output, then "
+            f"run the same command: {resume}."
+        )
+    return DataError(
+        f"Training checkpoint step {step} could not be written under {root}: {text} (errno {code}). Make that "
+        f"folder writable or choose another --output, then run the same command: {resume}."
+    )
 
 
 def _load_checkpoint(acc, model, optimizer, scheduler, ckpt: Path) -> None:

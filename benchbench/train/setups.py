@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from benchbench.core.errors import ConfigError
+from benchbench.store.data import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def entailment_pairs(data: Any) -> tuple[list[tuple[str, str]], list[str]]:
     used = [f"nli/snli/{{s1,s2,labels}}.{s}" for s in nli.SNLI_SPLITS] + list(nli.XNLI_FILES)
     rel = "sts/SICK/SICK_train.txt"  # pair_ID, A, B, relatedness, entailment label
     if data.exists(rel):
-        for ln in data.locate(rel).read_text(encoding="utf-8").splitlines()[1:]:
+        for ln in read_lines(data.locate(rel))[1:]:
             c = ln.split("\t")
             if len(c) >= 5 and c[4].strip() == "ENTAILMENT":
                 pairs.append((c[1].strip(), c[2].strip()))
@@ -204,7 +205,7 @@ def _stsb(data: Any, split: str) -> list[tuple[str, str, float]]:
     if not data.exists(rel):
         return []
     out = []
-    for ln in data.locate(rel).read_text(encoding="utf-8").splitlines():
+    for ln in read_lines(data.locate(rel)):
         c = ln.split("\t")
         if len(c) >= 7:
             out.append((c[5].strip(), c[6].strip(), float(c[4]) / 5.0))
@@ -244,9 +245,7 @@ def in_domain_data(adapter: Any, labelled: int | None, seed: int) -> Labelled:
     kind = getattr(adapter.spec, "kind", "")
     if kind == "twitterpara":
         d = adapter.param("train_dir", f"{adapter._dir()}/train")
-        a, b, y = (
-            adapter.file(f"{d}/{n}").read_text(encoding="utf-8").splitlines() for n in ("a.toks", "b.toks", "sim.txt")
-        )
+        a, b, y = (read_lines(adapter.file(f"{d}/{n}")) for n in ("a.toks", "b.toks", "sim.txt"))
         test = eval_pairs(adapter)
         rows = [
             (x.strip(), z.strip(), float(s))

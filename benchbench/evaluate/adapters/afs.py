@@ -27,7 +27,11 @@ TOPICS = {"DP": "death penalty", "GC": "gun control", "GM": "gay marriage"}
 COLUMNS = ("regression_label", "sentence_1", "sentence_2")
 
 
-def read_afs(path: Path, encoding: str | None = None) -> tuple[list[str], list[str], np.ndarray]:
+def read_afs(
+    path: Path, encoding: str | None = None, score_range: tuple[float, float] = (0.0, 5.0)
+) -> tuple[list[str], list[str], np.ndarray]:
+    """The pairs of one topic; a ``regression_label`` outside ``score_range`` (AFS rates 0..5) is a
+    ``DataError`` naming the line, as is a row with more fields than the header names."""
     raw = path.read_bytes()
     if encoding:
         text = read_text(path, encoding)  # a byte the named encoding cannot decode: DataError with the line
@@ -50,11 +54,19 @@ def read_afs(path: Path, encoding: str | None = None) -> tuple[list[str], list[s
             f"{path}: CSV header {reader.fieldnames} lacks columns {missing} (expected the AFS ArgPairs layout)."
         )
     a, b, y = [], [], []
+    lo, hi = score_range
     for i, row in zip(ends, rows):
+        if None in row:  # csv.DictReader's key for the fields beyond the header's
+            raise DataError(
+                f"{path}:{i}: {len(reader.fieldnames or []) + len(row[None])} fields, the header names "
+                f"{len(reader.fieldnames or [])}. Is it the published file, unmodified?"
+            )
         try:
             y.append(parse_score(row["regression_label"]))
         except (TypeError, ValueError) as e:
             raise DataError(f"{path}:{i}: regression_label {row.get('regression_label')!r} is not a number.") from e
+        if not lo <= y[-1] <= hi:
+            raise DataError(f"{path}:{i}: regression_label {y[-1]:g} is outside the range [{lo:g}, {hi:g}].")
         a.append(" ".join((row["sentence_1"] or "").split()))
         b.append(" ".join((row["sentence_2"] or "").split()))
     if not y:
@@ -75,7 +87,8 @@ class AFSAdapter(TaskAdapter):
 
     def load(self) -> dict[str, tuple[list[str], list[str], np.ndarray]]:
         return {
-            t: read_afs(self.file(f), self.param("encoding")) for t, f in zip(self._topics(), self.files_for("test"))
+            t: read_afs(self.file(f), self.param("encoding"), self.spec.score_range or (0.0, 5.0))
+            for t, f in zip(self._topics(), self.files_for("test"))
         }
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:

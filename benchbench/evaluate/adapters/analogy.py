@@ -25,11 +25,12 @@ import numpy as np
 from benchbench.core.errors import DataError
 from benchbench.encode.encoding import Embedder
 from benchbench.evaluate.adapters.base import TaskAdapter, TaskResult
+from benchbench.store.data import read_lines
 
 
 def read_tuples(path: Path) -> list[tuple[str, str, str, str, str]]:
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for i, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         cols = [" ".join(c.split()) for c in line.split("\t")]
@@ -88,12 +89,11 @@ class AnalogyAdapter(TaskAdapter):
         pool = list(dict.fromkeys([s for t in tuples for s in t[:4]]))
         if extra is not None:
             seen = set(pool)
-            with open(extra, encoding="utf-8") as f:
-                for line in f:
-                    s = " ".join(line.split())
-                    if s and s not in seen:
-                        seen.add(s)
-                        pool.append(s)
+            for line in read_lines(extra):
+                s = " ".join(line.split())
+                if s and s not in seen:
+                    seen.add(s)
+                    pool.append(s)
         return tuples, pool
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:

@@ -44,7 +44,7 @@ class Query:
 
 def read_eval(path) -> list[Query]:
     out = []
-    for n, line in enumerate(read_lines(path, universal=True), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -66,7 +66,7 @@ def read_eval(path) -> list[Query]:
 def read_titles(path) -> dict[str, str]:
     """id -> title, from text_tokenized(.txt|.txt.gz)."""
     titles = {}
-    for n, line in enumerate(read_lines(path, universal=True), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -154,7 +154,7 @@ class AskUbuntuAdapter(TaskAdapter):
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/askubuntu/unsupervised/train.txt")
         if self.data.exists(useb_train):
-            lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
+            lines = read_lines(self.file(useb_train))
             return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
         held = {
             i

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchbench.core.errors import ConfigError, DataError
-from benchbench.core.tasks import TaskSpec
+from benchbench.core.tasks import TaskSpec, data_path_problem
 from benchbench.encode.encoding import Embedder
-from benchbench.store.data import DataStore, FileEntry
+from benchbench.store.data import DataStore, FileEntry, read_lines
 
 
 @dataclass
@@ -66,15 +66,26 @@ class TaskAdapter:
 
     def file(self, rel: str) -> Path:
         """Path of a data file declared in the spec, verified against its sha256 (or downloaded)."""
-        entry = self.spec.files.get(rel, FileEntry(rel))
+        entry = self.spec.files.get(rel, FileEntry(self._inside(rel)))
         return self.data.fetch(entry)
+
+    def _inside(self, rel: str) -> str:
+        """``rel``, a path an adapter built from the spec's params (``dir``, ``input``...), if it stays
+        in the data dir; the spec's own file paths were checked when it loaded, params cannot be."""
+        why = data_path_problem(rel)
+        if why:
+            raise ConfigError(
+                f"Task {self.name!r} (spec {self.spec.source or '?'}): data path {rel!r}, built from its params, is "
+                f"refused: {why}. Fix the params."
+            )
+        return rel
 
     def files_for(self, split: str) -> list[str]:
         """The spec files this split needs (default: all). Override to be split-specific."""
         return list(self.spec.files)
 
     def missing_files(self, split: str) -> list[str]:
-        return [rel for rel in self.files_for(split) if not self.data.exists(rel)]
+        return [rel for rel in self.files_for(split) if not self.data.exists(self._inside(rel))]
 
     def check_split(self, split: str) -> None:
         if split not in self.spec.splits:
@@ -92,7 +103,7 @@ class TaskAdapter:
         src = self.spec.train.get("source", "self")
         if src == "file":
             path = self.file(self.spec.train["path"])
-            return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            return [ln.strip() for ln in read_lines(path) if ln.strip()]
         if src == "self":
             return self.own_sentences()
         raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): unknown train source {src!r}.")

@@ -188,16 +188,17 @@ class CQADupStackAdapter(TaskAdapter):
         all_queries = _jsonl_fields(self.file(queries_f), "text")
         qrels: dict[str, set[str]] = {}
         qrels_path = self.file(qrels_f)
-        for n, line in enumerate(read_lines(qrels_path, universal=True), 1):
+        for n, line in enumerate(read_lines(qrels_path), 1):
             cols = line.split("\t")
             if n == 1 and cols[0] == "query-id":
                 continue
+            expected = f"expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}"
+            if len(cols) != 3:  # more is as wrong as fewer: the columns would not be the ones named
+                raise DataError(f"{qrels_path}:{n}: {len(cols)} TAB fields, {expected}")
             try:
                 relevant = parse_score(cols[2]) > 0
-            except (IndexError, ValueError) as e:
-                raise DataError(
-                    f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score', got {line[:80]!r}"
-                ) from e
+            except ValueError as e:
+                raise DataError(f"{qrels_path}:{n}: {expected}") from e
             if relevant:
                 qrels.setdefault(cols[0], set()).add(cols[1])
         unknown = [q for q in qrels if q not in all_queries]
@@ -316,7 +317,7 @@ class CQADupStackAdapter(TaskAdapter):
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/cqadupstack/unsupervised/train.txt")
         if self.data.exists(useb_train):
-            lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
+            lines = read_lines(self.file(useb_train))
             return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
         out: dict[str, None] = {}
         if self.layout == "useb":
@@ -428,7 +429,7 @@ def _json_file(path) -> Any:
 
 def _jsonl(path) -> list[dict[str, Any]]:
     out = []
-    for n, line in enumerate(read_lines(path, universal=True), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if line.strip():
             try:
                 row = json.loads(line)

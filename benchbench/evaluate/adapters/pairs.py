@@ -65,7 +65,8 @@ def read_pairs(path, fmt: str) -> tuple[list[str], list[str], np.ndarray]:
     for lineno, row in enumerate(rows, start=2):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
-        if len(row) <= max(ia, ib, il):
+        # more fields than the header names is as wrong as fewer: a stray TAB shifts what is read
+        if len(row) <= max(ia, ib, il) or len(row) > len(header):
             raise DataError(f"{path}:{lineno}: {len(row)} fields, expected {len(header)} (format {fmt!r}).")
         lab = row[il].strip()
         if lab in pos:

@@ -43,7 +43,7 @@ Qrels = dict[str, dict[str, int]]  # query id -> {paper id: relevance}
 
 def read_qrel(path) -> Qrels:
     out: Qrels = {}
-    for n, line in enumerate(read_lines(path, universal=True), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         cols = line.split()
@@ -170,7 +170,7 @@ class SciDocsAdapter(TaskAdapter):
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/scidocs/unsupervised/train.txt")
         if self.data.exists(useb_train):
-            lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
+            lines = read_lines(self.file(useb_train))
             return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
         held = set()
         for split in ("dev", "test"):

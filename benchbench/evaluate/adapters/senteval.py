@@ -149,8 +149,10 @@ def load_mrpc(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     lines = read_lines(path)
     for i, ln in enumerate(lines[1:], start=2):  # header (with a BOM)
         c = ln.strip().split("\t")
-        if len(c) < 5:
-            raise DataError(f"{path}:{i}: expected 5 TAB fields (Quality, #1 ID, #2 ID, #1 String, #2 String)")
+        if len(c) != 5:  # more is as wrong as fewer: a stray TAB would cut a sentence short
+            raise DataError(
+                f"{path}:{i}: {len(c)} TAB fields, expected 5 (Quality, #1 ID, #2 ID, #1 String, #2 String)"
+            )
         a.append(c[3].split())
         b.append(c[4].split())
         y.append(_int(c[0], path, i))
@@ -164,9 +166,10 @@ def load_sick(path: Path, column: int = 4) -> tuple[list[str], list[str], list]:
     lines = read_lines(path)
     for i, ln in enumerate(lines[1:], start=2):
         c = ln.strip().split("\t")
-        if len(c) < 5:
+        if len(c) != 5:  # more is as wrong as fewer: a stray TAB would shift the score column
             raise DataError(
-                f"{path}:{i}: expected 5 TAB fields (pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment)"
+                f"{path}:{i}: {len(c)} TAB fields, expected 5 (pair_ID, sentence_A, sentence_B, relatedness_score, "
+                f"entailment_judgment)"
             )
         a.append(c[1].split())
         b.append(c[2].split())

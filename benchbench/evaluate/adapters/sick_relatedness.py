@@ -124,12 +124,7 @@ class SICKRelatednessAdapter(TaskAdapter):
         for part, name in SPLIT_FILES.items():
             path = self.file(f"{self.param('dir', '')}/{name}")
             a, b, y = load_sick(path, column=3)
-            scores = []
-            for i, v in enumerate(y):  # y[i] is line i + 2 (after the header)
-                try:
-                    scores.append(parse_score(v))
-                except ValueError as e:
-                    raise DataError(f"{path}:{i + 2}: relatedness_score is not a number ({e}).") from e
+            scores = [self._score(v, path, i + 2) for i, v in enumerate(y)]  # y[i] is line i + 2 (after the header)
             # SentEval sorts each split by (len A, len B, score); only the training order matters (minibatch order)
             order = sorted(zip(a, b, scores), key=lambda z: (len(z[0]), len(z[1]), z[2]))
             out[part] = (
@@ -138,6 +133,21 @@ class SICKRelatednessAdapter(TaskAdapter):
                 np.array([z for _, _, z in order], dtype=np.float64),
             )
         return out
+
+    def _score(self, text: str, path, lineno: int) -> float:
+        """A relatedness score inside ``score_range`` (SICK's 1..5 unless the spec says otherwise): the
+        regressor's classes are that scale, and a test score outside it would be scored, not refused."""
+        try:
+            v = parse_score(text)
+        except ValueError as e:
+            raise DataError(f"{path}:{lineno}: relatedness_score is not a number ({e}).") from e
+        lo, hi = self.spec.score_range or (1.0, 5.0)
+        if not lo <= v <= hi:
+            raise DataError(
+                f"{path}:{lineno}: relatedness_score {v:g} is outside the task's range [{lo:g}, {hi:g}] (score_range "
+                f"of task {self.name!r}, spec {self.spec.source or '?'}). Is it the published file, unmodified?"
+            )
+        return v
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
         self.check_split(split)

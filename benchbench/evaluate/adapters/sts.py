@@ -18,9 +18,21 @@ from benchbench.store.data import PARSE_ERRORS, bad_line, parse_score, read_line
 _EXPECTED = {
     "senteval-sts": "sentence1 TAB sentence2 (and a numeric gold score per line in the .gs file)",
     "sts17": "sentence1 TAB sentence2 TAB score",
-    "stsb": ">= 7 TAB fields with a numeric score in field 5",
-    "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score ...",
+    "stsb": "7 TAB fields (or 9 with 2 source columns) with a numeric score in field 5",
+    "sick": "pair_ID TAB sentence_A TAB sentence_B TAB score TAB entailment_judgment",
 }
+# TAB fields a row may have, and how to say it: a row with more is as wrong as one with fewer (a
+# sentence with a stray TAB would otherwise lose its tail silently). STSb: some rows carry 2 source
+# columns after sentence2; SICK: entailment_judgment may be absent (it is not read).
+_COLUMNS = {
+    "pair": ((2,), "2 (sentence1, sentence2)"),
+    "sts17": ((3,), "3 (sentence1, sentence2, score)"),
+    "stsb": ((7, 9), "7 (genre, file, year, id, score, sentence1, sentence2), or 9 with 2 source columns"),
+    "sick": ((4, 5), "5 (pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment) or 4"),
+}
+# the gold scale of each format's published data (spec key ``score_range`` overrides): SemEval STS
+# and STSb 0..5, SICK relatedness 1..5
+DEFAULT_SCORE_RANGE = {"senteval-sts": (0.0, 5.0), "sts17": (0.0, 5.0), "stsb": (0.0, 5.0), "sick": (1.0, 5.0)}
 
 
 def _ws(s: str) -> str:
@@ -30,7 +42,9 @@ def _ws(s: str) -> str:
 class STSAdapter(TaskAdapter):
     """Formats (``params.format``): ``senteval-sts`` (STS.input/STS.gs per subset; pairs with an empty gold
     line dropped), ``stsb`` (STS Benchmark csv), ``sick`` (SICK txt), ``sts17`` (track input + gold, or
-    extended files with the score inline)."""
+    extended files with the score inline). A row with more or fewer TAB fields than its format has, or
+    a gold score outside ``score_range`` (spec key; default per format, ``DEFAULT_SCORE_RANGE``), is a
+    ``DataError`` naming the file and line, never a silently different pair or score."""
 
     kind = "sts"
 
@@ -71,6 +85,35 @@ class STSAdapter(TaskAdapter):
             out[subset] = (a, b, np.asarray(y, dtype=np.float64))
         return out
 
+    def score_range(self) -> tuple[float, float]:
+        """The interval every gold score must lie in: the spec's ``score_range``, else the format's."""
+        return self.spec.score_range or DEFAULT_SCORE_RANGE.get(self.param("format"), (0.0, 5.0))
+
+    def _score(self, text: str, path, lineno: int) -> float:
+        """A gold score, finite and inside ``score_range``: a 50 where the scale ends at 5 would be
+        ranked, not refused, and the correlation would quietly change."""
+        self._pos = (path, lineno)
+        v = parse_score(text)
+        lo, hi = self.score_range()
+        if not lo <= v <= hi:
+            raise DataError(
+                f"{path}:{lineno}: gold score {v:g} is outside the task's range [{lo:g}, {hi:g}] (score_range of "
+                f"task {self.name!r}, spec {self.spec.source or '?'}). Is it the published file, unmodified?"
+            )
+        return v
+
+    @staticmethod
+    def _cols(line: str, shape: str, path, lineno: int) -> list[str]:
+        """The TAB fields of a row, which must number as the format says (``_COLUMNS[shape]``)."""
+        cols = line.split("\t")
+        allowed, expected = _COLUMNS[shape]
+        if len(cols) not in allowed:
+            raise DataError(
+                f"{path}:{lineno}: {len(cols)} TAB fields, expected {expected}: {line[:80]!r}. "
+                f"Is it the published file, unmodified?"
+            )
+        return cols
+
     def _parse(self, fmt: str, gold: str | None, path, lines: list[str], a: list, b: list, y: list) -> None:
         """Parse one subset's lines into a, b, y; ``self._pos`` tracks (file, 1-based line) for errors."""
         self._pos = (path, None)
@@ -83,38 +126,31 @@ class STSAdapter(TaskAdapter):
             for i, g in enumerate(golds):
                 if not g.strip():
                     continue  # SentEval drops pairs without a gold score
-                self._pos = (gpath, i + 1)
-                score = parse_score(g)
-                self._pos = (path, i + 1)
-                cols = lines[i].split("\t")
+                score = self._score(g, gpath, i + 1)
+                cols = self._cols(lines[i], "pair", path, i + 1)
                 a.append(_ws(cols[0]) if fmt == "senteval-sts" else cols[0].strip())
                 b.append(_ws(cols[1]) if fmt == "senteval-sts" else cols[1].strip())
                 y.append(score)
         elif fmt == "sts17":  # extended: sent1 \t sent2 \t score
             for i, ln in enumerate(lines):
                 if ln.strip():
-                    self._pos = (path, i + 1)
-                    c = ln.split("\t")
+                    c = self._cols(ln, "sts17", path, i + 1)
                     a.append(c[0].strip())
                     b.append(c[1].strip())
-                    y.append(parse_score(c[2]))
-        elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, extra source columns]
+                    y.append(self._score(c[2], path, i + 1))
+        elif fmt == "stsb":  # genre, file, year, id, score, s1, s2 [, 2 extra source columns]
             for i, ln in enumerate(lines):
-                c = ln.split("\t")
-                self._pos = (path, i + 1)
-                if len(c) < 7:
-                    raise DataError(f"{path}:{i + 1}: malformed STSb row (expected >= 7 TAB fields): {ln[:80]!r}")
+                c = self._cols(ln, "stsb", path, i + 1)
                 a.append(c[5].strip())
                 b.append(c[6].strip())
-                y.append(parse_score(c[4]))
+                y.append(self._score(c[4], path, i + 1))
         elif fmt == "sick":  # header; pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment
             for i, ln in enumerate(lines[1:], 2):
-                c = ln.rstrip("\r").split("\t")
-                if len(c) >= 4:
-                    self._pos = (path, i)
+                if ln.strip():
+                    c = self._cols(ln, "sick", path, i)
                     a.append(c[1].strip())
                     b.append(c[2].strip())
-                    y.append(parse_score(c[3]))
+                    y.append(self._score(c[3], path, i))
 
     # ---- scoring ------------------------------------------------------------------------------
     def evaluate(self, model: Embedder, split: str) -> TaskResult:

@@ -38,13 +38,18 @@ from benchbench.store.data import read_lines
 Pairs = tuple[list[str], list[str], np.ndarray]  # s1, s2, integer labels
 
 
-def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str) -> Pairs:
-    """Rows of TAB-separated ``path`` -> (s1, s2, labels); ``label(cols)`` parses one row's label."""
+def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str, most: int) -> Pairs:
+    """Rows of TAB-separated ``path`` -> (s1, s2, labels); ``label(cols)`` parses one row's label. A row
+    with more than ``most`` fields is an error: a stray TAB would shift the columns read."""
     a, b, y = [], [], []
-    for n, line in enumerate(read_lines(path, universal=True), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         cols = line.strip().split("\t")
+        if len(cols) > most:
+            raise DataError(
+                f"{path}:{n}: {len(cols)} TAB fields, at most {most} expected: {expected}, got {line[:100]!r}"
+            )
         try:
             y.append(int(label(cols)))
             a.append(cols[columns[0]].strip())
@@ -56,13 +61,18 @@ def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str) -> Pai
 
 def read_turl(path) -> Pairs:
     # "(n,6)": n of 6 annotators said paraphrase
-    return _read_tsv_pairs(path, (0, 1), lambda c: ast.literal_eval(c[2])[0], "'s1<TAB>s2<TAB>(n,6)<TAB>url'")
+    # 10 rows of the published file carry an extra empty field before the url
+    return _read_tsv_pairs(path, (0, 1), lambda c: ast.literal_eval(c[2])[0], "'s1<TAB>s2<TAB>(n,6)<TAB>url'", 5)
 
 
 def read_pit(path) -> Pairs:
     # expert label 0..5 (test.data of SemEval-PIT2015)
     return _read_tsv_pairs(
-        path, (2, 3), lambda c: int(c[4]), "PIT test.data columns (topic id, topic, s1, s2, label 0-5, tags)"
+        path,
+        (2, 3),
+        lambda c: int(c[4]),
+        "PIT test.data columns (topic id, topic, s1, s2, label 0-5, s1 tags, s2 tags)",
+        7,
     )
 
 
@@ -132,13 +142,13 @@ class TwitterParaAdapter(TaskAdapter):
     def own_sentences(self) -> list[str]:
         useb_train = self.param("useb_train", "useb/data-train/twitter/unsupervised/train.txt")
         if self.data.exists(useb_train):
-            lines = self.file(useb_train).read_text(encoding="utf-8").splitlines()
+            lines = read_lines(self.file(useb_train))
             return list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
         d = self.param("train_dir", f"{self._dir()}/train")
         test = {s.lower() for s1, s2, _ in self.load("test").values() for s in s1 + s2}
         out: dict[str, None] = {}
         for name in ("a.toks", "b.toks"):
-            for ln in self.file(f"{d}/{name}").read_text(encoding="utf-8").splitlines():
+            for ln in read_lines(self.file(f"{d}/{name}")):
                 s = ln.strip()
                 if s and s.lower() not in test:
                     out.setdefault(s)

@@ -1,0 +1,78 @@
+"""``benchbench study list | run | report NAME``: declared, controlled comparisons (report/studies.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.hookspecs import hookimpl
+
+
+@hookimpl
+def benchbench_register_commands(register: Any) -> None:
+    s = register("study", help="declared comparisons: one base model, one budget, >= 3 seeds (list | run | report)")
+    sub = s.add_subparsers(dest="study_cmd", required=True)
+    sub.add_parser("list", help="the built-in studies").set_defaults(func=cmd_list)
+    r = sub.add_parser("run", help="run (or resume) every cell of a study, per-item scores stored")
+    r.add_argument("name", help="a built-in study or a study .toml file")
+    r.add_argument("--output", default="results")
+    r.add_argument("--data-dir", default=None)
+    r.add_argument("--executor", default="local", choices=["local", "ray"])
+    r.add_argument("--workers", type=int, default=None, help="local Ray: CPUs to use")
+    r.add_argument("--dry-run", action="store_true", help="print the cells and their options, run nothing")
+    r.set_defaults(func=cmd_run)
+    p = sub.add_parser("report", help="the study's table with tie groups, from stored records")
+    p.add_argument("name")
+    p.add_argument("--results", default="results")
+    p.add_argument("--out", default=None, help="also write the Markdown table here")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from benchbench.report import studies
+
+    for name in studies.available():
+        st = studies.load_study(name)
+        print(
+            f"{name}  v{st.version}  {st.model}  {len(st.methods)} methods x {len(st.tasks)} tasks x {len(st.seeds)} seeds"
+        )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import os
+
+    from benchbench.core.registry import get_registry
+    from benchbench.report import studies
+
+    if args.data_dir:
+        os.environ["BENCHBENCH_DATA"] = args.data_dir  # the sweep's workers find the data the same way
+    st = studies.load_study(args.name)
+    cells = studies.plan(st, get_registry().expand(list(st.tasks)))
+    if args.dry_run:
+        for c in cells:
+            print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))
+        print(f"{len(cells)} cells")
+        return 0
+    out = studies.run(st, args.output, args.executor, workers=args.workers)
+    failed = [o for o in out if o.status == "failed"]
+    for o in failed:
+        print(f"failed {o.run.label}: {(o.error or '').splitlines()[0]}")
+    print(f"{len(out)} cells: {len(out) - len(failed)} ok, {len(failed)} failed; results in {args.output}/")
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from benchbench.core.registry import get_registry
+    from benchbench.report import studies
+    from benchbench.store.results import ResultStore
+
+    st = studies.load_study(args.name)
+    tasks = get_registry().expand(list(st.tasks))
+    table = studies.collect(st, list(ResultStore(args.results).records()), args.results, tasks)
+    text = studies.report_markdown(st, table)
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0

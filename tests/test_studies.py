@@ -1,0 +1,97 @@
+"""Studies: declared comparisons, their files, their cells, and tie groups from stored items."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchbench.core.errors import ConfigError
+from benchbench.evaluate.item_scores import pair_items
+from benchbench.report import studies
+from benchbench.report.studies import Cell, load_study, tie_column
+
+
+def test_builtin_studies_load_with_one_model_one_budget_and_three_seeds():
+    assert {"post-training-minilm", "plain-start"} <= set(studies.available())
+    for name in studies.available():
+        st = load_study(name)
+        assert len(set(st.seeds)) >= 3 and st.model and st.steps > 0 and st.batch_size > 0
+        # the budget is the same for every method; only declared per-method options differ
+        for m in st.methods:
+            o = st.overrides(m)
+            assert o["steps"] == str(st.steps) and o["batch_size"] == str(st.batch_size)
+    a = load_study("post-training-minilm")
+    assert a.overrides("simcse")["select_on_stsb_dev"] == "false" and "lr" not in a.overrides("tsdae")
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("seeds = [1, 2]\n", "needs >= 3 distinct seeds"),
+        ('seeds = [1, 2, 3]\ncolour = "red"\n', "unknown keys"),
+        ('seeds = [1, 2, 3]\n[set.nosuch]\nx = "1"\n', "not in the study"),
+    ],
+)
+def test_a_bad_study_file_names_the_file(tmp_path, body, match):
+    f = tmp_path / "s.toml"
+    f.write_text(
+        'name = "s"\nversion = 1\nmodel = "tiny-bert"\ntasks = ["stsb"]\nmethods = ["simcse"]\n'
+        + body.replace("[set.", "[budget]\nsteps = 1\nbatch_size = 2\n[set.", 1)
+        + ("" if "[set." in body else "[budget]\nsteps = 1\nbatch_size = 2\n")
+    )
+    with pytest.raises(ConfigError, match=match) as e:
+        load_study(str(f))
+    assert str(f) in str(e.value)
+
+
+def test_plan_is_every_method_task_seed_with_the_study_options():
+    st = load_study("post-training-minilm")
+    cells = studies.plan(st, ["twitterpara", "stsb"])
+    assert len(cells) == len(st.methods) * 2 * 3
+    bsl = next(c for c in cells if c.method == "bsl")
+    assert bsl.options["overrides"]["max_sentences"] == "1600" and bsl.setup == "unsupervised"
+
+
+def _items(pred: np.ndarray, gold: np.ndarray) -> dict:
+    return pair_items({"all": (pred, gold)}, "spearman")
+
+
+def _cells(noise_b: float, shift_b: float = 0.0) -> dict[str, Cell]:
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 400)
+    out = {}
+    for name, noise in (("a", 0.3), ("b", noise_b)):
+        scores, items = {}, {}
+        for s in (1, 2, 3):
+            pred = gold + rng.normal(0, noise, gold.size) + (shift_b if name == "b" else 0.0)
+            items[s] = _items(pred, gold)
+            scores[s] = 100 * float(np.corrcoef(np.argsort(np.argsort(pred)), np.argsort(np.argsort(gold)))[0, 1])
+        out[name] = Cell(scores, items)
+    return out
+
+
+def test_tie_group_follows_the_items():
+    """Two methods with equally noisy predictions share the best's rank; make b's predictions much
+    noisier (separable on the items) and it leaves the tie group."""
+    close = tie_column("stsb", _cells(noise_b=0.3))
+    assert close.test == "items" and close.tied == {"a", "b"}, close
+    apart = tie_column("stsb", _cells(noise_b=3.0))
+    assert apart.best == "a" and apart.tied == {"a"} and apart.p["b"] < studies.TIE_P, apart
+
+
+def test_without_items_the_column_falls_back_to_the_seed_test():
+    cells = {m: Cell(c.scores, {}) for m, c in _cells(noise_b=3.0).items()}
+    col = tie_column("stsb", cells)
+    assert col.test == "seeds" and col.best == "a" and col.p["b"] < studies.TIE_P
+
+
+def test_report_marks_the_tie_group_and_the_sample_std():
+    st = load_study("post-training-minilm")
+    cells = _cells(noise_b=3.0)
+    table = {"stsb": {m: cells.get({"tsdae": "a", "simcse": "b"}.get(m, ""), Cell({}, {})) for m in st.methods}}
+    md = studies.report_markdown(st, table)
+    a = cells["a"]
+    assert f"**{a.mean:.2f} ± {np.std(list(a.scores.values()), ddof=1):.2f} (3)** ¹" in md
+    simcse_row = next(line for line in md.splitlines() if line.startswith("| simcse |"))
+    assert "**" not in simcse_row
+    assert "stsb: items" in md

@@ -51,7 +51,12 @@ def _parse_set(items: list[str]) -> dict[str, str]:
 # (llm's pattern): the built-in ones below, and third-party modules under the entry-point group
 # ``benchbench.commands``. That group is separate from ``benchbench`` so that building the parser
 # (every --help) imports only small command modules, never the method plugins and torch.
-BUILTIN_COMMANDS = ("benchbench.cli.board", "benchbench.cli.sweep", "benchbench.cli.significance")
+BUILTIN_COMMANDS = (
+    "benchbench.cli.board",
+    "benchbench.cli.sweep",
+    "benchbench.cli.significance",
+    "benchbench.cli.study",
+)
 COMMANDS_GROUP = "benchbench.commands"
 
 

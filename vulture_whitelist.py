@@ -46,3 +46,7 @@ _.is_decoder  # tsdae: HF config flags set on the decoder
 _.add_cross_attention
 _.use_cache
 register_encoder_loader  # deprecated public name kept for 0.1 plugins
+_.domain  # TaskSpec.domain: read by the report layer and tests (benchbench.encode.cards)
+_.hub_id  # ModelCard fields: data of the base-model cards, read by reports and tests
+_.revision
+model_card  # encode.models: card lookup for a --model name, public for reports and tests

@@ -313,11 +313,13 @@ def cmd_plugins(args) -> int:
 
 def cmd_table(args) -> int:
     from benchbench.core.registry import get_registry
+    from benchbench.report.aggregate import load_records
     from benchbench.report.leaderboard import provenance, render, summarise
-    from benchbench.store.results import ResultStore
 
     reg = get_registry()
-    records = list(ResultStore(args.output).records())
+    # each record once however many folders under --output hold it (a copy that disagrees is an error
+    # naming both paths); damaged or misplaced records are named in a warning and left out
+    records = load_records(args.output, store_layout=True)
     if args.tasks:
         tasks = reg.expand(args.tasks)
         requested = [n.strip() for n in args.tasks.split(",")]

@@ -80,6 +80,8 @@ _TASK_KEYS = {
     "notes",
     "version",
     "score_range",
+    "domain",
+    "sources",
 }
 _TOP_KEYS = {"task", "suite", "defaults", "include", "variant"}
 _MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key with the defaults
@@ -104,6 +106,10 @@ class TaskSpec:
     version: int = 1
     # the interval gold scores lie in ([0, 5] for STS); None: the adapter's default for its format
     score_range: tuple[float, float] | None = None
+    # where the task's text comes from, for the zero-shot check (benchbench.encode.cards): ``domain``
+    # in words, ``sources`` as source ids (``"stackexchange:askubuntu.com"``). Not part of any key.
+    domain: str = ""
+    sources: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -344,6 +350,8 @@ def load_spec_file(path: Path, registry=None) -> tuple[list[TaskSpec], list[Suit
                 source=str(path),
                 version=_version(t.get("version", 1), where),
                 score_range=_score_range(t.get("score_range"), where),
+                domain=_text(t.get("domain", ""), where, "domain"),
+                sources=_sources(t.get("sources", []), where),
             )
         )
     suites = []
@@ -381,6 +389,22 @@ def _files(t: dict[str, Any], where: str) -> dict[str, FileEntry]:
             _check_url(url, where, f"files.{rel!r}.url" if meta.get("url") else f"url_base + remote of {rel!r}")
         files[rel] = FileEntry(rel, meta.get("sha256"), url)
     return files
+
+
+def _text(v: Any, where: str, key: str) -> str:
+    if not isinstance(v, str):
+        raise ConfigError(f"{where}: {key} must be a string (got {v!r}).")
+    return v
+
+
+def _sources(v: Any, where: str) -> list[str]:
+    """``sources = ["stackexchange:askubuntu.com", ...]``: ids of where the task's text comes from
+    (the ids ``benchbench.encode.cards.SOURCES`` knows; a test checks every built-in spec)."""
+    if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+        raise ConfigError(
+            f'{where}: sources must be a list of source ids, e.g. sources = ["stackexchange"] (got {v!r}).'
+        )
+    return list(v)
 
 
 def _version(v: Any, where: str) -> int:

@@ -111,6 +111,18 @@ def canonical_model_name(name: str) -> str:
     return name
 
 
+def model_card(name: str) -> tuple[Any, str]:
+    """(base-model card, how it was matched) for a model name as ``--model`` takes it or a record's
+    label (``benchbench.encode.cards``): a local folder is looked up by its folder's name (matched
+    ``"folder name"``), anything else by its canonical name; ``(None, "unknown")`` when no card has it."""
+    from benchbench.encode import cards
+
+    if os.path.isdir(name):
+        card, _ = cards.card_for(Path(name).resolve().name)
+        return (card, "folder name") if card is not None else (None, cards.UNKNOWN)
+    return cards.card_for(canonical_model_name(name))
+
+
 def resolve_model_path(name: str) -> str:
     """Local dir for ``name``, or the hub id itself when it must come from the hub."""
     if os.path.isdir(name):

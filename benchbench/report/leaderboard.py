@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
-from statistics import mean, pstdev
 from typing import Any
 
 from tabulate import tabulate
 
+from benchbench.report.aggregate import build_rows, cell_text, seeds_text, table_notes, table_rows
+from benchbench.report.aggregate import main_score as main_score
 from benchbench.report.escaping import escape_cells, escape_text, table_format
-
-
-def main_score(record: dict[str, Any], split: str) -> tuple[float | None, bool]:
-    res = record["splits"].get(split)
-    if res is None:
-        return None, False
-    return res.get("main_score"), bool(res.get("partial"))
 
 
 def summarise(
@@ -27,97 +20,28 @@ def summarise(
     missing: dict[str, list[str]] | None = None,
     columns: list[str] | None = None,
 ) -> tuple[list[str], list[list[Any]], list[str]]:
-    """Headers, rows and footnotes. Scores are averaged over seeds (with their std when >1 seed).
-    A suite average over fewer than all its tasks is marked ``*`` and footnoted, never silent.
-    ``columns``: dotted record fields (``train.seconds``, ``train.flops``) added as columns, the mean
-    over the row's records (the training cost of a method, for claims like QT's)."""
+    """Headers, rows and footnotes of ``run``'s and ``table``'s table, from the one aggregation
+    (``benchbench.report.aggregate``, as the leaderboards): each record once, mean ± sample std over
+    distinct seeds, a suite average only over a complete row. ``missing``: tasks whose data files are
+    absent (cells ``n/a``). ``columns``: dotted record fields (``train.seconds``, ``train.flops``) added as
+    columns, the mean over the row's trained records (the training cost of a method, for claims like QT's)."""
     suites = suites or {}
     missing = missing or {}
-    records = list(records)
-    by_row: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    extra: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    partial_cells: set[tuple[tuple[str, str, str, str], str]] = set()
-    task_notes: list[str] = []
-    # only seeds of ONE configuration are averaged: a method run with two configs gives two rows,
-    # labelled with the config hash the provenance lines spell out
-    configs: dict[str, set[str]] = defaultdict(set)
-    for r in records:
-        configs[r["method"]].add(r.get("config_hash", ""))
-    for r in records:
-        label = r["method"] if len(configs[r["method"]]) == 1 else f"{r['method']} [{r.get('config_hash', '')}]"
-        if r.get("scored_by") == "cross":
-            label += " (cross-encoder)"
-        if r.get("transductive"):  # trained on the evaluation task's own unlabelled pairs: never silent
-            label += " [TRANSDUCTIVE]"
-            task_notes.append(
-                "[TRANSDUCTIVE]: trained on the evaluated tasks' own unlabelled pairs (test pairs "
-                "included, labels never read), as Trans-Encoder; not comparable with inductive rows"
-            )
-        row = (label, r["model"], r.get("setup", "unsupervised"), r.get("config_hash", ""))
-        score, partial = main_score(r, split)
-        if score is None:
-            continue
-        by_row[row][r["task"]].append(score)
-        for col in columns or []:
-            val = _field(r, col)
-            if isinstance(val, (int, float)) and not isinstance(val, bool):
-                extra[row][col].append(float(val))
-        if partial:
-            partial_cells.add((row, r["task"]))
-        task_notes.extend(
-            f"{r['task']}: {n}" for n in r["splits"][split].get("notes", [])
-        )  # e.g. which subsets are missing
-    headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + list(columns or [])
-    rows, notes = [], []
-    seeds_seen = max((len(v) for cols in by_row.values() for v in cols.values()), default=1)
-    for row, cols in sorted(by_row.items()):
-        line: list[Any] = [row[0], row[1]]
-        for t in tasks:
-            vals = cols.get(t)
-            if not vals:
-                line.append("n/a" if t in missing else "")
-                continue
-            cell = f"{mean(vals):.2f}" + (f"±{pstdev(vals):.2f}" if len(vals) > 1 else "")
-            line.append(cell + ("*" if (row, t) in partial_cells else ""))
-        line.extend(_suite_cell(s, members, row, cols, partial_cells, notes) for s, members in suites.items())
-        line.extend(f"{mean(extra[row][c]):.4g}" if extra[row][c] else "" for c in columns or [])
+    columns = list(columns or [])
+    trs = table_rows(build_rows(records), tasks, suites, split)
+    headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + columns
+    rows = []
+    for tr in trs:
+        line: list[Any] = [tr.row.display_label, tr.row.model]
+        line += [cell_text(tr.cells[t]) if tr.cells[t] else ("n/a" if t in missing else "") for t in tasks]
+        line += ["" if tr.averages[s] is None else f"{tr.averages[s]:.2f}" for s in suites]
+        costs = [tr.row.cost(c) for c in columns]
+        line += [f"{c:.4g}" if c is not None else "" for c in costs]
         rows.append(line)
-    notes.extend(task_notes)
+    notes = table_notes(trs, suites, split)
     for t, files in missing.items():
         notes.append(f"n/a {t}: data files missing: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}")
-    if seeds_seen > 1:
-        notes.append("cells are mean±std over seeds")
     return headers, rows, notes
-
-
-def _suite_cell(
-    suite: str,
-    members: list[str],
-    row: tuple[str, ...],
-    cols: dict[str, list[float]],
-    partial_cells: set,
-    notes: list[str],
-) -> str:
-    """A suite's average for one row; over fewer than all its tasks it is marked ``*`` and a note
-    (appended to ``notes``) names what is missing or partial."""
-    have = [mean(cols[t]) for t in members if cols.get(t)]
-    incomplete = [t for t in members if not cols.get(t)] + [t for t in members if (row, t) in partial_cells]
-    if not have:
-        return ""
-    if not incomplete:
-        return f"{mean(have):.2f}"
-    notes.append(
-        f"* {suite} avg for {row[0]} is PARTIAL: over {len(have)} of {len(members)} tasks "
-        f"(missing or partial: {', '.join(incomplete)})"
-    )
-    return f"{mean(have):.2f}*"
-
-
-def _field(record: dict[str, Any], dotted: str) -> Any:
-    cur: Any = record
-    for part in dotted.split("."):
-        cur = cur.get(part) if isinstance(cur, dict) else None
-    return cur
 
 
 def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str = "github", title: str = "") -> str:
@@ -137,14 +61,11 @@ def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str
 
 def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
     """One line per table row saying how its numbers were produced: config, seeds, base model, device,
-    training budget and time, package versions, code revision. Leaderboards print it under the table."""
-    rows: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        rows[(r["method"], r["model"], r["config_hash"])].append(r)
+    training budget and time, package versions, code revision."""
     lines = []
-    for (method, model, chash), recs in sorted(rows.items()):
-        seeds = sorted({r["seed"] for r in recs})
-        devices = sorted({r.get("device", "?") for r in recs})
+    for row in build_rows(records):
+        recs = row.records
+        devices = sorted({str(r.get("device", "?")) for r in recs})
         trains = [r["train"] for r in recs if r.get("train")]
         budget = ""
         if trains:
@@ -153,8 +74,9 @@ def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
             budget = f"; training: steps {steps or '?'}, {sum(secs) / max(len(secs), 1):.0f}s per trained encoder"
         v = recs[0].get("versions", {})
         lines.append(
-            f"- {method} / {model} [config {chash}: {recs[0].get('config')}]: seeds {seeds}; device {', '.join(devices)}"
-            f"{budget}; torch {v.get('torch', '?')}, transformers {v.get('transformers', '?')}; "
-            f"git {str(recs[0].get('git_sha'))[:10]}; {recs[0].get('created_at', '')[:10]}"
+            f"- {row.label} / {row.model} [config {recs[0].get('config_hash', '')}: {recs[0].get('config')}]: "
+            f"{seeds_text(row.seeds())}; device {', '.join(devices)}{budget}; torch {v.get('torch', '?')}, "
+            f"transformers {v.get('transformers', '?')}; git {str(recs[0].get('git_sha'))[:10]}; "
+            f"{str(recs[0].get('created_at', ''))[:10]}"
         )
     return lines

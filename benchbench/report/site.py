@@ -19,7 +19,6 @@ import dataclasses
 import filecmp
 import hashlib
 import io
-import json
 import logging
 import re
 import shutil
@@ -27,9 +26,11 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from statistics import mean, pstdev
 from typing import Any
 
+from benchbench.report import aggregate
+from benchbench.report.aggregate import Row, cell_text, method_defaults, seeds_text, table_notes, table_rows
+from benchbench.report.aggregate import row_label as row_label  # re-exported: callers import it from here
 from benchbench.report.escaping import escape_html, escape_md
 
 log = logging.getLogger(__name__)
@@ -72,171 +73,19 @@ COST_FIELDS = (("train.seconds", "train s"), ("train.flops", "train FLOPs"))
 
 
 # ----------------------------------------------------------------------------------------------- records
+# Records, rows, cells and averages come from the one aggregation (``benchbench.report.aggregate``);
+# these names are kept for the callers that import them from here.
+_field, _num = aggregate.field, aggregate.num
+
+
 def load_records(root: str | Path, damaged: list[Any] | None = None) -> list[dict[str, Any]]:
-    """Every result record under ``root`` (recursively; generated dirs and ``runs/`` skipped), in a
-    stable order. A file is a record when it is a JSON object with a readable ``schema_version``,
-    ``method``, ``task`` and ``splits`` (other JSON, e.g. bench logs, is ignored). A damaged record
-    (``benchbench.store.results.read_record``: not JSON, conflict markers, checksum mismatch) is left
-    out and never silently: it is added to ``damaged`` when given, else named in a warning."""
-    from benchbench.store.results import QUARANTINE, DamagedRecord, key_of, read_record
-
-    root = Path(root)
-    out = []
-    seen: set[tuple[Any, ...]] = set()  # one record copied into two folders counts once (first path wins)
-    for p in sorted(root.rglob("*.json")):
-        rel = p.relative_to(root).parts
-        if (rel and rel[0] in ("site", "latex")) or {"runs", ".locks", QUARANTINE} & set(rel):
-            continue
-        try:
-            r = read_record(p)
-        except DamagedRecord as e:
-            if damaged is None:
-                log.warning("%s. It is left out of the leaderboard.", e)
-            else:
-                damaged.append(e)
-            continue
-        if r is None or not {"method", "task", "splits"} <= r.keys():
-            continue
-        k = (key_of(r), r.get("scored_by"), str(r.get("corpus_path") or ""), r.get("imported_from"))
-        if k in seen:
-            continue
-        seen.add(k)
-        r["_path"] = p.relative_to(root).as_posix()
-        out.append(r)
-    return out
-
-
-def _field(record: dict[str, Any], dotted: str) -> Any:
-    cur: Any = record
-    for part in dotted.split("."):
-        cur = cur.get(part) if isinstance(cur, dict) else None
-    return cur
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def method_defaults(method: str) -> dict[str, Any] | None:
-    """The method's default config (its ``Config`` dataclass) as JSON values, or None when the method's
-    plugin is not installed (the row is then labelled with its config hash)."""
-    try:
-        from benchbench.core.registry import get_registry
-
-        m = get_registry().methods.get(method)
-        if m is None:
-            return None
-        return json.loads(json.dumps(dataclasses.asdict(m.Config()), default=str))
-    except Exception:  # a broken plugin must not break the leaderboard: fall back to the hash label
-        return None
-
-
-def _fmt_val(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    return json.dumps(v) if not isinstance(v, str) else v
-
-
-def row_label(record: dict[str, Any], defaults: dict[str, Any] | None) -> str:
-    """``tsdae steps=2000``: the method plus the config fields that differ from its defaults."""
-    label = str(record["method"])
-    cfg = record.get("config") or {}
-    if defaults is None:
-        if cfg:
-            label += f" [{record.get('config_hash', '')}]"
-    else:
-        diffs = [f"{k}={_fmt_val(v)}" for k, v in sorted(cfg.items()) if k in defaults and defaults[k] != v]
-        diffs += [f"{k}={_fmt_val(v)}" for k, v in sorted(cfg.items()) if k not in defaults]
-        if diffs:
-            label += " " + " ".join(diffs)
-    if record.get("corpus_path") or record.get("corpus"):
-        c = record.get("corpus_path") or record.get("corpus")
-        if isinstance(c, str):
-            label += f" corpus={Path(c).name}"
-    setup = str(record.get("setup") or "unsupervised")
-    if setup != "unsupervised":  # supervised, domain adaptation, corpus/labelled sizes: other rows
-        label += f" [{setup}]"
-    if record.get("scored_by") == "cross":
-        label += " (cross-encoder)"
-    if record.get("imported_from"):
-        label += f" (imported: {record['imported_from']})"
-    return label
-
-
-@dataclasses.dataclass
-class Row:
-    """One leaderboard row: one method configuration on one base model (all its seeds)."""
-
-    key: tuple[str, ...]
-    label: str
-    method: str
-    model: str
-    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-
-    @property
-    def transductive(self) -> bool:
-        return any(r.get("transductive") for r in self.records)
-
-    def scores(self, task: str) -> list[float]:
-        vals = []
-        for r in sorted(self.records, key=lambda r: r.get("seed", 0)):
-            if r["task"] == task:
-                s = _num((r["splits"].get(SPLIT) or {}).get("main_score"))
-                if s is not None:
-                    vals.append(s)
-        return vals
-
-    def partial(self, task: str) -> bool:
-        return any(r["task"] == task and (r["splits"].get(SPLIT) or {}).get("partial") for r in self.records)
-
-    def mark(self, task: str) -> str:
-        """Marks a record carries for this task: ``†``/``*`` significance marks written by the stats
-        module (``splits.test.marks``), kept verbatim."""
-        marks = []
-        for r in self.records:
-            if r["task"] == task:
-                m = (r["splits"].get(SPLIT) or {}).get("marks") or r.get("marks") or []
-                marks.extend(str(x) for x in (m if isinstance(m, list) else [m]))
-        return "".join(dict.fromkeys(marks))
-
-    def cost(self, field: str) -> float | None:
-        vals = [_num(_field(r, field)) for r in self.records if not _field(r, "train.reused_from_task")]
-        vals = [v for v in vals if v is not None]
-        return mean(vals) if vals else None
-
-    def seeds(self) -> list[int]:
-        return sorted({int(r.get("seed", 0)) for r in self.records})
+    """Every record under ``root``, each identity once (``aggregate.load_records``); generated dirs,
+    ``runs/`` and the quarantine skipped; damaged records named, never silently dropped."""
+    return aggregate.load_records(root, damaged)
 
 
 def build_rows(records: Iterable[dict[str, Any]]) -> list[Row]:
-    rows: dict[tuple[str, ...], Row] = {}
-    defaults: dict[str, dict[str, Any] | None] = {}
-    for r in records:
-        m = str(r["method"])
-        if m not in defaults:
-            defaults[m] = method_defaults(m)
-        key = (
-            m,
-            str(r.get("model", "-")),
-            str(r.get("setup", "unsupervised")),
-            str(r.get("config_hash", "")),
-            str(r.get("scored_by", "bi")),
-            str(r.get("corpus_path") or ""),
-            str(r.get("imported_from") or ""),
-        )
-        if key not in rows:
-            rows[key] = Row(key, row_label(r, defaults[m]), m, str(r.get("model", "-")))
-        rows[key].records.append(r)
-    # two configurations that differ only in fields the defaults do not name (e.g. records from before
-    # an option existed) would print the same label: the config hash tells them apart
-    same: dict[tuple[str, str], list[Row]] = {}
-    for row in rows.values():
-        same.setdefault((row.label, row.model), []).append(row)
-    for group in same.values():
-        if len({row.key[3] for row in group}) > 1:
-            for row in group:
-                row.label += f" [{row.key[3]}]"
-    return sorted(rows.values(), key=lambda row: (row.label, row.model, row.key))
+    return aggregate.build_rows(records, defaults=lambda m: method_defaults(m))
 
 
 def suites_with_tasks() -> list[tuple[str, list[str]]]:
@@ -249,52 +98,6 @@ def suites_with_tasks() -> list[tuple[str, list[str]]]:
     return [(name, list(reg[s].tasks) if s in reg else fallback) for name, s, fallback in SUITES]
 
 
-DAGGER_RIVALS = ("ct", "simcse")  # TSDAE paper, Table 2: dagger = better than both CT and SimCSE in every seed
-
-
-def seed_scores(row: Row, task: str) -> dict[int, float]:
-    out = {}
-    for r in row.records:
-        s = _num((r["splits"].get(SPLIT) or {}).get("main_score"))
-        if r["task"] == task and s is not None:
-            out[int(r.get("seed", 0))] = s
-    return out
-
-
-def dagger_mark(row: Row, task: str, rows: list[Row]) -> str:
-    """``†`` when ``benchbench.report.stats.dagger`` says the row beats every configuration of each rival
-    method (same base model) in every shared seed (at least two seeds)."""
-    try:
-        from benchbench.report.stats import dagger
-    except ImportError:  # stats module not installed: no marks, never invented ones
-        return ""
-    if row.method in DAGGER_RIVALS:
-        return ""
-    rivals = {}
-    for m in DAGGER_RIVALS:
-        cands = [r for r in rows if r.method == m and r.model == row.model and seed_scores(r, task)]
-        if not cands:
-            return ""
-        for c in cands:
-            rivals[c.label] = seed_scores(c, task)
-    return "†" if dagger(seed_scores(row, task), rivals) else ""
-
-
-def cell(row: Row, task: str, rows: list[Row] | None = None) -> tuple[str, float | None]:
-    vals = row.scores(task)
-    if not vals:
-        return "", None
-    try:
-        from benchbench.report.stats import mean_std  # sample std (ddof=1), the setups module's convention
-
-        m, sd = mean_std(vals)
-    except ImportError:
-        m, sd = mean(vals), pstdev(vals)
-    text = f"{m:.2f}" + (f" ± {sd:.2f}" if len(vals) > 1 else "")
-    text += row.mark(task) + (dagger_mark(row, task, rows) if rows else "") + ("*" if row.partial(task) else "")
-    return text, m
-
-
 @dataclasses.dataclass
 class Table:
     name: str
@@ -305,6 +108,8 @@ class Table:
 
 
 def suite_tables(rows: list[Row]) -> list[Table]:
+    """One table per suite (columns: the suite's tasks that have a record, ``avg``, training cost);
+    the cells, the average (complete rows only) and the footnotes from ``aggregate``."""
     tables = []
     covered: set[str] = set()
     suites = suites_with_tasks()
@@ -319,56 +124,24 @@ def suite_tables(rows: list[Row]) -> list[Table]:
         if not present:
             tables.append(Table(name, tasks, [], [], ["no records yet"]))
             continue
-        cost_cols = [
-            (f, h)
-            for f, h in COST_FIELDS
-            if any(row.cost(f) is not None for row in rows if any(row.scores(t) for t in present))
-        ]
+        trs = table_rows(rows, present, {name: tasks}, SPLIT)
+        cost_cols = [(f, h) for f, h in COST_FIELDS if any(tr.row.cost(f) is not None for tr in trs)]
         headers = ["method", "model"] + present + ["avg"] + [h for _, h in cost_cols]
-        trs, notes = [], []
-        for row in rows:
-            if not any(row.scores(t) for t in present):
-                continue
-            texts, vals = [], []
-            for t in present:
-                txt, v = cell(row, t, rows)
-                texts.append(txt)
-                vals.append(v)
-            have = [v for v in vals if v is not None]
-            part = len(have) < len(tasks) or any(row.partial(t) for t in present)
-            avg_txt = f"{mean(have):.2f}" + ("*" if part else "")
-            if part:
-                miss = [t for t in tasks if not row.scores(t)] + [t for t in present if row.partial(t)]
-                notes.append(
-                    f"* {row.label} / {row.model}: avg over {len(have)} of {len(tasks)} tasks "
-                    f"(missing or partial: {', '.join(miss)})"
-                )
-            label = row.label + (" [T]" if row.transductive else "")
-            costs = [row.cost(f) for f, _ in cost_cols]
-            trs.append(
+        out = []
+        for tr in trs:
+            avg = tr.averages[name]
+            costs = [tr.row.cost(f) for f, _ in cost_cols]
+            out.append(
                 (
-                    row,
-                    [label, row.model] + texts + [avg_txt] + [f"{c:.4g}" if c is not None else "" for c in costs],
-                    [None, None, *vals, mean(have), *costs],
+                    tr.row,
+                    [tr.row.display_label, tr.row.model]
+                    + [cell_text(tr.cells[t]) for t in present]
+                    + ["" if avg is None else f"{avg:.2f}"]
+                    + [f"{c:.4g}" if c is not None else "" for c in costs],
+                    [None, None, *(None if tr.cells[t] is None else tr.cells[t].mean for t in present), avg, *costs],
                 )
             )
-        if any(row.transductive for row, _, _ in trs):
-            notes.append(
-                "[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, "
-                "labels never read); not comparable with inductive rows"
-            )
-        if any(len(row.seeds()) > 1 for row, _, _ in trs):
-            notes.append("cells are mean ± std over seeds (sample std)")
-        if any("†" in c for _, cells, _ in trs for c in cells):
-            notes.append(
-                "† better than every ct and simcse configuration on the same base model in every shared "
-                "seed (TSDAE's dagger; benchbench.report.stats.dagger)"
-            )
-        for row, _, _ in trs:
-            for r in row.records:
-                if r["task"] in present:
-                    notes.extend(f"{r['task']}: {n}" for n in (r["splits"].get(SPLIT) or {}).get("notes", []))
-        tables.append(Table(name, present, headers, trs, list(dict.fromkeys(notes))))
+        tables.append(Table(name, present, headers, out, table_notes(trs, {name: tasks}, SPLIT)))
     return tables
 
 
@@ -381,7 +154,7 @@ def provenance_line(row: Row) -> str:
     shas = sorted({str(r.get("git_sha"))[:10] for r in row.records})
     src = "imported from " + str(r0["imported_from"]) if r0.get("imported_from") else "benchbench run"
     return (
-        f"{row.label} / {row.model} [config {r0.get('config_hash', '')}]: {src}; seeds {row.seeds()}; "
+        f"{row.label} / {row.model} [config {r0.get('config_hash', '')}]: {src}; {seeds_text(row.seeds())}; "
         f"device {', '.join(devices)}; steps {', '.join(steps) or '-'}; torch {v.get('torch', '?')}, "
         f"transformers {v.get('transformers', '?')}; git {', '.join(shas)}; {len(row.records)} records"
     )
@@ -399,8 +172,11 @@ def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> 
         "benchbench leaderboard --results leaderboards --out leaderboards --screenshot",
         "```",
         "",
-        "Scores are x100 on the test split, mean ± std over seeds. `*` partial (fewer tasks/subsets than the "
-        "suite), `[T]` transductive, `†`/significance marks as stored in the records, `(imported: ...)` rows "
+        "Scores are x100 on the test split, mean ± sample std over distinct seeds (± only with 2 or more "
+        "seeds); a suite `avg` only over a row with every task of the suite (the footnote names what the "
+        "others miss). `*` partial (fewer subsets than the task), `[T]` transductive, `[S]` selects its "
+        "checkpoint on task labels, `!` did not learn (both from the records' training accounting, see "
+        "`benchbench/report/aggregate.py`), `†`/significance marks as stored in the records, `(imported: ...)` rows "
         "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
         "LaTeX tables are in `latex/`.",
         "",
@@ -516,10 +292,10 @@ def _compute_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[s
     """Quality vs training compute, per suite: x = mean training seconds (or FLOPs), y = suite average."""
     for field, xlabel in COST_FIELDS:
         for t in tables:
-            pts = [
+            pts = [  # rows with an average only (a complete row: aggregate.suite_average)
                 (row.cost(field), vals[len(t.tasks) + 2], row.label)
                 for row, _, vals in t.rows
-                if row.cost(field) is not None
+                if row.cost(field) is not None and vals[len(t.tasks) + 2] is not None
             ]
             if not pts:
                 continue
@@ -729,8 +505,9 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
         files[f"plots/{name}.svg"] = svg
     parts = [
         "<h1>benchbench leaderboards</h1>",
-        '<p class="notes">Scores x100 (test split), mean ± std over seeds; click a header to sort. '
-        "* partial, [T] transductive, (imported: ...) from other harnesses. Generated by "
+        '<p class="notes">Scores x100 (test split), mean ± sample std over distinct seeds (± only with '
+        "2 or more seeds); avg only over complete rows; click a header to sort. * partial, [T] transductive, "
+        "[S] selects checkpoints on task labels, ! did not learn, (imported: ...) from other harnesses. Generated by "
         "<code>benchbench leaderboard</code> from stored records.</p>",
         "<h2>Suites</h2><ul>",
     ]

@@ -24,6 +24,7 @@ from benchbench.core.errors import BenchbenchError, ConfigError, DataError, Plug
 from benchbench.core.methods import build_config, config_hash
 from benchbench.core.registry import Registry, call_observers, get_registry
 from benchbench.core.tasks import spec_for_adapter_class
+from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
 from benchbench.encode.models import canonical_model_name
 from benchbench.evaluate.adapters.base import TaskAdapter
@@ -41,7 +42,7 @@ from benchbench.store.results import (
     read_record,
 )
 from benchbench.train.context import TrainContext
-from benchbench.train.setups import parse_setup, run_stages, subsample_corpus  # --setup pipelines
+from benchbench.train.setups import PIPELINES, parse_setup, run_stages, subsample_corpus  # --setup pipelines
 
 log = logging.getLogger(__name__)
 
@@ -684,6 +685,7 @@ def _record(
         "device": _device_label(opts.device),
         "created_at": now(),
         "unavailable_splits": report.unavailable.get(task, []),
+        **_zero_shot(plan, task, adapter, train_info),
     }
     record["evaluated"] = {
         s: {
@@ -695,6 +697,25 @@ def _record(
         for s in split_results
     }
     return record
+
+
+def _zero_shot(plan: _RunPlan, task: str, adapter: TaskAdapter, train_info: dict | None) -> dict[str, Any]:
+    """The record's ``zero_shot``, ``contamination`` and ``model_card`` fields
+    (``benchbench.encode.cards``): the base model's card, what this run trained it on (its corpus,
+    the setup's supervised stages) and the other base models it trained from, against the sources
+    the task's spec names."""
+    info = train_info or {}
+    start = info.get("start")
+    models = start.get("models") if isinstance(start, dict) else None
+    return zero_shot(
+        plan.model_label,
+        task,
+        adapter.spec.sources,
+        corpus=info.get("corpus") if isinstance(info.get("corpus"), dict) else None,
+        task_train=adapter.spec.train,
+        stages=[s for s in PIPELINES.get(getattr(plan.setup, "name", ""), ()) if s != "target"],
+        also_models=[m for m in models or [] if isinstance(m, str)],
+    )
 
 
 def _scoring_encoder(encoder: Any, score: str, method: str) -> Any:

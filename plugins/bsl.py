@@ -25,6 +25,7 @@ loop is called after the checkpoint is written, so an update made there would be
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,15 +47,51 @@ from benchbench import (
     train_loop,
 )
 
+# The two recipes. "paper": BSL section 3/4 as written. "reference": what the authors' public code runs
+# (github.com/yanzhangnlp/BSL at cfacb3b): training/unsupervised_tuning.py (lr 1e-4 l.84, 10% warm-up
+# l.70, STS-B dev evaluation every 10% of the steps l.71 with the best model saved and reloaded l.78-95,
+# batch 64 l.20, 1 epoch l.21, max 64 tokens l.22, momentum 0.999 l.24, mean pooling l.38, AMP l.85);
+# sentence_transformers/losses/BYOLoss.py (three stacked MLPs d -> 10d -> 10d -> d, BatchNorm only after
+# the first layer, l.32-45 and l.63-65/79-81; loss 2 - 2 cos per direction, summed, l.49-52 and l.88-93);
+# sentence_transformers/SentenceTransformer.py fit (transformers.AdamW, weight decay 0.0, linear warm-up
+# then linear decay, clipping at norm 1, EMA after every optimizer step, l.439-447 and l.560-581).
+RECIPES: dict[str, dict[str, Any]] = {
+    "paper": {
+        "optimizer": "adam",
+        "lr": 5e-4,
+        "weight_decay": 0.0,
+        "warmup": 0.0,
+        "schedule": "constant",
+        "predictor": "bsl-paper",  # d -> kd -> kd -> d, BatchNorm + ReLU on both hidden layers
+        "predictor_k": 8,
+        "predictor_stack": 1,
+        "loss_scale": 1.0,  # -cos - cos
+        "select_on_stsb_dev": False,
+    },
+    "reference": {
+        "optimizer": "adamw",
+        "lr": 1e-4,
+        "weight_decay": 0.0,
+        "warmup": 0.1,
+        "schedule": "linear",
+        "predictor": "bsl-code",  # d -> 10d -> 10d -> d, BatchNorm + ReLU, then ReLU; three stacked
+        "predictor_k": 10,
+        "predictor_stack": 3,
+        "loss_scale": 2.0,  # (2 - 2 cos) + (2 - 2 cos) = 4 + 2 * (-cos - cos): same optimum, twice the gradient
+        "select_on_stsb_dev": True,  # every 10% of the steps and at the end; the best is returned
+    },
+}
+
 
 @dataclass
 class BSLConfig:
+    recipe: str = "paper"  # "paper" | "reference" (the authors' code; see RECIPES)
     steps: int | None = None  # None: `epochs` passes over the corpus
     epochs: float = 1.0
     batch_size: int = 64
-    lr: float = 5e-4
+    lr: float | None = None  # None: the recipe's (paper 5e-4, reference 1e-4)
     momentum: float = 0.999  # EMA momentum of the target network
-    predictor_k: int = 8  # predictor hidden width = k * d
+    predictor_k: int | None = None  # predictor hidden width = k * d; None: the recipe's (paper 8, reference 10)
     augmenter: str = "backtranslate"  # a registered augmenter (backtranslate, synonym, mlm, nli-entail, word-*)
     two_view: bool = True  # x1 = T1(x), x2 = T2(x); false: x1 = x, x2 = T(x) (section 4.4)
     pooling: str = "mean"
@@ -80,11 +117,43 @@ def predictor(d: int, k: int) -> torch.nn.Sequential:
     )
 
 
+def reference_predictor(d: int, k: int = 10, stack: int = 3) -> torch.nn.Sequential:
+    """The authors' code: ``stack`` MLPs d -> kd -> kd -> d, BatchNorm + ReLU after the first layer and
+    ReLU after the second (BYOLoss.py, ``MLP`` and ``online_predictor_1..3``)."""
+    return torch.nn.Sequential(
+        *(
+            torch.nn.Sequential(
+                torch.nn.Linear(d, k * d),
+                torch.nn.BatchNorm1d(k * d),
+                torch.nn.ReLU(),
+                torch.nn.Linear(k * d, k * d),
+                torch.nn.ReLU(),
+                torch.nn.Linear(k * d, d),
+            )
+            for _ in range(stack)
+        )
+    )
+
+
 class BSLObjective(Objective):
-    def __init__(self, encoder: TransformerEncoder, augmenter: Any, momentum: float, k: int, two_view: bool):
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        augmenter: Any,
+        momentum: float,
+        k: int,
+        two_view: bool,
+        recipe: str = "paper",
+    ):
         super().__init__()
+        r = RECIPES[recipe]
         self.encoder = encoder  # online f
-        self.predictor = predictor(encoder.dim, k)  # online q
+        self.predictor = (  # online q
+            predictor(encoder.dim, k)
+            if r["predictor"] == "bsl-paper"
+            else reference_predictor(encoder.dim, k, r["predictor_stack"])
+        )
+        self.loss_scale = float(r["loss_scale"])
         self.target = copy.deepcopy(encoder)  # target g: no predictor, EMA only
         for p in self.target.parameters():
             p.requires_grad_(False)
@@ -111,7 +180,7 @@ class BSLObjective(Objective):
         with torch.no_grad():  # stop-gradient: the target only ever changes by ema_update
             z1 = self.target(**view1)["sentence_embedding"]
             z2 = self.target(**view2)["sentence_embedding"]
-        return symmetric_negative_cosine(p1, p2, z1, z2)
+        return self.loss_scale * symmetric_negative_cosine(p1, p2, z1, z2)  # constants dropped (no gradient)
 
     @torch.no_grad()
     def ema_update(self) -> None:
@@ -134,9 +203,15 @@ def symmetric_negative_cosine(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tens
     )
 
 
-def make_optimizer(obj: BSLObjective, lr: float) -> torch.optim.Optimizer:
-    """Adam over the online network only, with the EMA update as a post-step hook (see module doc)."""
-    opt = torch.optim.Adam([p for p in obj.parameters() if p.requires_grad], lr=lr)
+def make_optimizer(obj: BSLObjective, lr: float, recipe: str = "paper") -> torch.optim.Optimizer:
+    """Adam (paper) or AdamW (reference code, its weight decay 0.0) over the online network only, with
+    the EMA update as a post-step hook (see module doc)."""
+    r = RECIPES[recipe]
+    params = [p for p in obj.parameters() if p.requires_grad]
+    if r["optimizer"] == "adam":
+        opt = torch.optim.Adam(params, lr=lr)
+    else:
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=r["weight_decay"])
     opt.register_step_post_hook(lambda *_: obj.ema_update())
     return opt
 
@@ -164,6 +239,11 @@ class BSL(Method):
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
+        if c.recipe not in RECIPES:
+            raise ConfigError(f"bsl: option recipe={c.recipe!r}; expected one of {sorted(RECIPES)}.")
+        r = RECIPES[c.recipe]
+        lr = r["lr"] if c.lr is None else c.lr
+        k = r["predictor_k"] if c.predictor_k is None else c.predictor_k
         if not 0.0 <= c.momentum < 1.0:
             raise ConfigError(f"bsl: option 'momentum' must be in [0, 1) (got {c.momentum}).")
         if c.batch_size < 2:
@@ -182,26 +262,82 @@ class BSL(Method):
         if hasattr(aug, "apply"):  # make every view once, in big batches, before training (cached on disk)
             for variant in (0, 1) if c.two_view else (0,):
                 aug.apply(items, variant)
-        ctx.accounting.update({"augmenter": c.augmenter, "two_view": c.two_view, "bsl_sentences": len(items)})
+        ctx.accounting.update(
+            {
+                "augmenter": c.augmenter,
+                "two_view": c.two_view,
+                "bsl_sentences": len(items),
+                "recipe": {"name": c.recipe, **r, "lr": lr, "predictor_k": k},
+            }
+        )
         obj = BSLObjective(
             ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length),
             aug,
             c.momentum,
-            c.predictor_k,
+            k,
             c.two_view,
+            c.recipe,
         )
         steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
         loop = LoopConfig.from_config(c, steps=steps)
+        best = _stsb_dev_selection(obj, ctx, steps) if r["select_on_stsb_dev"] else None
         obj = train_loop(
             obj,
             items,
             ctx,
             loop,
             fingerprint=method_fingerprint(self, ctx, items),
-            make_optimizer=lambda m: make_optimizer(m, c.lr),
+            make_optimizer=lambda m: make_optimizer(m, lr, c.recipe),
+            make_scheduler=lambda o: schedule(o, c.recipe, steps),
             desc="bsl",
         )
+        if best is not None and best["state"] is not None:
+            obj.load_state_dict(best["state"])
+            ctx.accounting.update(stsb_dev_selected_step=best["step"], stsb_dev_best=best["score"])
         return obj.encoder
+
+
+def schedule(opt: torch.optim.Optimizer, recipe: str, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """paper: constant; reference: linear warm-up over ceil(10%) of the steps, then linear decay to 0
+    (transformers' get_linear_schedule_with_warmup, as sentence-transformers' fit uses)."""
+    r = RECIPES[recipe]
+    warm = math.ceil(steps * r["warmup"])
+
+    def factor(s: int) -> float:
+        if r["schedule"] == "constant":
+            return 1.0
+        if s < warm:
+            return s / max(1, warm)
+        return max(0.0, (steps - s) / max(1, steps - warm))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def _stsb_dev_selection(obj: BSLObjective, ctx: TrainContext, steps: int) -> dict:
+    """The reference code's selection: STS-B dev Spearman every 10% of the steps and at the end, the best
+    online encoder kept (in memory: a resumed run restarts the selection from the resume point). The
+    loop's monitor restores the RNG, so scoring does not change the trajectory."""
+    from benchbench import DataStore, Embedder, get_registry, make_adapter
+
+    adapter = make_adapter(get_registry(), "stsb", ctx.data if ctx.data is not None else DataStore())
+    every = max(1, int(steps * 0.1))
+    best: dict[str, Any] = {"score": float("-inf"), "step": 0, "state": None}
+    outer, outer_every = ctx.monitor, int(ctx.monitor_every or 0)
+
+    def monitor(step: int, _encoder) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if step % every == 0 or step == steps:
+            score = float(adapter.evaluate(Embedder(obj.encoder, progress=False), "dev").main_score)
+            out["stsb_dev_select"] = score
+            if score > best["score"]:
+                best.update(score=score, step=step, state=copy.deepcopy(obj.state_dict()))
+        if outer is not None and outer_every and (step % outer_every == 0 or step == steps):
+            out.update(outer(step, _encoder))
+        return out
+
+    ctx.monitor = monitor
+    ctx.monitor_every = math.gcd(every, outer_every) if outer is not None and outer_every else every
+    return best
 
 
 @hookimpl

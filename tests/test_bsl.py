@@ -159,3 +159,69 @@ def test_single_view_plain_augmenter_and_two_view_error(tmp_path):
         method.train(CORPUS, ctx)
     method = BSL(BSLConfig(steps=1, batch_size=4, augmenter="word-delete", two_view=False, max_seq_length=16))
     assert method.train(CORPUS, ctx) is not None
+
+
+def test_both_recipes_constants_are_pinned():
+    """paper = BSL as written; reference = github.com/yanzhangnlp/BSL at cfacb3b (see plugins/bsl.py)."""
+    from benchbench_plugins.bsl import RECIPES, reference_predictor, schedule
+
+    assert BSLConfig().recipe == "paper" and BSLConfig().lr is None and BSLConfig().predictor_k is None
+    p, r = RECIPES["paper"], RECIPES["reference"]
+    assert (p["optimizer"], p["lr"], p["warmup"], p["schedule"], p["predictor_k"], p["predictor_stack"]) == (
+        "adam",
+        5e-4,
+        0.0,
+        "constant",
+        8,
+        1,
+    )
+    assert (p["loss_scale"], p["select_on_stsb_dev"]) == (1.0, False)
+    assert (r["optimizer"], r["lr"], r["weight_decay"], r["warmup"], r["schedule"]) == (
+        "adamw",
+        1e-4,
+        0.0,
+        0.1,
+        "linear",
+    )
+    assert (r["predictor_k"], r["predictor_stack"], r["loss_scale"], r["select_on_stsb_dev"]) == (10, 3, 2.0, True)
+    q = reference_predictor(4)  # three MLPs 4 -> 40 -> 40 -> 4, BatchNorm only after the first layer
+    assert len(q) == 3 and all(
+        [type(m).__name__ for m in mlp] == ["Linear", "BatchNorm1d", "ReLU", "Linear", "ReLU", "Linear"] for mlp in q
+    )
+    assert (q[0][0].in_features, q[0][0].out_features, q[0][3].out_features, q[0][5].out_features) == (4, 40, 40, 4)
+    w = torch.nn.Parameter(torch.zeros(1))
+    lrs = []
+    for recipe in ("paper", "reference"):
+        opt = make_optimizer(
+            type("O", (), {"parameters": lambda self: [w], "ema_update": lambda self: None})(), 1.0, recipe
+        )
+        sch = schedule(opt, recipe, 20)
+        seen = []
+        for _ in range(20):
+            seen.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sch.step()
+        lrs.append(seen)
+        assert type(opt).__name__ == ("Adam" if recipe == "paper" else "AdamW")
+    assert lrs[0] == [1.0] * 20  # constant
+    assert lrs[1][:3] == [0.0, 0.5, 1.0] and lrs[1][-1] == pytest.approx(1 / 18)  # 2 warm-up steps, linear decay
+
+
+def test_reference_recipe_is_recorded_and_uses_its_predictor(tmp_path, monkeypatch):
+    import benchbench_plugins.bsl as B
+
+    monkeypatch.setattr(B, "_stsb_dev_selection", lambda obj, ctx, steps: None)  # no STS-B data in this test
+    seen = {}
+    real = B.BSLObjective.__init__
+
+    def init(self, *a, **k):
+        real(self, *a, **k)
+        seen["predictor"], seen["scale"] = self.predictor, self.loss_scale
+
+    monkeypatch.setattr(B.BSLObjective, "__init__", init)
+    ctx = TrainContext(model=TINY, seed=1, output_dir=tmp_path, device="cpu", progress=False)
+    m = BSL(BSLConfig(recipe="reference", steps=2, batch_size=4, augmenter="word-delete", two_view=False))
+    m.augmenter_override = lambda texts, rng: [t[: max(1, len(t) // 2)] for t in texts]
+    m.train([f"sentence number {i} is here" for i in range(8)], ctx)
+    assert ctx.accounting["recipe"]["name"] == "reference" and ctx.accounting["recipe"]["lr"] == 1e-4
+    assert len(seen["predictor"]) == 3 and seen["scale"] == 2.0

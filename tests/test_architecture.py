@@ -138,7 +138,7 @@ def test_readme_commands_section_covers_every_command():
     assert not unknown, f"README's Commands section names commands the parser lacks: {unknown}"
 
 
-PLUGIN_COMMAND = '''
+PLUGIN_COMMAND = """
 from benchbench import hookimpl
 
 
@@ -147,7 +147,7 @@ def benchbench_register_commands(register):
     p = register("hello", help="say hello")
     p.add_argument("--name", default="world")
     p.set_defaults(func=lambda args: print(f"hello {args.name}") or 0)
-'''
+"""
 
 
 def test_a_plugin_adds_a_command_through_the_hook(tmp_path, monkeypatch, capsys):

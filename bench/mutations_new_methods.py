@@ -1,0 +1,244 @@
+"""Mutation check for the ESimCSE and Mirror-BERT plugins: each listed one-line breakage of a defining
+mechanism, alone, in a temporary COPY of the package (bench/mutations.py's machinery: never the shared
+working tree), must make tests/test_esimcse.py or tests/test_mirror_bert.py fail.
+
+    OMP_NUM_THREADS=1 nice python bench/mutations_new_methods.py [--only SUBSTRING]
+
+Exit status 1 if any mutation survives or a target no longer matches the code exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bb_mutations", ROOT / "bench" / "mutations.py")
+M = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(M)
+
+E, MB = "tests/test_esimcse.py::", "tests/test_mirror_bert.py::"
+ES, MI = "plugins/esimcse.py", "plugins/mirror_bert.py"
+
+MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
+    (
+        "ESimCSE EMA swapped (m <-> 1 - m)",
+        ES,
+        [("pm.mul_(m).add_(pe.detach(), alpha=1.0 - m)", "pm.mul_(1.0 - m).add_(pe.detach(), alpha=m)")],
+        [E + "test_momentum_encoder_moves_only_by_ema_with_m_not_1_minus_m"],
+    ),
+    (
+        "ESimCSE EMA never applied",
+        ES,
+        [("            self.momentum_update()\n", "            pass\n")],
+        [E + "test_momentum_encoder_moves_only_by_ema_with_m_not_1_minus_m"],
+    ),
+    (
+        "ESimCSE queue keeps the oldest instead of the newest",
+        ES,
+        [
+            (
+                "torch.cat([self.negatives(), keys.detach().to(self.queue.dtype)])[-size:]",
+                "torch.cat([self.negatives(), keys.detach().to(self.queue.dtype)])[:size]",
+            )
+        ],
+        [E + "test_queue_is_fifo_bounded_detached_and_holds_momentum_keys_of_the_originals"],
+    ),
+    (
+        "ESimCSE keys from the online encoder",
+        ES,
+        [("pooled = self.momentum_encoder(input_ids=input_ids", "pooled = self.encoder(input_ids=input_ids")],
+        [E + "test_queue_is_fifo_bounded_detached_and_holds_momentum_keys_of_the_originals"],
+    ),
+    (
+        "ESimCSE keys with dropout on",
+        ES,
+        [("        self.momentum_encoder.eval()\n", "        self.momentum_encoder.train()\n")],
+        [E + "test_queue_is_fifo_bounded_detached_and_holds_momentum_keys_of_the_originals"],
+    ),
+    (
+        "ESimCSE keys of the repeated view",
+        ES,
+        [
+            (
+                "self.enqueue(self.keys(input_ids[:n, :width], mask[:, :width]))",
+                "self.enqueue(self.keys(input_ids[n:], attention_mask[n:]))",
+            )
+        ],
+        [E + "test_queue_is_fifo_bounded_detached_and_holds_momentum_keys_of_the_originals"],
+    ),
+    (
+        "ESimCSE queue left out of the loss",
+        ES,
+        [
+            (
+                "esimcse_loss(z[:n], z[n:], self.negatives().clone()",
+                "esimcse_loss(z[:n], z[n:], self.negatives()[:0].clone()",
+            )
+        ],
+        [E + "test_queue_is_fifo_bounded_detached_and_holds_momentum_keys_of_the_originals"],
+    ),
+    (
+        "ESimCSE temperature ignored (fixed 0.05)",
+        ES,
+        [("F.cross_entropy(logits / temperature", "F.cross_entropy(logits / 0.05")],
+        [E + "test_loss_is_infonce_at_005_with_the_positive_on_the_diagonal"],
+    ),
+    (
+        "ESimCSE positives off the diagonal",
+        ES,
+        [("torch.arange(len(z1), device=logits.device))", "torch.arange(len(z1), device=logits.device).roll(1, 0))")],
+        [E + "test_loss_is_infonce_at_005_with_the_positive_on_the_diagonal"],
+    ),
+    (
+        "ESimCSE repeat count upper bound included",
+        ES,
+        [("k = min(int(rng.integers(top)), n_tokens - 2)", "k = min(int(rng.integers(top + 1)), n_tokens - 2)")],
+        [E + "test_repetition_positions_follow_the_reference_rule"],
+    ),
+    (
+        "ESimCSE repeat count floor of 2 (the paper's max(2, .))",
+        ES,
+        [
+            (
+                "top = min(MAX_REPEATS, int(dup_rate * n_tokens))",
+                "top = min(MAX_REPEATS, max(2, int(dup_rate * n_tokens)))",
+            )
+        ],
+        [E + "test_repetition_positions_follow_the_reference_rule"],
+    ),
+    (
+        "ESimCSE [CLS] may be repeated",
+        ES,
+        [("np.arange(1, n_tokens - 1)", "np.arange(0, n_tokens - 1)")],
+        [E + "test_repetition_positions_follow_the_reference_rule"],
+    ),
+    (
+        "ESimCSE repetition inserts a different token",
+        ES,
+        [("        if i in dup:\n            out.append(t)", "        if i in dup:\n            out.append(t + 1)")],
+        [
+            E + "test_repeat_at_doubles_in_place_and_keeps_order",
+            E + "test_collate_views_are_originals_then_their_repetitions",
+        ],
+    ),
+    (
+        "ESimCSE momentum default 0.99",
+        ES,
+        [("momentum: float = 0.995", "momentum: float = 0.99")],
+        [E + "test_defaults_are_the_papers"],
+    ),
+    (
+        "Mirror-BERT masks the first view too",
+        MI,
+        [
+            (
+                "a = self.encoder.tokenize(list(items))",
+                "a = self.encoder.tokenize([mask_span(s, self.span_mask, rng, self.mask_token) for s in items])",
+            )
+        ],
+        [MB + "test_collate_first_view_is_the_sentence_second_its_masked_copy"],
+    ),
+    (
+        "Mirror-BERT span of 6 characters",
+        MI,
+        [("s.split(s[ind : ind + span], 1)", "s.split(s[ind : ind + span + 1], 1)")],
+        [MB + "test_span_mask_replaces_exactly_five_characters_at_a_uniform_position"],
+    ),
+    (
+        "Mirror-BERT span start may be len - 5",
+        MI,
+        [("ind = int(rng.integers(len(s) - span))", "ind = int(rng.integers(len(s) - span + 1))")],
+        [MB + "test_span_mask_replaces_exactly_five_characters_at_a_uniform_position"],
+    ),
+    (
+        "Mirror-BERT masks sentences of 20+ characters",
+        MI,
+        [("MIN_MASKED_CHARS = 30", "MIN_MASKED_CHARS = 20")],
+        [MB + "test_span_mask_leaves_short_sentences_and_cuts_at_the_first_occurrence"],
+    ),
+    (
+        "Mirror-BERT self-similarity left in the denominator",
+        MI,
+        [('sim = sim.masked_fill(self_pair, float("-inf"))', "sim = sim")],
+        [MB + "test_nt_xent_positive_is_the_mirror_negatives_are_both_views_temperature_004"],
+    ),
+    (
+        "Mirror-BERT SimCSE-style loss (cross-view negatives only)",
+        MI,
+        [
+            (
+                "return nt_xent(*self.views(**feats), self.temperature)",
+                "za, zb = self.views(**feats)\n        return F.cross_entropy(F.normalize(za, dim=-1) @ F.normalize(zb, dim=-1).T / self.temperature, torch.arange(len(za)))",
+            )
+        ],
+        [MB + "test_forward_is_nt_xent_of_the_two_views_at_the_configured_temperature"],
+    ),
+    (
+        "Mirror-BERT temperature default 0.05",
+        MI,
+        [("temperature: float = 0.04", "temperature: float = 0.05")],
+        [MB + "test_defaults_are_the_papers_script"],
+    ),
+    (
+        "Mirror-BERT drophead without rescaling",
+        MI,
+        [("(keep * scale)[:, None, :, None]", "keep[:, None, :, None]")],
+        [MB + "test_drophead_zeroes_whole_heads_and_rescales_the_rest"],
+    ),
+    (
+        "Mirror-BERT drophead hooks left on the returned encoder",
+        MI,
+        [("                h.remove()\n", "                pass\n")],
+        [MB + "test_train_samples_10k_drops_the_last_batch_and_removes_drophead_hooks"],
+    ),
+    (
+        "Mirror-BERT keeps the last partial batch",
+        MI,
+        [("max(1, int(c.epochs * len(items)) // per_step)", "max(1, -(-int(c.epochs * len(items)) // per_step))")],
+        [MB + "test_train_samples_10k_drops_the_last_batch_and_removes_drophead_hooks"],
+    ),
+    (
+        "Mirror-BERT dropout option ignored",
+        MI,
+        [("        set_dropout(encoder.model, c.dropout)\n", "")],
+        [MB + "test_train_samples_10k_drops_the_last_batch_and_removes_drophead_hooks"],
+    ),
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    chosen = [m for m in MUTATIONS if a.only.lower() in m[0].lower()]
+    rows, t0 = [], time.time()
+    with tempfile.TemporaryDirectory(prefix="bb-mut-new-") as tmp:
+        dst = Path(tmp)
+        env = M.make_copy(dst)
+        ok, out = M.run_tests(dst, env, sorted({t for m in chosen for t in m[3]}))
+        if not ok:
+            print(f"the unmutated copy fails its tests: {out}")
+            return 2
+        for name, rel, edits, tests in chosen:
+            original = (dst / rel).read_text()
+            try:
+                (dst / rel).write_text(M.apply(original, edits, rel))
+                passed, out = M.run_tests(dst, env, tests)
+            finally:
+                (dst / rel).write_text(original)
+            rows.append((name, rel, not passed, out))
+            print(f"{'caught' if not passed else 'SURVIVED'}: {name} ({out})", flush=True)
+    print("\n| mutation | file | caught by |\n|---|---|---|")
+    for name, rel, caught, out in rows:
+        print(f"| {name} | {rel} | {out if caught else '**NOT CAUGHT**'} |")
+    print(f"\n{sum(r[2] for r in rows)}/{len(rows)} caught in {time.time() - t0:.0f} s")
+    return 0 if all(r[2] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

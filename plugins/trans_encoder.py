@@ -565,7 +565,9 @@ class TransEncoder(Method):
             if (cache_dir / ".complete").is_file():
                 log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
                 res = load_encoder(str(cache_dir))
-                ctx.accounting.update(res.info.get("accounting", {}), reused_sts_pool=str(cache_dir))
+                ctx.accounting.update(
+                    res.info.get("accounting", {}), reused_sts_pool=cache_dir.name
+                )  # the folder, not its machine path
                 ctx.accounting["start"] = start_info
                 return res
         result = self.fit(pairs, pool, ctx)

@@ -468,6 +468,7 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     src = checkpoint_source(name)
     if src is None:
         return None, "none: random-init model"
+    shown = Path(name).name if Path(name).is_dir() else name  # a local folder by its name: notes are published
     kw = {"config": config} if config is not None else {}
     _refuse_pickled_weights(name, src)
     try:
@@ -475,11 +476,12 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     except pickle.UnpicklingError:
         raise _pickle_refused(name, src) from None
     except (OSError, ValueError) as e:
-        return None, f"none: {auto_class} could not load {src!r} ({type(e).__name__})"
+        return None, f"none: {auto_class} could not load the checkpoint of {shown!r} ({type(e).__name__})"
     prefix = model.base_model_prefix + "."
     missing = [k for k in info.get("missing_keys", []) if not k.startswith(prefix) and "crossattention" not in k]
     if missing:
-        return None, f"none in checkpoint {src!r} (missing {sorted(missing)[:3]}...): random init"
+        # the model's name, never the checkpoint's machine path: this note goes into published records
+        return None, f"none in the checkpoint of {shown!r} (missing {sorted(missing)[:3]}...): random init"
     return model, "loaded"
 
 

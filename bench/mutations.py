@@ -65,21 +65,18 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
     ),
     (
         "noise RNG fixed across micro-batches",
-        "benchbench/training.py",
+        "benchbench/train/loop.py",
         [("np.random.default_rng([seed, state.micro, rank])", "np.random.default_rng([seed, 0, rank])")],
         [F + "test_collate_rng_is_fresh_per_micro_batch"],
     ),
     (
         "scheduler stepped once per micro-batch",
-        "benchbench/training.py",
+        "benchbench/train/loop.py",
         [
             (
-                "            state.micro += 1\n",
-                "            state.micro += 1\n            if scheduler is not None:\n                scheduler.step()\n",
-            ),
-            (
-                "        if scheduler is not None:\n            scheduler.step()\n        state.step += 1",
-                "        state.step += 1",
+                "            if scheduler is not None:\n                scheduler.step()\n            state.step += 1",
+                "            if scheduler is not None:\n                for _ in range(loop.grad_accum):\n"
+                "                    scheduler.step()\n            state.step += 1",
             ),
         ],
         [F + "test_scheduler_steps_once_per_optimizer_step"],
@@ -143,24 +140,24 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
     ),
     (
         "gradient clipping removed",
-        "benchbench/training.py",
+        "benchbench/train/loop.py",
         [("if acc.sync_gradients and loop.max_grad_norm:", "if False:")],
         [F + "test_gradient_clipping_is_on_by_default_at_norm_1"],
     ),
     # beyond the 14: the other ways clipping or the head could silently go
     (
         "(extra) clipping default off in LoopConfig",
-        "benchbench/training.py",
+        "benchbench/train/loop.py",
         [("max_grad_norm: float | None = 1.0", "max_grad_norm: float | None = None")],
         [F + "test_gradient_clipping_is_on_by_default_at_norm_1"],
     ),
     (
         "(extra) TSDAE max_grad_norm not passed to the loop",
-        "plugins/tsdae.py",
+        "benchbench/train/fit.py",  # TSDAE (like every transformer method) builds its loop through fit
         [
             (
-                "loop = LoopConfig.from_config(c)",
-                "loop = LoopConfig.from_config(c, max_grad_norm=None)",
+                "LoopConfig.from_config(method.config),",
+                "LoopConfig.from_config(method.config, max_grad_norm=None),",
             )
         ],
         [F + "test_every_method_passes_max_grad_norm_to_the_loop"],

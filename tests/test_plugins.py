@@ -112,7 +112,7 @@ def test_broken_plugin_leaves_the_others_working(monkeypatch, tmp_path, caplog):
 
 
 def test_broken_plugin_commands_still_work(monkeypatch, tmp_path, capsys):
-    import benchbench.cli.main as cli
+    cli = importlib.import_module("benchbench.cli.main")  # the module: the package exports the function `main`
 
     _install_fake_distribution(monkeypatch, tmp_path, "bb_thirdparty_broken3", "import not_a_module_xyz\n", "broken")
     monkeypatch.setattr(plugins, "_REGISTRY", None)

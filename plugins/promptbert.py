@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from benchbench_plugins._prompt import Template as PromptTemplate
+from benchbench_plugins._prompt import make_mlp, pad_rows, sentence_ids
 
 from benchbench import (
     ConfigError,
@@ -83,48 +85,8 @@ class PromptBERTConfig:
 
 
 @dataclass(frozen=True)
-class Template:
-    """A prompt ``prefix [X] suffix`` as token ids: ``[CLS] prefix sentence suffix [SEP]``, the one
-    [MASK] in the suffix."""
-
-    text: str
-    prefix: tuple[int, ...]
-    suffix: tuple[int, ...]
-    cls: int
-    sep: int
-    mask: int
-
-    @classmethod
-    def parse(cls, text: str, tokenizer) -> Template:
-        if text.count("[X]") != 1 or text.count("[MASK]") != 1 or text.index("[MASK]") < text.index("[X]"):
-            raise ConfigError(
-                f"promptbert: template {text!r} must hold one [X] (the sentence) and one [MASK] after it, "
-                f"e.g. 'This sentence of \"[X]\" means [MASK].'"
-            )
-        if tokenizer.mask_token_id is None:
-            raise ConfigError("promptbert: the base model's tokenizer has no mask token; pick a masked LM.")
-        before, after = text.split("[X]")
-        ids = lambda s: tuple(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
-        return cls(
-            text,
-            ids(before),
-            ids(after.replace("[MASK]", tokenizer.mask_token)),
-            tokenizer.cls_token_id,
-            tokenizer.sep_token_id,
-            tokenizer.mask_token_id,
-        )
-
-    @property
-    def overhead(self) -> int:
-        """Tokens the template adds to a sentence ([CLS] and [SEP] included)."""
-        return len(self.prefix) + len(self.suffix) + 2
-
-    def wrap(self, sentence: list[int]) -> list[int]:
-        return [self.cls, *self.prefix, *sentence, *self.suffix, self.sep]
-
-    def mask_index(self, n: int) -> int:
-        """Where the [MASK] is in ``wrap`` of an ``n``-token sentence."""
-        return 1 + len(self.prefix) + n + self.suffix.index(self.mask)
+class Template(PromptTemplate):
+    """The shared prompt template plus PromptBERT's template denoising (``bias``)."""
 
     def bias(self, model: torch.nn.Module, n: torch.Tensor, rows: int = 0) -> torch.Tensor:
         """Template denoising: for each sentence length in ``n``, the [MASK] vector of the template
@@ -138,21 +100,6 @@ class Template:
         pos[:, 1 + len(self.prefix) :] += torch.arange(k, device=device)[:, None]
         hidden = model(input_ids=ids, position_ids=pos).last_hidden_state
         return hidden[:, self.mask_index(0)][n]
-
-
-def sentence_ids(tokenizer, texts: list[str], limit: int | None) -> list[list[int]]:
-    """Each sentence's token ids alone (no special tokens), cut to ``limit`` tokens."""
-    ids = tokenizer([t.strip() for t in texts], add_special_tokens=False)["input_ids"] if texts else []
-    return [x[:limit] if limit is not None else x for x in ids]
-
-
-def pad_rows(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    mask = (torch.arange(width)[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
-    return ids, mask
 
 
 def add_period(s: str) -> str:
@@ -177,7 +124,7 @@ class PromptEncoder(TransformerEncoder):
             name=base.name,
             batch_size=base.batch_size,
         )
-        self.template = Template.parse(template, base.tokenizer)
+        self.template = Template.parse(template, base.tokenizer, "promptbert")
         self.denoise = denoise
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
@@ -219,21 +166,13 @@ def load_prompt_encoder(base: TransformerEncoder, path: str | Path) -> PromptEnc
     return PromptEncoder(base, cfg["template"], bool(cfg["denoise"]))
 
 
-def make_mlp(encoder: TransformerEncoder) -> torch.nn.Sequential:
-    """The official ``MLPLayer`` (dense + tanh), initialised as BERT initialises a linear layer."""
-    lin = torch.nn.Linear(encoder.dim, encoder.dim)
-    torch.nn.init.normal_(lin.weight, std=float(getattr(encoder.model.config, "initializer_range", 0.02)))
-    torch.nn.init.zeros_(lin.bias)
-    return torch.nn.Sequential(lin, torch.nn.Tanh()).to(encoder.device)
-
-
 class PromptBERTObjective(Objective):
     """InfoNCE between the denoised [MASK] vectors of one sentence under two templates."""
 
     def __init__(self, encoder: PromptEncoder, c: PromptBERTConfig):
         super().__init__()
         self.encoder = encoder
-        self.templates = (encoder.template, Template.parse(c.template2, encoder.tokenizer))
+        self.templates = (encoder.template, Template.parse(c.template2, encoder.tokenizer, "promptbert"))
         self.temperature, self.denoise = c.temperature, c.denoise
         # the reference cuts the SENTENCE to max_seq_length tokens; never past what the model can hold
         room = encoder.max_seq_length - max(t.overhead for t in self.templates)

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from benchbench_plugins._prompt import Template, make_mlp, pad_rows, sentence_ids
 
 from benchbench import (
     ConfigError,
@@ -157,65 +158,6 @@ def punctuate(s: str) -> str:
 
 
 # ---- the prompt encoder -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Template:
-    """A prompt ``prefix [X] suffix`` as token ids: ``[CLS] prefix sentence suffix [SEP]``, the one
-    [MASK] in the suffix."""
-
-    text: str
-    prefix: tuple[int, ...]
-    suffix: tuple[int, ...]
-    cls: int
-    sep: int
-    mask: int
-
-    @classmethod
-    def parse(cls, text: str, tokenizer) -> Template:
-        if text.count("[X]") != 1 or text.count("[MASK]") != 1 or text.index("[MASK]") < text.index("[X]"):
-            raise ConfigError(
-                f"sncse: template {text!r} must hold one [X] (the sentence) and one [MASK] after it, "
-                f"e.g. 'This sentence : \"[X]\" means [MASK] .'"
-            )
-        if tokenizer.mask_token_id is None:
-            raise ConfigError("sncse: the base model's tokenizer has no mask token; pick a masked LM.")
-        before, after = text.split("[X]")
-        ids = lambda s: tuple(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
-        return cls(
-            text,
-            ids(before),
-            ids(after.replace("[MASK]", tokenizer.mask_token)),
-            tokenizer.cls_token_id,
-            tokenizer.sep_token_id,
-            tokenizer.mask_token_id,
-        )
-
-    @property
-    def overhead(self) -> int:
-        """Tokens the template adds to a sentence ([CLS] and [SEP] included)."""
-        return len(self.prefix) + len(self.suffix) + 2
-
-    def wrap(self, sentence: list[int]) -> list[int]:
-        return [self.cls, *self.prefix, *sentence, *self.suffix, self.sep]
-
-    def mask_index(self, n: int) -> int:
-        """Where the [MASK] is in ``wrap`` of an ``n``-token sentence."""
-        return 1 + len(self.prefix) + n + self.suffix.index(self.mask)
-
-
-def sentence_ids(tokenizer, texts: list[str]) -> list[list[int]]:
-    """Each sentence's token ids alone (no special tokens)."""
-    return tokenizer([t.strip() for t in texts], add_special_tokens=False)["input_ids"] if texts else []
-
-
-def pad_rows(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    mask = (torch.arange(width)[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
-    return ids, mask
-
-
 def prompt_batch(tokenizer, texts: list[str], templates: list[Template], max_length: int) -> dict[str, torch.Tensor]:
     """``texts[i]`` under ``templates[i]``, each prompt at most ``max_length`` tokens: the SENTENCE is
     cut, so the template's end (and its [MASK]) always stays. ``mask_pos``: each row's [MASK]."""
@@ -247,7 +189,7 @@ class PromptEncoder(TransformerEncoder):
             name=base.name,
             batch_size=base.batch_size,
         )
-        self.template = Template.parse(template, base.tokenizer)
+        self.template = Template.parse(template, base.tokenizer, "sncse")
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         texts = [punctuate(t) for t in texts]
@@ -276,14 +218,6 @@ def load_prompt_encoder(base: TransformerEncoder, path: str | Path) -> PromptEnc
     return PromptEncoder(base, json.loads((Path(path) / PROMPT_FILE).read_text())["template"])
 
 
-def make_mlp(encoder: TransformerEncoder) -> torch.nn.Sequential:
-    """The official ``MLPLayer`` (dense + tanh), initialised as BERT initialises a linear layer."""
-    lin = torch.nn.Linear(encoder.dim, encoder.dim)
-    torch.nn.init.normal_(lin.weight, std=float(getattr(encoder.model.config, "initializer_range", 0.02)))
-    torch.nn.init.zeros_(lin.bias)
-    return torch.nn.Sequential(lin, torch.nn.Tanh()).to(encoder.device)
-
-
 # ---- the objective ----------------------------------------------------------------------------
 def bml(cos_pos: torch.Tensor, cos_neg: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
     """Bidirectional Margin Loss: zero while -beta <= cos_neg - cos_pos <= -alpha."""
@@ -295,7 +229,7 @@ class SNCSEObjective(Objective):
     def __init__(self, encoder: PromptEncoder, c: SNCSEConfig):
         super().__init__()
         self.encoder = encoder
-        self.templates = (encoder.template, Template.parse(c.template2, encoder.tokenizer))
+        self.templates = (encoder.template, Template.parse(c.template2, encoder.tokenizer, "sncse"))
         self.c = c
         self.max_length = min(c.max_seq_length or encoder.max_seq_length, encoder.max_seq_length)
         self.mlp = make_mlp(encoder) if c.mlp else torch.nn.Identity()

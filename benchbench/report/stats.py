@@ -180,31 +180,46 @@ def _bootstrap_p(observed: float, diffs: Iterable[float | None]) -> tuple[float,
 
 
 def paired_bootstrap_items(
-    items_a: Mapping[str, Any], items_b: Mapping[str, Any], n_resamples: int = 2000, seed: int = 0
+    items_a: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    items_b: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    n_resamples: int = 2000,
+    seed: int = 0,
 ) -> TestResult:
     """Paired bootstrap of one task's main score from two runs' stored per-item scores
     (``benchbench.store.items``): each resample draws the items of every subset with replacement (the same
     indices for both runs, stratified by subset so TwitterPara keeps its TURL/PIT split and CQADupStack
     its forums), recomputes the task's metric for both and takes the difference. p is two-sided as in
     :func:`paired_bootstrap`. ``n_resamples`` is lower by default because the pair metrics (AP, Spearman)
-    are recomputed per resample."""
+    are recomputed per resample.
+
+    Each side may also be a sequence of item sets of the same task (one per seed, paired by position):
+    the statistic is then the difference of the seed-averaged scores, every seed scored on the same
+    resampled items (a study's tie groups)."""
     from benchbench.evaluate.item_scores import aggregate_score, check_paired
 
-    check_paired(items_a, items_b)
-    sizes = {
-        name: len(sub["pred"] if items_a["unit"] == "pair" else sub["values"])
-        for name, sub in items_a["subsets"].items()
-    }
+    runs_a = [items_a] if isinstance(items_a, Mapping) else list(items_a)
+    runs_b = [items_b] if isinstance(items_b, Mapping) else list(items_b)
+    if not runs_a or len(runs_a) != len(runs_b):
+        raise ConfigError(f"paired_bootstrap_items: {len(runs_a)} vs {len(runs_b)} item sets do not pair up.")
+    for a, b in zip(runs_a, runs_b):
+        check_paired(runs_a[0], a)
+        check_paired(a, b)
+    ref = runs_a[0]
+    sizes = {name: len(sub["pred"] if ref["unit"] == "pair" else sub["values"]) for name, sub in ref["subsets"].items()}
     if not sizes or min(sizes.values()) == 0:
         raise ConfigError("paired_bootstrap_items: a subset has no items.")
-    observed = aggregate_score(items_a) - aggregate_score(items_b)
+
+    def diff(index: dict[str, np.ndarray] | None) -> float:
+        return float(np.mean([aggregate_score(a, index) - aggregate_score(b, index) for a, b in zip(runs_a, runs_b)]))
+
+    observed = diff(None)
     rng = np.random.default_rng(seed)
 
     def diffs() -> Iterator[float | None]:
         for _ in range(n_resamples):
             idx = {name: rng.integers(0, n, n) for name, n in sizes.items()}
             try:  # a resample can leave a metric undefined (AP with no positive pair drawn): it is dropped
-                d = aggregate_score(items_a, idx) - aggregate_score(items_b, idx)
+                d = diff(idx)
             except (ValueError, IndexError, ZeroDivisionError):
                 d = float("nan")
             yield d if math.isfinite(d) else None

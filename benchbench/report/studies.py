@@ -195,27 +195,15 @@ class Column:
 def seed_mean_bootstrap(
     a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[str, Any]], n_resamples: int = 1000, seed: int = 0
 ) -> float:
-    """Two-sided p of "the seed-averaged main scores of a and b differ", resampling the task's items
-    (stratified by subset; the same items for both methods and every seed, which is what pairs them)."""
-    from benchbench.evaluate.item_scores import aggregate_score, check_paired
-    from benchbench.report.stats import _bootstrap_p
+    """Two-sided p of "the seed-averaged main scores of a and b differ": ``stats.paired_bootstrap_items``
+    over the seeds both have, resampling the task's items (stratified by subset; the same items for both
+    methods and every seed, which is what pairs them)."""
+    from benchbench.report.stats import paired_bootstrap_items
 
     seeds = sorted(set(a) & set(b))
     if not seeds:
         raise ConfigError("seed_mean_bootstrap: no seed has per-item scores for both methods.")
-    ref = a[seeds[0]]
-    for s in seeds:
-        check_paired(ref, a[s])
-        check_paired(ref, b[s])
-
-    def diff(index: dict[str, np.ndarray] | None) -> float:
-        return float(np.mean([aggregate_score(a[s], index) - aggregate_score(b[s], index) for s in seeds]))
-
-    sizes = {name: len(sub["gold"] if ref["unit"] == "pair" else sub["ids"]) for name, sub in ref["subsets"].items()}
-    rng = np.random.default_rng(seed)
-    draws = ({n: rng.integers(0, k, k) for n, k in sizes.items()} for _ in range(n_resamples))
-    p, _ = _bootstrap_p(diff(None), (diff(idx) for idx in draws))
-    return p
+    return paired_bootstrap_items([a[s] for s in seeds], [b[s] for s in seeds], n_resamples, seed).p_value
 
 
 def _seed_p(a: Mapping[int, float], b: Mapping[int, float]) -> float:

@@ -247,15 +247,16 @@ def contamination(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     training corpus is then not counted, so an old record is never flagged for more than its model)."""
     if "zero_shot" in record:
         return list(record.get("contamination") or [])
-    try:
-        from benchbench.core.registry import get_registry
-        from benchbench.encode.cards import zero_shot
+    from benchbench.core.errors import UnknownNameError
+    from benchbench.core.registry import get_registry
+    from benchbench.encode.cards import zero_shot
 
+    try:
         spec = get_registry().task(str(record.get("task")))
-        sources = getattr(getattr(spec, "spec", spec), "sources", None) or []
-        return list(zero_shot(str(record.get("model")), str(record.get("task")), sources).get("contamination") or [])
-    except Exception:  # an unknown task or model: unknown, never flagged
+    except UnknownNameError:  # a task this install does not have (an imported record): unknown, never flagged
         return []
+    sources = getattr(spec, "sources", None) or []
+    return list(zero_shot(str(record.get("model")), str(record.get("task")), sources).get("contamination") or [])
 
 
 def method_defaults(method: str) -> dict[str, Any] | None:

@@ -6,9 +6,9 @@ fails when one does). Names resolve lazily (PEP 562), so ``import benchbench`` a
 line's ``--help``/``list`` do not pay for torch and transformers until a name that needs them is
 used.
 
-Method authors: ``Method``, ``TrainContext``, ``Objective``, ``train_loop``, ``LoopConfig``,
+Method authors: ``Method``, ``TrainContext``, ``Objective``, ``fit`` (the usual call), ``train_loop``, ``LoopConfig``,
 ``resolve_steps``, ``seed_everything``, ``adamw``, ``method_fingerprint``, ``load_encoder``,
-``TransformerEncoder``, ``tiny_bert``, ``hookimpl``.
+``TransformerEncoder``, ``hash_weights`` (an encoder's fingerprint), ``tiny_bert``, ``hookimpl``.
 Task authors: ``TaskAdapter``, ``TaskResult``, ``TaskSpec``, ``Embedder``, ``metrics``.
 Encoder protocols: ``Encoder`` (``encode``), ``PairScorer`` (``score_pairs``), ``Searcher``
 (``search``).

@@ -191,15 +191,11 @@ def test_train_supervised_uses_st_losses_and_early_stops(tiny_encoder):
 
 def test_run_supervised_setup_key_and_record(registry, tmp_path, monkeypatch):
     import dataclasses
-    import functools
 
     from benchbench.run.runner import RunOptions, run
     from benchbench.store.results import ResultKey, ResultStore
 
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(
-        setups, "SupervisedConfig", functools.partial(setups.SupervisedConfig, batch_size=4, steps=1, eval_every=1)
-    )
     registry.tasks["twitterpara"] = dataclasses.replace(registry.task("twitterpara"), files={})
     rep = run(
         RunOptions(
@@ -207,6 +203,7 @@ def test_run_supervised_setup_key_and_record(registry, tmp_path, monkeypatch):
             model="tiny-bert:16:1:2:32",
             tasks="twitterpara",
             setup="supervised@labelled=4",
+            overrides={"supervised.batch_size": "4", "supervised.steps": "1", "supervised.eval_every": "1"},
             data_dir=str(_tp_with_leak(tmp_path)),
             output=str(tmp_path / "o"),
             progress=False,

@@ -97,7 +97,13 @@ def _finite(value: Any, where: str) -> Any:
 def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
     """The method's Config with CLI overrides applied; an option the method does not have is an
     error naming the method and its options."""
-    cfg_cls = method_cls.Config
+    return build_options(method_cls.Config, overrides, f"Method {method_cls.name!r}", f"method {method_cls.name!r}")
+
+
+def build_options(cfg_cls: type, overrides: dict[str, Any], owner: str, of: str) -> Any:
+    """``cfg_cls`` (a dataclass) with ``overrides`` (strings from the command line are coerced to the
+    field's type; NaN/inf refused). ``owner`` starts the unknown-option error ("Method 'x'"), ``of``
+    names the owner inside a value error ("method 'x'")."""
     fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
     hints = typing.get_type_hints(cfg_cls)
     kwargs = {}
@@ -106,15 +112,13 @@ def build_config(method_cls: type, overrides: dict[str, Any]) -> Any:
             continue
         k = key.replace("-", "_")
         if k not in fields:
-            raise ConfigError(
-                f"Method {method_cls.name!r} has no option {key!r}. Its options: {', '.join(fields) or '(none)'}."
-            )
-        where = f"option {key!r} of method {method_cls.name!r}"
+            raise ConfigError(f"{owner} has no option {key!r}. Its options: {', '.join(fields) or '(none)'}.")
+        where = f"option {key!r} of {of}"
         kwargs[k] = _coerce(value, hints[k], where) if isinstance(value, str) else _finite(value, where)
     try:
         return cfg_cls(**kwargs)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"Method {method_cls.name!r}: invalid options {overrides}: {e}") from e
+        raise ConfigError(f"{owner}: invalid options {overrides}: {e}") from e
 
 
 def config_hash(config: Any) -> str:

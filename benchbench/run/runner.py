@@ -11,6 +11,7 @@ record (``_record``, merged into the stored one, then written and handed to the 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -42,7 +43,15 @@ from benchbench.store.results import (
     read_record,
 )
 from benchbench.train.context import TrainContext
-from benchbench.train.setups import PIPELINES, parse_setup, run_stages, subsample_corpus  # --setup pipelines
+from benchbench.train.setups import (  # --setup pipelines and their supervised stages' options
+    PIPELINES,
+    parse_setup,
+    run_stages,
+    split_stage_options,
+    stage_configs,
+    stage_configs_hash,
+    subsample_corpus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +179,7 @@ class _RunPlan:
     setup: Any  # parsed --setup (benchbench/setups.py)
     seeds: list[int]
     config: Any
+    stages: dict[str, Any]  # supervised stage kind -> its SupervisedConfig (--set supervised.X=...)
     chash: str  # config hash in the result key (with --corpus and --score cross folded in)
     train_chash: str  # config hash of the training folder (how pairs are scored later is not in it)
     model: str
@@ -224,8 +234,11 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     plugin = reg.owner.get(("methods", opts.method), "?")
     setup = parse_setup(opts.setup)  # ConfigError for an unknown setup / bad @corpus=N, @labelled=N
     seeds = _checked_seeds(opts)
-    config = build_config(method_cls, opts.overrides)
-    chash, train_chash = _config_hashes(config, opts)
+    fields = {f.name for f in dataclasses.fields(method_cls.Config)}
+    method_overrides, stage_options = split_stage_options(opts.overrides, fields, setup)
+    config = build_config(method_cls, method_overrides)
+    stages = stage_configs(setup, stage_options)
+    chash, train_chash = _config_hashes(config, opts, stage_configs_hash(stages))
     model, model_label = _model_and_label(method_cls, opts)
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
     task_names = reg.expand(requested)
@@ -240,6 +253,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
         setup=setup,
         seeds=seeds,
         config=config,
+        stages=stages,
         chash=chash,
         train_chash=train_chash,
         model=model,
@@ -269,12 +283,15 @@ def _checked_seeds(opts: RunOptions) -> list[int]:
     return seeds
 
 
-def _config_hashes(config: Any, opts: RunOptions) -> tuple[str, str]:
-    """(result-key hash, training-folder hash). A non-default --corpus changes both (other training
-    data); --score cross changes only the result key (other scores from the same trained encoder)."""
+def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tuple[str, str]:
+    """(result-key hash, training-folder hash). A non-default --corpus or non-default supervised stage
+    options change both (other training); --score cross changes only the result key (other scores
+    from the same trained encoder)."""
     import hashlib
 
     chash = config_hash(config)
+    if stages_hash:
+        chash = hashlib.sha256(f"{chash}|stages={stages_hash}".encode()).hexdigest()[:12]
     if opts.corpus:
         chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
     train_chash = chash
@@ -617,7 +634,7 @@ def _encoder_by_stages(
             )
         return _call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx), None
 
-    encoder, train_info = run_stages(plan.setup, ctx, adapter, target, load_encoder, seed_dir)
+    encoder, train_info = run_stages(plan.setup, ctx, adapter, target, load_encoder, seed_dir, cfg=plan.stages)
     train_info.setdefault("seconds", time.perf_counter() - t0)
     return encoder, train_info
 

@@ -378,6 +378,80 @@ def train_supervised(encoder: Any, data: Labelled, cfg: SupervisedConfig, seed: 
 # ---- the pipeline ------------------------------------------------------------------------------------
 
 
+# ---- stage options (``--set supervised.steps=20``) -------------------------------------------------
+# A dotted option names a supervised stage: ``supervised.X`` sets X for every supervised stage of the
+# setup, ``general.X`` / ``in-domain.X`` for that stage only (they win over ``supervised.X``).
+STAGE_PREFIXES = ("supervised", "general", "in-domain")
+# the common budget flags; a method without such an option (sbert, plm-mean ...) gives them to the stages
+BUDGET_OPTIONS = ("steps", "batch_size", "lr")
+
+
+def split_stage_options(
+    overrides: dict[str, Any], method_fields: set[str], setup: Setup
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(the method's options, {stage prefix: options}) from ``--set``/``--steps`` overrides. A budget
+    flag the method does not have goes to the supervised stages when the setup has one (``--setup
+    supervised --steps 20`` with sbert caps the stage); a dotted option for a stage the setup lacks is
+    a ConfigError naming the setup's stages."""
+    method: dict[str, Any] = {}
+    stages: dict[str, dict[str, Any]] = {}
+    supervised_kinds = [k for k in setup.stages if k != "target"]
+    for key, value in overrides.items():
+        head, dot, rest = key.partition(".")
+        if not dot:
+            if (
+                key.replace("-", "_") in BUDGET_OPTIONS
+                and key.replace("-", "_") not in method_fields
+                and supervised_kinds
+            ):
+                stages.setdefault("supervised", {}).setdefault(key.replace("-", "_"), value)
+            else:
+                method[key] = value
+            continue
+        if head not in STAGE_PREFIXES or not rest:
+            raise ConfigError(
+                f"--set {key}: a dotted option names a training stage: supervised.OPTION (every supervised "
+                f"stage), general.OPTION or in-domain.OPTION; {head!r} is none of these."
+            )
+        if (head == "supervised" and not supervised_kinds) or (head != "supervised" and head not in supervised_kinds):
+            raise ConfigError(
+                f"--set {key}: --setup {setup} has no {head if head != 'supervised' else 'supervised'} stage "
+                f"(its stages: {', '.join(setup.stages)}); stage options apply to "
+                f"{', '.join(s for s in SETUPS if len(PIPELINES[s]) > 1 or s == 'supervised')}."
+            )
+        stages.setdefault(head, {})[rest] = value
+    return method, stages
+
+
+def stage_configs(setup: Setup, stage_options: dict[str, dict[str, Any]]) -> dict[str, SupervisedConfig]:
+    """One ``SupervisedConfig`` per supervised stage of ``setup``: the defaults, then ``supervised.*``,
+    then the stage's own options. An unknown option or a bad value is a ConfigError naming the stage."""
+    from benchbench.core.methods import build_options
+
+    out = {}
+    for kind in setup.stages:
+        if kind == "target":
+            continue
+        merged = {**stage_options.get("supervised", {}), **stage_options.get(kind, {})}
+        cfg = build_options(SupervisedConfig, merged, f"The {kind} stage", f"the {kind} stage")
+        for name in ("batch_size", "steps", "eval_every"):
+            if getattr(cfg, name) < 1:
+                raise ConfigError(f"option {name!r} of the {kind} stage must be >= 1 (got {getattr(cfg, name)}).")
+        if cfg.lr <= 0:
+            raise ConfigError(f"option 'lr' of the {kind} stage must be > 0 (got {cfg.lr}).")
+        out[kind] = cfg
+    return out
+
+
+def stage_configs_hash(configs: dict[str, SupervisedConfig]) -> str:
+    """'' when every stage runs with the defaults (so records from before stage options keep their
+    keys), else a short hash of the stages' options, folded into the result key's config hash."""
+    changed = {k: c.__dict__ for k, c in configs.items() if c != SupervisedConfig()}
+    if not changed:
+        return ""
+    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def stage_data(kind: str, setup: Setup, adapter: Any, data: Any, seed: int) -> Labelled | None:
     """What a stage trains on (``None`` for the target stage: the method's own corpus)."""
     if kind == "general":
@@ -394,15 +468,17 @@ def run_stages(
     train_target: Callable[[], tuple[Any, dict | None]],
     load_base: Callable[[str], Any],
     stage_root: Path,
-    cfg: SupervisedConfig | None = None,
+    cfg: SupervisedConfig | dict[str, SupervisedConfig] | None = None,
     supervised: Callable[..., tuple[Any, dict]] = train_supervised,
 ) -> tuple[Any, dict[str, Any]]:
     """Apply ``setup``'s stages in order. A supervised stage BEFORE the target saves its encoder under
     ``stage_root`` (reused when complete) and points ``ctx.model`` at it, so the method starts from it;
     a stage AFTER the target continues the encoder the target returned. ``train_target()`` is the
     runner's usual training (or the base encoder for a non-training method); ``load_base(model)``
-    loads an encoder. Returns (encoder, train info with a ``stages`` list)."""
-    cfg = cfg or SupervisedConfig()
+    loads an encoder. ``cfg``: one config for every supervised stage, or one per stage kind
+    (``stage_configs``). Returns (encoder, train info with a ``stages`` list)."""
+    configs = cfg if isinstance(cfg, dict) else {}
+    default = cfg if isinstance(cfg, SupervisedConfig) else SupervisedConfig()
     encoder: Any = None
     info: dict[str, Any] = {}
     stages: list[dict[str, Any]] = []
@@ -414,10 +490,11 @@ def run_stages(
             continue
         labelled = stage_data(kind, setup, adapter, ctx.data, ctx.seed)
         assert labelled is not None
+        stage_cfg = configs.get(kind, default)
         if encoder is None:  # a first stage: from the base model
             h = hashlib.sha256(
                 json.dumps(
-                    [ctx.model, kind, labelled.describe(), cfg.__dict__, ctx.seed], sort_keys=True, default=str
+                    [ctx.model, kind, labelled.describe(), stage_cfg.__dict__, ctx.seed], sort_keys=True, default=str
                 ).encode()
             ).hexdigest()[:12]
             out = Path(stage_root) / f"stage-{kind}-{h}"
@@ -426,7 +503,7 @@ def run_stages(
                 sinfo = json.loads(done.read_text())
                 encoder = load_base(str(out))
             else:
-                encoder, sinfo = supervised(load_base(ctx.model), labelled, cfg, ctx.seed)
+                encoder, sinfo = supervised(load_base(ctx.model), labelled, stage_cfg, ctx.seed)
                 if hasattr(encoder, "save"):
                     encoder.save(out)
                     tmp = out / ".complete.tmp"
@@ -435,7 +512,7 @@ def run_stages(
             if hasattr(encoder, "save"):
                 ctx.model = str(out)  # the target stage (if any) starts here
         else:
-            encoder, sinfo = supervised(encoder, labelled, cfg, ctx.seed)
+            encoder, sinfo = supervised(encoder, labelled, stage_cfg, ctx.seed)
         stages.append({"stage": i, "kind": kind, **sinfo})
     info["stages"] = stages
     info["setup"] = str(setup)

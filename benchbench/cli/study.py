@@ -21,6 +21,13 @@ def benchbench_register_commands(register: Any) -> None:
     r.add_argument("--executor", default="local", choices=["local", "ray"])
     r.add_argument("--workers", type=int, default=None, help="local Ray: CPUs to use")
     r.add_argument("--dry-run", action="store_true", help="print the cells and their options, run nothing")
+    r.add_argument(
+        "--tasks",
+        default=None,
+        help="only the study's cells on these tasks/suites (comma list; the rest stay to run later), "
+        "e.g. to cover every method on one task first",
+    )
+    r.add_argument("--methods", default=None, help="only the study's cells of these methods (comma list)")
     r.set_defaults(func=cmd_run)
     p = sub.add_parser("report", help="the study's table with tie groups, from stored records")
     p.add_argument("name")
@@ -49,13 +56,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.data_dir:
         os.environ["BENCHBENCH_DATA"] = args.data_dir  # the sweep's workers find the data the same way
     st = studies.load_study(args.name)
-    cells = studies.plan(st, get_registry().expand(list(st.tasks)))
+    reg = get_registry()
+    tasks = studies.subset(st, "tasks", reg.expand(list(st.tasks)), reg.expand(args.tasks) if args.tasks else None)
+    methods = studies.subset(st, "methods", list(st.methods), args.methods.split(",") if args.methods else None)
+    cells = [c for c in studies.plan(st, tasks) if c.method in methods]
     if args.dry_run:
         for c in cells:
             print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))
         print(f"{len(cells)} cells")
         return 0
-    out = studies.run(st, args.output, args.executor, workers=args.workers)
+    out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers)
     failed = [o for o in out if o.status == "failed"]
     for o in failed:
         print(f"failed {o.run.label}: {(o.error or '').splitlines()[0]}")

@@ -157,14 +157,29 @@ def plan(study: Study, task_names: Sequence[str]) -> list[Any]:
     ]
 
 
-def run(study: Study, output: str, executor: str = "local", **sweep_kw: Any) -> list[Any]:
-    """Run (or resume) every cell of ``study`` into ``output`` with per-item scores stored."""
+def subset(study: Study, what: str, declared: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
+    """``declared`` (the study's tasks or methods) narrowed to ``wanted`` in the study's order; a name
+    the study does not declare is a ConfigError (a cell outside the study is not the study's)."""
+    if not wanted:
+        return list(declared)
+    stray = [w.strip() for w in wanted if w.strip() not in declared]
+    if stray:
+        raise ConfigError(f"study {study.name!r} has no {what} {stray}; its {what}: {', '.join(declared)}.")
+    keep = {w.strip() for w in wanted}
+    return [d for d in declared if d in keep]
+
+
+def run(
+    study: Study, output: str, executor: str = "local", cells: Sequence[Any] | None = None, **sweep_kw: Any
+) -> list[Any]:
+    """Run (or resume) ``cells`` (default: every cell of ``study``) into ``output`` with per-item scores stored."""
     from benchbench.core.registry import get_registry
     from benchbench.run.sweep import base_options, run_sweep
 
-    tasks = get_registry().expand(list(study.tasks))
+    if cells is None:
+        cells = plan(study, get_registry().expand(list(study.tasks)))
     base = base_options(model=study.model, output=output, progress=False, store_items=True)
-    return run_sweep(plan(study, tasks), base, executor, **sweep_kw)
+    return run_sweep(list(cells), base, executor, **sweep_kw)
 
 
 # ---- reporting -------------------------------------------------------------------------------------
@@ -172,6 +187,7 @@ def run(study: Study, output: str, executor: str = "local", **sweep_kw: Any) -> 
 class Cell:
     scores: dict[int, float]  # seed -> main score (x100)
     items: dict[int, dict[str, Any]]  # seed -> per-item scores, when stored
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)  # seed -> the record (its marks)
 
     @property
     def mean(self) -> float:
@@ -232,9 +248,19 @@ def tie_column(task: str, cells: Mapping[str, Cell], bootstrap: Callable[..., fl
     return Column(task, best, tied, "items" if use_items else "seeds", p)
 
 
-def collect(study: Study, records: Sequence[dict[str, Any]], root: str | Path, task_names: Sequence[str]) -> dict:
+def collect(
+    study: Study,
+    records: Sequence[dict[str, Any]],
+    root: str | Path,
+    task_names: Sequence[str],
+    model_label: str | None = None,
+) -> dict:
     """``{task: {method: Cell}}`` from the stored records that match the study's conditions exactly
-    (model, config = the study's options, setup, seeds); anything else is left out."""
+    (model, config = the study's options, setup, seeds); anything else is left out. ``model_label``:
+    the base model's label in the records (default: ``model_label_of(study.model)``; the site passes
+    :func:`records_model_label`, which needs no local folder). A record read by
+    ``aggregate.load_records`` (``_path`` under ``root``, e.g. ``leaderboards/studies/NAME/...``) has its
+    per-item files found beside it."""
     from benchbench.core.methods import build_config, config_hash
     from benchbench.core.registry import get_registry
     from benchbench.run.runner import model_label_of
@@ -242,7 +268,7 @@ def collect(study: Study, records: Sequence[dict[str, Any]], root: str | Path, t
 
     reg = get_registry()
     want_hash = {m: config_hash(build_config(reg.method(m), study.overrides(m))) for m in study.methods}
-    model = model_label_of(study.model)
+    model = model_label or model_label_of(study.model)
     out: dict[str, dict[str, Cell]] = {t: {m: Cell({}, {}) for m in study.methods} for t in task_names}
     for r in records:
         m, t, s = r.get("method"), r.get("task"), r.get("seed")
@@ -259,9 +285,10 @@ def collect(study: Study, records: Sequence[dict[str, Any]], root: str | Path, t
             continue
         cell = out[t][m]
         cell.scores[s] = float(score)
+        cell.records[s] = r
         if (r.get("items") or {}).get("test"):
             try:
-                cell.items[s] = record_items(r, root, "test")
+                cell.items[s] = record_items(r, _store_root(r, root), "test")
             except DataError:
                 pass  # a damaged items file: this cell falls back to the seed test
     return out

@@ -24,6 +24,9 @@ def _parse_seeds(s: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--seeds expects comma-separated integers, got {s!r}") from None
     if not seeds:
         raise argparse.ArgumentTypeError(f"--seeds needs at least one integer, e.g. --seeds 1,2,3 (got {s!r})")
+    bad = [x for x in seeds if not 0 <= x < 2**32]  # numpy's seed range (accelerate seeds numpy too)
+    if bad:
+        raise argparse.ArgumentTypeError(f"seeds must be integers from 0 to 2**32-1, got {bad[0]} in {s!r}")
     return seeds
 
 
@@ -35,6 +38,34 @@ def _positive_int(s: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
     return v
+
+
+# --steps, --batch-size, --lr and --max-seq-length are checked while the arguments are parsed, before
+# anything loads; the text itself goes on to the method's config, which converts it as it converts a
+# --set value. "none" passes: an option typed ``X | None`` takes it (e.g. --max-seq-length none: no
+# truncation), any other is refused by the config.
+def _budget_int(s: str) -> str:
+    if s.strip().lower() in ("none", "null"):
+        return s
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer such as 1000, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer such as 1000, got {v}")
+    return s
+
+
+def _learning_rate(s: str) -> str:
+    if s.strip().lower() in ("none", "null"):
+        return s
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number such as 3e-5, got {s!r}") from None
+    if not (v > 0 and v < float("inf")):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a positive finite number such as 3e-5, got {s!r}")
+    return s
 
 
 def _parse_set(items: list[str]) -> dict[str, str]:
@@ -133,10 +164,10 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--device", default=None)
     r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     r.add_argument("--encode-batch-size", type=_positive_int, default=None)
-    r.add_argument("--steps", default=None)
-    r.add_argument("--batch-size", default=None)
-    r.add_argument("--lr", default=None)
-    r.add_argument("--max-seq-length", default=None)
+    r.add_argument("--steps", type=_budget_int, default=None)
+    r.add_argument("--batch-size", type=_budget_int, default=None)
+    r.add_argument("--lr", type=_learning_rate, default=None)
+    r.add_argument("--max-seq-length", type=_budget_int, default=None)
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any method option")
     r.add_argument(
         "--eval-every",
@@ -210,16 +241,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_overrides(args) -> dict[str, str]:
+    overrides = {
+        k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None
+    }
+    overrides.update(_parse_set(args.set))
+    return overrides
+
+
+def _check_run_request(args, overrides: dict[str, str]) -> None:
+    """What ``run`` can check from names alone, before torch, transformers and the method plugins load:
+    the method, ``--setup``, the option names (``--set`` and the budget flags) against the method's
+    Config, the tasks and suites, and ``--model``. The names come from the plugin manifest
+    (``registry_summary``: no plugin is imported while it is current; when it is not, the full load
+    that ``run`` needs anyway, once, which refreshes it). The runner checks it all again with the
+    real classes; values are converted there."""
+    import difflib
+
+    from benchbench.core.errors import ConfigError
+    from benchbench.core.registry import registry_summary
+    from benchbench.encode.model_names import check_model_name
+    from benchbench.train.setups import parse_setup, split_stage_options, stage_configs
+
+    summary = registry_summary()
+    method = summary.method(args.method)
+    setup = parse_setup(args.setup)
+    options = list(method.options)
+    method_overrides, stage_options = split_stage_options(overrides, set(options), setup)
+    for key in method_overrides:
+        if key.replace("-", "_") not in options:
+            close = difflib.get_close_matches(key.replace("-", "_"), options, n=3, cutoff=0.6)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(
+                f"Method {args.method!r} has no option {key!r}.{hint} Its options: {', '.join(options) or '(none)'}."
+            )
+    stage_configs(setup, stage_options)
+    summary.expand(args.tasks)
+    if not method.fixed_model and check_model_name(args.model or method.default_model or ""):
+        os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers loads: a cached model loads without retries
+
+
 def cmd_run(args) -> int:
+    overrides = _run_overrides(args)
+    _check_run_request(args, overrides)
+    _quiet_transformers(args)
+
     from benchbench.core.registry import get_registry
     from benchbench.report.leaderboard import render, summarise
     from benchbench.run.runner import RunOptions, run
 
     reg = get_registry()
-    overrides = {
-        k: getattr(args, k) for k in ("steps", "batch_size", "lr", "max_seq_length") if getattr(args, k) is not None
-    }
-    overrides.update(_parse_set(args.set))
     t0 = time.perf_counter()
     report = run(
         RunOptions(
@@ -391,14 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    if not args.verbose and args.cmd not in ("list", "plugins"):  # those stay fast: no transformers import
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.set_verbosity_error()
-            hf_logging.disable_progress_bar()
-        except Exception:
-            pass
+    if args.cmd not in ("list", "plugins", "run"):  # those stay fast (run: until its names are checked)
+        _quiet_transformers(args)
     command = {
         "run": cmd_run,
         "list": cmd_list,
@@ -417,6 +482,20 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the process's own command line (console script, python -m), not a caller's
             _exit_now(code)
         return code
+
+
+def _quiet_transformers(args) -> None:
+    """transformers' own logging down to errors and no progress bars, unless --verbose (its import
+    costs seconds: commands that can fail fast call this after their checks)."""
+    if args.verbose:
+        return
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except Exception:
+        pass
 
 
 class _Interrupted(KeyboardInterrupt):

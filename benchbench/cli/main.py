@@ -198,7 +198,26 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
         help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
         "general corpus (BSL); part of the result key. Default: the method's own default corpus",
     )
+    _add_encode_arguments(r)
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
+
+
+def _add_encode_arguments(r: argparse.ArgumentParser) -> None:
+    """How the evaluated encoder encodes (``benchbench.encode.backends``)."""
+    r.add_argument(
+        "--encode-backend",
+        default="torch",
+        choices=["torch", "onnx", "openvino", "onnx-int8"],
+        help="runtime that encodes for evaluation: torch (default), onnx (ONNX Runtime, CPU), openvino (CPU); "
+        "exact to torch fp32. onnx-int8 is lossy (int8 weights): its results get their own key and are marked lossy",
+    )
+    r.add_argument(
+        "--encode-dtype",
+        default="auto",
+        choices=["auto", "fp32", "bf16"],
+        help="torch's number format for evaluation: auto (bf16 with SDPA attention on CUDA, fp32 on CPU), fp32, "
+        "bf16; vectors are fp32 before any scoring. Recorded, with the backend, in the record and the cache key",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +332,8 @@ def cmd_run(args) -> int:
             corpus=args.corpus,
             score=args.score,
             store_items=args.store_items,
+            encode_backend=args.encode_backend,
+            encode_dtype=args.encode_dtype,
         ),
         reg,
     )

@@ -137,6 +137,15 @@ class Searcher(Protocol):
     def search(self, queries: list[str], corpus: list[str], k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+def cache_key(encoder: object) -> str | None:
+    """The embedding-cache folder of ``encoder``: its fingerprint, plus its ``encode_variant`` when it
+    has one (an evaluation backend or number format other than torch fp32: ``onnx``, ``torch-bf16``,
+    ..., set by ``benchbench.encode.backends``), so vectors from different runtimes never share a folder."""
+    fp = getattr(encoder, "fingerprint", None)
+    variant = getattr(encoder, "encode_variant", None)
+    return f"{fp}-{variant}" if fp and variant else fp
+
+
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
@@ -657,7 +666,7 @@ def embed(
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     uniq, inverse = _distinct(texts)
-    fp = getattr(encoder, "fingerprint", None)
+    fp = cache_key(encoder)
     keys = [text_key(t) for t in uniq] if cache is not None and fp else []  # hashes only serve the cache
     vectors: np.ndarray | None = None
     todo = np.arange(len(uniq))

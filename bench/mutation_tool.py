@@ -325,6 +325,12 @@ def serve(sock_path: str) -> None:
         if pid == 0:  # the child: a fresh import of the (mutated) copy
             rc = 3
             try:
+                try:  # Linux: the child dies with the server (prctl PR_SET_PDEATHSIG, SIGKILL)
+                    import ctypes
+
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+                except (OSError, AttributeError):
+                    pass
                 fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
@@ -414,10 +420,11 @@ def failed_tests(output: str) -> str:
     return ", ".join(n.split("::", 1)[-1] for n in names) or output.strip()[-200:]
 
 
-def present(tests: tuple[str, ...], base: Path) -> list[str]:
-    """``tests`` without the kill-test classes that tests/test_mutation_kills.py does not define (yet)."""
+def present(tests: tuple[str, ...], base: Path, kills_too: bool = True) -> list[str]:
+    """``tests`` without the kill-test classes that tests/test_mutation_kills.py does not define (yet),
+    or without any of them (``kills_too=False``: what the mechanism tests alone kill)."""
     kills = base / K.split("::")[0]
-    text = kills.read_text() if kills.exists() else ""
+    text = kills.read_text() if kills.exists() and kills_too else ""
     return [t for t in tests if not t.startswith(K) or f"class {t[len(K) :]}:" in text]
 
 
@@ -486,8 +493,14 @@ def plan(name: str, target: Target, base: Path, session: Path):
             keep.append(item)
         else:
             db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
-    keep.sort(key=lambda it: (tuple(it.mutations[0].start_pos), it.mutations[0].operator_name))
-    return db, keep
+    # round-robin over the regions (each in line order): a run cut short by its budget has sampled
+    # every region rather than exhausted the first ones
+    by_region: list[list] = [[] for _ in spans]
+    for it in sorted(keep, key=lambda it: (tuple(it.mutations[0].start_pos), it.mutations[0].operator_name)):
+        line = it.mutations[0].start_pos[0]
+        by_region[next(i for i, (a, b) in enumerate(spans) if a <= line <= b)].append(it)
+    order = [r[i] for i in range(max(map(len, by_region), default=0)) for r in by_region if i < len(r)]
+    return db, order
 
 
 def list_modules(names: list[str]) -> int:
@@ -503,7 +516,9 @@ def list_modules(names: list[str]) -> int:
 
 
 # Long because: the per-module run (baseline check, mutant loop, budget, result rows) reads best in one place
-def run(names: list[str], timeout: float | None, budget: float, out: Path, rerun: set[str] | None = None) -> int:
+def run(
+    names: list[str], timeout: float | None, budget: float, out: Path, rerun: set[str] | None = None, kills_too=True
+) -> int:
     import tempfile
 
     from cosmic_ray.mutating import mutate_and_test
@@ -517,12 +532,14 @@ def run(names: list[str], timeout: float | None, budget: float, out: Path, rerun
         proc, sock = start_server(dst, env)
         os.chdir(dst)  # cosmic-ray runs the test command in the current directory
         try:
-            for name in names:
+            for n_done, name in enumerate(names):
                 target = MODULES[name]
+                # an equal share of what is left of the budget for each module still to run
+                cap = (budget - (time.monotonic() - t0)) / (len(names) - n_done)
                 db, items = plan(name, target, dst, dst / f"_{name}.sqlite")
                 if rerun is not None:  # only the mutants a previous report listed as survivors
                     items = [it for it in items if mutant_key(target.file, dst / target.file, it.mutations[0]) in rerun]
-                args = [*PYTEST, *present(target.tests, dst)]
+                args = [*PYTEST, *present(target.tests, dst, kills_too)]
                 t_base = time.monotonic()
                 base = ask(sock, {"cwd": str(dst), "timeout": 600, "args": args})
                 base_s = time.monotonic() - t_base
@@ -537,7 +554,7 @@ def run(names: list[str], timeout: float | None, budget: float, out: Path, rerun
                 row |= {"survived": 0, "not_run": 0, "incompetent": 0, "baseline_s": round(base_s, 1), "limit_s": limit}
                 print(f"{name}: {len(items)} mutants, tests {base_s:.1f} s unmutated, limit {limit:.0f} s", flush=True)
                 for i, item in enumerate(items):
-                    if time.monotonic() - t0 > budget:
+                    if time.monotonic() - t_base > cap:
                         row["not_run"] = len(items) - i
                         break
                     m = item.mutations[0]
@@ -577,10 +594,7 @@ def run(names: list[str], timeout: float | None, budget: float, out: Path, rerun
                 write_report(report, out)  # after each module: a stopped run keeps what it finished
         finally:
             os.chdir(ROOT)
-            try:
-                ask(sock, {"stop": True})
-            except OSError:
-                pass
+            proc.kill()  # its test run, if any, dies with it
             proc.wait(timeout=30)
     report["seconds"] = round(time.monotonic() - t0, 1)
     write_report(report, out)
@@ -636,9 +650,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="seconds per test run (default: 5 x unmutated, >= 60; a timed-out run is retried once at 3x)",
     )
-    ap.add_argument("--budget", type=float, default=5400, help="seconds for the whole run; later mutants: not run")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=5400,
+        help="seconds for the whole run, shared equally by the modules (unused time passes on); "
+        "each module's mutants run round-robin over its regions, those past its share are reported as not run",
+    )
     ap.add_argument("--out", default="mutation_survivors", help="writes OUT.md and OUT.json")
     ap.add_argument("--rerun", default="", help="a previous OUT.json: run only the mutants it lists as survivors")
+    ap.add_argument(
+        "--without-kill-tests", action="store_true", help=f"leave out {K[:-2]} (what the mechanism tests alone kill)"
+    )
     ap.add_argument("--list", action="store_true", help="print the module sets and their mutant counts, run nothing")
     a = ap.parse_args(argv)
     names = list(MODULES) if a.modules == "all" else [n.strip() for n in a.modules.split(",") if n.strip()]
@@ -657,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
             rerun = {sv["key"] for sv in json.loads(Path(a.rerun).read_text())["survivors"]}
         except (OSError, ValueError, KeyError) as e:
             ap.error(f"--rerun {a.rerun}: not a report this tool wrote ({e})")
-    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun)
+    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun, not a.without_kill_tests)
 
 
 if __name__ == "__main__":

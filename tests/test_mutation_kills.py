@@ -1,0 +1,333 @@
+"""Tests that kill the mutants bench/mutation_tool.py (cosmic-ray) found surviving the mechanism tests
+(issue 25). Each test is named after what it pins and checks it at parameter values where the broken
+variant differs (a momentum of 0.5 would hide a swapped EMA; clipping at 1.0 would hide a wrongly
+scaled loss), through the path a run takes (``Method.train`` up to ``fit``, ``train_loop``), with the
+reference's protocol constants. docs/fidelity.md ("Mutation testing") lists each survivor and the test
+here that kills it, or why it is equivalent. One class a module set: the tool selects them by class."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from benchbench import ConfigError, TrainContext
+from benchbench.train.loop import (
+    ItemStream,
+    LoopConfig,
+    LoopState,
+    Objective,
+    _optimizer_step,
+    resolve_steps,
+    train_loop,
+)
+
+TINY = "tiny-bert:16:1:2:32"
+CORPUS = [f"sentence number {i} talks about topic {i % 5} with quite a few extra words {i * 7}" for i in range(24)]
+
+
+CLASSES = {"esimcse": "ESimCSE", "mirror_bert": "MirrorBERT", "promptbert": "PromptBERT", "sncse": "SNCSE"}
+
+
+def _ctx(tmp_path) -> TrainContext:
+    return TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
+
+
+def _build(name: str, tmp_path, monkeypatch, **overrides) -> dict:
+    """What ``<Method>.train`` hands to ``fit`` with the DEFAULT config (plus ``overrides``): the
+    objective, the loop budget, and the optimizer and scheduler factories; no training is run."""
+    mod = importlib.import_module(f"benchbench_plugins.{name}")
+    caught: dict = {}
+
+    def catch(method, objective, items, ctx, **kw):
+        caught.update(kw, obj=objective, items=items)
+        return objective
+
+    monkeypatch.setattr(mod, "fit", catch)
+    if name == "sncse":  # spaCy is not what is tested here
+        monkeypatch.setattr(mod, "negations", lambda texts, *a, **k: ["not " + t for t in texts])
+    cls = getattr(mod, CLASSES[name])
+    cls(cls.Config(**overrides)).train(CORPUS * 20, _ctx(tmp_path))
+    return caught
+
+
+def _lrs(caught: dict, steps: int) -> list[float]:
+    """The learning rate at each of ``steps`` optimizer steps, from the method's own factories."""
+    opt = caught["make_optimizer"](caught["obj"])
+    sched = caught["make_scheduler"](opt) if caught.get("make_scheduler") else None
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        if sched is not None:
+            sched.step()
+    return out
+
+
+# the reference's recipe per method: batch, lr, weight decay, clipping, linear decay to 0 (else constant)
+RECIPES = {
+    "esimcse": (64, 3e-5, 0.0, 1.0, True),
+    "mirror_bert": (200, 2e-5, 0.01, 0.0, False),
+    "promptbert": (256, 1e-5, 0.0, 1.0, True),
+    "sncse": (256, 1e-5, 0.0, 1.0, True),
+}
+
+
+def check_recipe(name: str, tmp_path, monkeypatch) -> None:
+    """The defaults as a run uses them: one micro-batch an update, the reference's clipping, AdamW's
+    lr and weight decay, linear decay to 0 without warm-up (or a constant lr)."""
+    batch, lr, wd, clip, decay = RECIPES[name]
+    caught = _build(name, tmp_path, monkeypatch, steps=8)
+    loop = caught["loop"]
+    assert (loop.steps, loop.batch_size, loop.grad_accum, loop.max_grad_norm) == (8, batch, 1, clip)
+    opt = caught["make_optimizer"](caught["obj"])
+    assert isinstance(opt, torch.optim.AdamW)
+    assert (opt.param_groups[0]["lr"], opt.param_groups[0]["weight_decay"]) == (lr, wd)
+    lrs = _lrs(caught, 8)
+    expected = [lr * (1 - s / 8) for s in range(8)] if decay else [lr] * 8
+    assert np.allclose(lrs, expected, rtol=1e-9, atol=0), lrs
+
+
+class TestESimCSE:
+    def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
+        check_recipe("esimcse", tmp_path, monkeypatch)
+
+
+class TestMirrorBERT:
+    def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
+        check_recipe("mirror_bert", tmp_path, monkeypatch)
+
+
+class TestPromptBERT:
+    def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
+        check_recipe("promptbert", tmp_path, monkeypatch)
+
+
+class TestSNCSE:
+    def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
+        check_recipe("sncse", tmp_path, monkeypatch)
+
+
+class TestPrompt:
+    pass
+
+
+class _Constant(Objective):
+    """Loss = the sum of the micro-batch's items (+ 0 * w: a parameter for the optimizer); records the
+    items it was given and one draw of each micro-batch's rng."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.seen, self.draws = [], []
+
+    def collate(self, items, rng):
+        self.seen.append(list(items))
+        self.draws.append(float(rng.random()))
+        return {"x": torch.tensor(items, dtype=torch.float32), "n_tokens": 5 * len(items)}
+
+    def forward(self, x):
+        return x.sum() + 0.0 * self.w.sum()
+
+
+class _TwoProcesses:
+    """Accelerate's view from process 1 of 2 (no second process can run here): what
+    ``_optimizer_step`` reads of it."""
+
+    num_processes, process_index, device, sync_gradients = 2, 1, torch.device("cpu"), True
+
+    def accumulate(self, _model):
+        return contextlib.nullcontext()
+
+    def autocast(self):
+        return contextlib.nullcontext()
+
+    def backward(self, loss):
+        loss.backward()
+
+    def clip_grad_norm_(self, params, norm):
+        torch.nn.utils.clip_grad_norm_(params, norm)
+
+
+class TestLoop:
+    """benchbench/train/loop.py: the loss curve, the counters and the stream positions a run records."""
+
+    def _run(self, tmp_path, items, **loop):
+        ctx = TrainContext(model="none", seed=3, output_dir=tmp_path, progress=False, device="cpu")
+        obj = _Constant()
+        cfg = LoopConfig(**{"checkpoint_every": 0, "checkpoint_minutes": 0, **loop})
+        train_loop(obj, items, ctx, cfg, lambda m: torch.optim.SGD(m.parameters(), lr=0.0), fingerprint="k")
+        return obj, ctx.accounting
+
+    def test_loss_curve_is_the_mean_step_loss_every_twentieth_and_at_the_end(self, tmp_path):
+        _, a = self._run(tmp_path, [1.0] * 30, steps=45, batch_size=3, grad_accum=2)
+        # each micro-batch's loss is 3.0; a step's loss is the mean over its 2 micro-batches, not their sum
+        assert a["loss_curve"] == [[s, 3.0] for s in [*range(2, 45, 2), 45]]  # every 45 // 20 = 2 steps, and 45
+        assert (a["steps"], a["examples"], a["tokens"], a["grad_accum"]) == (45, 45 * 6, 45 * 6 * 5, 2)
+        _, b = self._run(tmp_path / "b", [1.0] * 30, steps=7, batch_size=1, log_every=3)
+        assert b["loss_curve"] == [[3, 1.0], [6, 1.0], [7, 1.0]]
+        _, c = self._run(tmp_path / "c", [1.0] * 30, steps=3, batch_size=1)
+        assert [p[0] for p in c["loss_curve"]] == [1, 2, 3]  # fewer than 20 steps: a point each step
+
+    def test_a_non_finite_loss_stops_the_run_and_says_what_to_do(self, tmp_path):
+        with pytest.raises(
+            FloatingPointError, match=r"k-run: loss became (nan|inf) at step 0; lower the learning rate"
+        ):
+            ctx = TrainContext(model="none", seed=3, output_dir=tmp_path, progress=False, device="cpu")
+            train_loop(
+                _Constant(),
+                [float("nan")] * 4,
+                ctx,
+                LoopConfig(steps=2, batch_size=2, checkpoint_every=0, checkpoint_minutes=0),
+                lambda m: torch.optim.SGD(m.parameters(), lr=0.0),
+                fingerprint="k",
+                desc="k-run",
+            )
+
+    def test_process_r_of_w_draws_its_own_stream_positions_and_noise(self):
+        """Micro-batch m of process r takes stream positions from (m * w + r) * batch and its rng from
+        (seed, m, r); the counters count all w processes."""
+        obj, state = _Constant(), LoopState()
+        stream = ItemStream(100, seed=5)
+        items = [float(i) for i in range(100)]
+        loop = LoopConfig(steps=1, batch_size=3, grad_accum=2)
+        opt = torch.optim.SGD(obj.parameters(), lr=0.0)
+        loss = _optimizer_step(_TwoProcesses(), obj, obj, opt, items, stream, state, loop, 7, "t")
+        assert obj.seen == [[items[i] for i in stream.take(3, 3)], [items[i] for i in stream.take(9, 3)]]
+        assert obj.draws == [float(np.random.default_rng([7, m, 1]).random()) for m in (0, 1)]
+        assert (state.micro, state.items, state.tokens) == (2, 2 * 3 * 2, 2 * 15 * 2)
+        assert loss == pytest.approx(sum(map(sum, obj.seen)) / 2)
+
+    def test_budget_edges(self):
+        assert (resolve_steps(1, 100, 8), resolve_steps(None, 3, 8), resolve_steps(None, 100, 8, 2.5)) == (1, 1, 32)
+        assert resolve_steps(None, 16, 8) == 2 and resolve_steps(None, 17, 8) == 3
+        assert ItemStream(10, seed=1, shuffle=False).take(7, 8) == [7, 8, 9, 0, 1, 2, 3, 4]
+        assert ItemStream(1, seed=1).take(0, 3) == [0, 0, 0]
+        with pytest.raises(ConfigError, match="empty"):
+            ItemStream(0, seed=1)
+        c = LoopConfig.from_config(type("C", (), {"steps": 9, "batch_size": 4, "grad_accum": 3, "lr": 1.0})(), steps=5)
+        assert (c.steps, c.batch_size, c.grad_accum, c.max_grad_norm, c.log_every) == (5, 4, 3, 1.0, 0)
+
+
+class TestNoise:
+    """TSDAE's word noise (benchbench/train/noise.py) as the registry hands it to a run."""
+
+    def test_registered_augmenters_have_the_tsdae_paper_ratios(self, registry):
+        from benchbench.train.noise import WordNoise
+
+        got = {k: (v.kind, v.ratio, v.mask_token) for k, v in registry.augmenters.items() if k.startswith("word-")}
+        assert got == {
+            "word-delete": ("delete", 0.6, "[MASK]"),  # Table 6
+            **{f"word-{k}": (k, 0.3, "[MASK]") for k in ("swap", "mask", "replace", "add")},  # Table 5
+        }
+        assert all(isinstance(v, WordNoise) for k, v in registry.augmenters.items() if k.startswith("word-"))
+
+    def test_words_and_join_keep_the_spacing(self):
+        from benchbench.train.noise import join, words
+
+        text = "Hello, world!  It's a re-test."
+        ws = words(text)
+        assert ws == [
+            ("Hello", False),
+            (",", False),
+            ("world", True),
+            ("!", False),
+            ("It's", True),
+            ("a", True),
+            ("re-test", True),
+            (".", False),
+        ]
+        assert join(ws) == "Hello, world! It's a re-test."
+        assert join(words("  leading space")) == "leading space"  # the first word never gets one
+
+    def test_bounds_of_the_ratio(self):
+        from benchbench import ConfigError
+        from benchbench.train.noise import WordNoise
+
+        for ok in (0.0, 1.0):
+            WordNoise("delete", ok)
+        for bad in (-0.01, 1.01):
+            with pytest.raises(ConfigError, match="ratio"):
+                WordNoise("delete", bad)
+
+    def test_empty_text_is_returned_as_is(self):
+        from benchbench.train.noise import NOISE_KINDS, WordNoise
+
+        for kind in NOISE_KINDS:
+            assert WordNoise(kind, 1.0)(["", "   "], np.random.default_rng(0)) == ["", "   "]
+
+    def test_ratio_zero_changes_nothing_and_ratio_one_changes_every_word(self):
+        from benchbench.train.noise import WordNoise, words
+
+        text = "w0 w1 w2 w3, w4 w5 w6 w7 w8 w9."
+        for kind in ("swap", "mask", "replace", "add", "delete"):
+            assert WordNoise(kind, 0.0)([text] * 5, np.random.default_rng(1)) == [text] * 5, kind
+        rng = np.random.default_rng(2)
+        masked = " ".join(["[MASK]"] * 4) + "[MASK] " + " ".join(["[MASK]"] * 6) + "[MASK]"  # w0-w3 , w4-w9 .
+        assert WordNoise("mask", 1.0)([text], rng) == [masked]
+        toks = [w for w, _ in words(WordNoise("add", 1.0)([text], rng)[0])]
+        orig = [w for w, _ in words(text)]
+        assert len(toks) == 2 * len(orig) == 24 and toks[::2] == orig  # one drawn word after each word
+        assert WordNoise("delete", 1.0)([text], rng)[0].count(" ") == 0  # all dropped: exactly one word is kept
+
+    def test_swap_of_a_small_ratio_still_moves_two_words(self):
+        from benchbench.train.noise import WordNoise
+
+        text = " ".join(f"w{i}" for i in range(10))
+        outs = WordNoise("swap", 0.01)([text] * 200, np.random.default_rng(3))
+        moved = {sum(a != b for a, b in zip(o.split(), text.split())) for o in outs}
+        assert moved == {0, 2}  # round(0.1) = 0 -> at least two positions, shuffled (may stay in place)
+
+
+class TestClassifier:
+    """SentEval (facebookresearch/SentEval at 5d6dc11) as ``run_protocol`` gets it from ``get_setting``:
+    the README's two configurations, ``PyTorchClassifier``'s defaults, the L2 grid of
+    ``innerKFoldClassifier`` and the torch default learning rates its optimizer strings get."""
+
+    def test_settings_are_senteval_readme_configs(self):
+        from benchbench.evaluate.adapters import _classifier as C
+
+        common = {"nhid": 0, "max_epoch": 200, "seed": 1111, "l2_grid": [1e-5, 1e-4, 1e-3, 1e-2]}
+        assert C.get_setting("default").describe() == {
+            **common,
+            **{"kfold": 10, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4},
+        }
+        assert C.get_setting("prototyping").describe() == {
+            **common,
+            **{"kfold": 5, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2},
+        }
+        assert C.get_setting("default").l2_grid == tuple(10.0**t for t in range(-5, -1))  # SentEval's own expression
+        assert C.get_setting("default").validation_split == 0.05 == C.get_setting("prototyping").validation_split
+
+    def test_optimizer_strings_get_torch_default_learning_rates(self):
+        from benchbench.evaluate.adapters import _classifier as C
+
+        p = [torch.nn.Parameter(torch.zeros(1))]
+        assert {
+            "adam": torch.optim.Adam(p).defaults["lr"],
+            "rmsprop": torch.optim.RMSprop(p).defaults["lr"],
+        } == C.OPTIM_LR
+        assert C.OPTIM_LR == {"adam": 1e-3, "rmsprop": 1e-2}
+
+    @pytest.mark.parametrize("n", [20, 59, 100])
+    def test_validation_split_is_senteval_prepare_split(self, n):
+        """``PyTorchClassifier.prepare_split`` after ``np.random.seed(1111)``: a permutation of the rows,
+        the first int(0.05 n) are the dev rows (none below 20 rows), the rest the training rows in
+        permutation order."""
+        from benchbench.evaluate.adapters import _classifier as C
+
+        rows = np.arange(n) * 3 + 7
+        state = np.random.get_state()
+        try:
+            np.random.seed(1111)
+            permutation = np.random.permutation(n)
+        finally:
+            np.random.set_state(state)
+        cut = int(0.05 * n)
+        st = C.validation_split_stream(rows, 1e-3, C.get_setting("default"))
+        assert st.train.tolist() == rows[permutation[cut:]].tolist()
+        assert st.dev.tolist() == rows[permutation[:cut]].tolist()
+        assert (st.l2, st.split_from, len(st.dev)) == ((1e-3,), n, n // 20)

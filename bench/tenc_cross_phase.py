@@ -13,7 +13,7 @@ from benchbench_plugins import trans_encoder as te
 
 from benchbench import DataStore, TrainContext, get_registry, make_adapter
 
-torch.set_num_threads(2)
+torch.set_num_threads(int(__import__("os").environ.get("BENCH_THREADS", "2")))
 model, pooling = sys.argv[1], sys.argv[2]
 over = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
 ds = DataStore()  # BENCHBENCH_DATA

@@ -19,9 +19,28 @@ def test_builtin_studies_load_with_one_model_one_budget_and_three_seeds():
         # the budget is the same for every method; only declared per-method options differ
         for m in st.methods:
             o = st.overrides(m)
+            if m == "trans-encoder":  # its budget is in pairs and epochs: 100 bi + 100 cross steps of 16
+                assert "steps" not in o and o["cycles"] == "1" and o["select"] == "false"
+                n, bs = int(o["max_pairs"]), int(o["bi_batch_size"])
+                assert n // bs * int(o["bi_epochs"]) == st.steps and bs == st.batch_size
+                assert 2 * n // int(o["cross_batch_size"]) == st.steps
+                continue
             assert o["steps"] == str(st.steps) and o["batch_size"] == str(st.batch_size)
     a = load_study("post-training-minilm")
     assert a.overrides("simcse")["select_on_stsb_dev"] == "false" and "lr" not in a.overrides("tsdae")
+
+
+def test_a_method_without_the_budget_options_must_state_its_budget(tmp_path):
+    f = tmp_path / "s.toml"
+    body = 'name = "s"\nversion = 1\nmodel = "tiny-bert"\ntasks = ["stsb"]\nmethods = ["trans-encoder", "simcse"]\n'
+    body += "seeds = [1, 2, 3]\n[budget]\nsteps = 4\nbatch_size = 2\n"
+    f.write_text(body)
+    st = load_study(str(f))
+    assert st.overrides("simcse") == {"steps": "4", "batch_size": "2"}
+    with pytest.raises(ConfigError, match=r"method 'trans-encoder' has no option \['batch_size', 'steps'\]"):
+        st.overrides("trans-encoder")
+    f.write_text(body + '[set.trans-encoder]\nmax_pairs = "4"\n')
+    assert load_study(str(f)).overrides("trans-encoder") == {"max_pairs": "4"}
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ class Target:
     tests: tuple[str, ...]  # pytest arguments (node ids, files, -k)
 
 
-# Long because: one table of every module set; a row per module is easier to review than a loop over a config file
+# what each module set mutates (top-level names, or Class.method) and the fast tests it runs for it
 MODULES: dict[str, Target] = {
     "esimcse": Target(
         "plugins/esimcse.py",
@@ -173,7 +173,32 @@ MODULES: dict[str, Target] = {
 
 # Survivors judged equivalent, by "file | operator | original line -> mutated line" (KEY below): the
 # code behaves the same for every input it can get; the reason says why.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "plugins/mirror_bert.py | ReplaceUnaryOperator_Delete_USub | z = F.normalize(torch.cat([z1, z2]).float(), dim=-1)"
+    " -> z = F.normalize(torch.cat([z1, z2]).float(), dim=1)": "z is 2-D (2N x d): dim 1 is dim -1",
+    **{
+        "plugins/promptbert.py | NumberReplacer | def bias(self, model: torch.nn.Module, n: torch.Tensor, rows: int = 0)"
+        f" -> torch.Tensor: -> def bias(self, model: torch.nn.Module, n: torch.Tensor, rows: int = {r}) -> torch.Tensor:": (
+            "the default is used only at encoding, where k = max(rows, max(n) + 1) and max(n) + 1 >= 1 > rows"
+        )
+        for r in (1, -1)
+    },
+}
+# the same, by pattern (a mutant key matching the regular expression)
+EQUIVALENT_RULES: list[tuple[str, str]] = [
+    (
+        r"\| NumberReplacer \| +checkpoint_every: int = (field\(default=)?1000",
+        "a speed knob: when a checkpoint is written, never what is trained (not in the result key; "
+        "tests/test_training.py::test_speed_knobs_do_not_change_the_run_fingerprint)",
+    ),
+]
+
+
+def equivalent(key: str) -> str | None:
+    import re
+
+    return EQUIVALENT.get(key) or next((why for pat, why in EQUIVALENT_RULES if re.search(pat, key)), None)
+
 
 # One mutant per site for binary and comparison operators: the mistake one actually makes.
 BINOP_TO = {
@@ -515,17 +540,25 @@ def list_modules(names: list[str]) -> int:
     return 0
 
 
-# Long because: the per-module run (baseline check, mutant loop, budget, result rows) reads best in one place
 def run(
-    names: list[str], timeout: float | None, budget: float, out: Path, rerun: set[str] | None = None, kills_too=True
+    names: list[str],
+    timeout: float | None,
+    budget: float,
+    out: Path,
+    rerun: set[str] | None = None,
+    kills_too: bool = True,
+    skip: frozenset[str] = frozenset(),
 ) -> int:
+    """Copy the package, start the test server, and run each module's in-scope mutants under its
+    share of the budget; write the report after each module. Long because: the baseline check, the
+    mutant loop with its retry and budget, and the result rows read best in one place."""
     import tempfile
 
     from cosmic_ray.mutating import mutate_and_test
 
     bench = load_bench_copy()
     t0 = time.monotonic()
-    report = {"command": " ".join(sys.argv), "modules": {}, "survivors": []}
+    report = {"command": " ".join(sys.argv), "modules": {}, "survivors": [], "tested": []}
     with tempfile.TemporaryDirectory(prefix="bb-mutool-") as tmp:
         dst = Path(tmp)
         env = bench.make_copy(dst)
@@ -539,6 +572,10 @@ def run(
                 db, items = plan(name, target, dst, dst / f"_{name}.sqlite")
                 if rerun is not None:  # only the mutants a previous report listed as survivors
                     items = [it for it in items if mutant_key(target.file, dst / target.file, it.mutations[0]) in rerun]
+                if skip:  # those an earlier run already tested
+                    items = [
+                        it for it in items if mutant_key(target.file, dst / target.file, it.mutations[0]) not in skip
+                    ]
                 args = [*PYTEST, *present(target.tests, dst, kills_too)]
                 t_base = time.monotonic()
                 base = ask(sock, {"cwd": str(dst), "timeout": 600, "args": args})
@@ -570,7 +607,7 @@ def run(
                         row["timeout" if by == "timeout" else "killed"] += 1
                         status = f"killed ({by})"
                     elif res.test_outcome is not None and res.test_outcome.value == "survived":
-                        eq = EQUIVALENT.get(k)
+                        eq = equivalent(k)
                         row["equivalent" if eq else "survived"] += 1
                         report["survivors"].append(
                             {
@@ -586,6 +623,7 @@ def run(
                     else:
                         row["incompetent"] += 1
                         status = f"incompetent ({res.worker_outcome.value}): {(res.output or '')[-300:]}"
+                    report["tested"].append({"module": name, "line": line, "key": k, "status": status[:300]})
                     print(f"  [{i + 1}/{len(items)}] {target.file}:{line} {m.operator_name}: {status}", flush=True)
                 db.close()
                 row["seconds"] = round(time.monotonic() - t_base, 1)
@@ -658,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         "each module's mutants run round-robin over its regions, those past its share are reported as not run",
     )
     ap.add_argument("--out", default="mutation_survivors", help="writes OUT.md and OUT.json")
+    ap.add_argument(
+        "--skip-tested", default="", help="previous OUT.json files (comma-separated): skip the mutants they tested"
+    )
     ap.add_argument("--rerun", default="", help="a previous OUT.json: run only the mutants it lists as survivors")
     ap.add_argument(
         "--without-kill-tests", action="store_true", help=f"leave out {K[:-2]} (what the mechanism tests alone kill)"
@@ -680,7 +721,13 @@ def main(argv: list[str] | None = None) -> int:
             rerun = {sv["key"] for sv in json.loads(Path(a.rerun).read_text())["survivors"]}
         except (OSError, ValueError, KeyError) as e:
             ap.error(f"--rerun {a.rerun}: not a report this tool wrote ({e})")
-    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun, not a.without_kill_tests)
+    skip = set()
+    for f in filter(None, a.skip_tested.split(",")):
+        try:
+            skip |= {t["key"] for t in json.loads(Path(f).read_text())["tested"]}
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--skip-tested {f}: not a report this tool wrote ({e})")
+    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun, not a.without_kill_tests, frozenset(skip))
 
 
 if __name__ == "__main__":

@@ -36,14 +36,15 @@ def _ctx(tmp_path) -> TrainContext:
     return TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
 
 
-def _build(name: str, tmp_path, monkeypatch, **overrides) -> dict:
+def _build(name: str, tmp_path, monkeypatch, probe=None, **overrides) -> dict:
     """What ``<Method>.train`` hands to ``fit`` with the DEFAULT config (plus ``overrides``): the
-    objective, the loop budget, and the optimizer and scheduler factories; no training is run."""
+    objective, the loop budget, and the optimizer and scheduler factories; no training is run.
+    ``probe(objective)`` runs where training would (its value: ``caught["probe"]``)."""
     mod = importlib.import_module(f"benchbench_plugins.{name}")
     caught: dict = {}
 
     def catch(method, objective, items, ctx, **kw):
-        caught.update(kw, obj=objective, items=items)
+        caught.update(kw, obj=objective, items=items, probe=probe(objective) if probe else None)
         return objective
 
     monkeypatch.setattr(mod, "fit", catch)
@@ -91,24 +92,80 @@ def check_recipe(name: str, tmp_path, monkeypatch) -> None:
     assert np.allclose(lrs, expected, rtol=1e-9, atol=0), lrs
 
 
+def check_mlp(name: str, tmp_path, monkeypatch) -> None:
+    """The reference's ``--mlp_only_train``: the objective a run builds puts dense + tanh (dim x dim)
+    on the training vectors by default, nothing with ``mlp=False``."""
+    obj = _build(name, tmp_path, monkeypatch, steps=1)["obj"]
+    assert isinstance(obj.mlp, torch.nn.Sequential) and [type(m).__name__ for m in obj.mlp] == ["Linear", "Tanh"]
+    assert obj.mlp[0].weight.shape == (obj.encoder.dim, obj.encoder.dim)
+    off = _build(name, tmp_path / "off", monkeypatch, steps=1, mlp=False)["obj"]
+    assert isinstance(off.mlp, torch.nn.Identity)
+
+
 class TestESimCSE:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
         check_recipe("esimcse", tmp_path, monkeypatch)
+
+    def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
+        check_mlp("esimcse", tmp_path, monkeypatch)
+
+    def test_training_views_are_cut_at_the_training_max_length_before_the_repetition(self, tmp_path, monkeypatch):
+        """The reference tokenizes with truncation at 32 (the training length the run sets), then
+        repeats tokens: the original view is 32 tokens ending in [SEP], its repetition may be longer."""
+        long = " ".join(f"word{i}" for i in range(80))
+        probe = lambda o: (o.encoder.max_seq_length, o.collate([long, "short"], np.random.default_rng(0)))  # noqa: E731
+        caught = _build("esimcse", tmp_path, monkeypatch, probe=probe, steps=1)
+        length, b = caught["probe"]
+        mask, ids = b["attention_mask"], b["input_ids"]
+        assert (
+            length == 32
+            and int(mask[0].sum()) == 32
+            and int(ids[0, 31]) == caught["obj"].encoder.tokenizer.sep_token_id
+        )
+        assert int(mask[2].sum()) >= 32  # the repeated view of the cut sentence
+        assert caught["obj"].encoder.max_seq_length == 128  # the returned encoder: the start's length
 
 
 class TestMirrorBERT:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
         check_recipe("mirror_bert", tmp_path, monkeypatch)
 
+    def test_the_30_character_threshold_is_inclusive(self):
+        """The reference masks a string of 30 characters and leaves one of 29 (``len(s) < 30``)."""
+        from benchbench_plugins.mirror_bert import mask_span
+
+        rng = np.random.default_rng(0)
+        assert mask_span("y" * 29, 5, rng) == "y" * 29
+        assert mask_span("y" * 30, 5, rng) == " [MASK] " + "y" * 25  # cut at the first "yyyyy"
+
 
 class TestPromptBERT:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
         check_recipe("promptbert", tmp_path, monkeypatch)
 
+    def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
+        check_mlp("promptbert", tmp_path, monkeypatch)
+
 
 class TestSNCSE:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
         check_recipe("sncse", tmp_path, monkeypatch)
+
+    def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
+        check_mlp("sncse", tmp_path, monkeypatch)
+
+    def test_a_prompt_with_no_room_keeps_the_template_and_no_sentence_token(self, tmp_path, monkeypatch):
+        """``prompt_batch`` cuts the SENTENCE to ``max_length - overhead`` tokens, none when the template
+        alone fills (or overfills) the length: the template and its [MASK] always stay whole."""
+        from benchbench_plugins.sncse import prompt_batch
+
+        obj = _build("sncse", tmp_path, monkeypatch, steps=1)["obj"]
+        t = obj.templates[0]
+        tok = obj.encoder.tokenizer
+        for room in (1, 0, -3):
+            b = prompt_batch(tok, ["a cat sits on the mat ."], [t], t.overhead + room)
+            assert b["input_ids"][0].tolist() == t.wrap(tok("a", add_special_tokens=False)["input_ids"][: max(room, 0)])
+            assert int(b["mask_pos"][0]) == t.mask_index(max(room, 0))
 
 
 class TestPrompt:

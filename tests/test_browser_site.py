@@ -1,5 +1,6 @@
 """The generated site in a real browser: headless Chromium (Debian ``chromium``) driven by playwright
-loads index.html from disk (file://) with no console errors, a header click reorders a table, a plot
+loads index.html (the studies: one table per built-in study) from disk (file://) with no console
+errors, its link leads to all.html (every record), where a header click reorders a table, a plot
 renders (an SVG image with a size), and a method named like an XSS payload shows as text."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.report import site
+from benchbench.report import site, studies
 
 XSS = "<img src=x onerror=alert(1)>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -53,6 +54,11 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(index.as_uri())
         page.wait_for_load_state("load")
+        shown = page.eval_on_selector_all("table.study-table", "ts => ts.map(t => t.offsetHeight)")
+        assert len(shown) == len(studies.available()) and all(h > 0 for h in shown)
+        page.click("p.all a")  # the front page's way to every stored record
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/all.html")
         table = "#t-sts"
         col = page.eval_on_selector_all(f"{table} th", "hs => hs.map(h => h.textContent)").index("stsb")
 

@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchbench.report import aggregate
+from benchbench.core.errors import BenchbenchError
+from benchbench.report import aggregate, studies
 from benchbench.report.aggregate import Row, cell_text, method_defaults, seeds_text, table_notes, table_rows
 from benchbench.report.aggregate import row_label as row_label  # re-exported: callers import it from here
 from benchbench.report.escaping import escape_html, escape_md
@@ -70,6 +71,7 @@ SUITES: list[tuple[str, str, list[str]]] = [
     ("COCO", "", ["coco-retrieval"]),
 ]
 COST_FIELDS = (("train.seconds", "train s"), ("train.flops", "train FLOPs"))
+REBUILD = "benchbench leaderboard --results leaderboards --out leaderboards --screenshot"
 
 
 # ----------------------------------------------------------------------------------------------- records
@@ -145,6 +147,55 @@ def suite_tables(rows: list[Row]) -> list[Table]:
     return tables
 
 
+@dataclasses.dataclass
+class StudySection:
+    """One study on the front page: its table (``studies.StudyView``), or why it cannot be shown."""
+
+    name: str
+    view: studies.StudyView | None
+    error: str = ""
+
+
+def study_sections(
+    records: list[dict[str, Any]], results: str | Path, names: Iterable[str] | None = None
+) -> list[StudySection]:
+    """Each study (default: the built-in ones) from the records under ``results``: ``studies.collect``
+    picks the records matching its exact conditions in any folder (each record once: ``records`` come
+    from ``load_records``), ``studies.view`` makes its table. The model label comes from the records
+    (``studies.records_model_label``), so a machine without the study's local model folder (CI) builds
+    the same page. A study that cannot be read (an unknown method or task) is shown with its error."""
+    from benchbench.core.methods import build_config
+    from benchbench.core.registry import get_registry
+
+    reg = get_registry()
+    out = []
+    for name in studies.available() if names is None else names:
+        try:
+            st = studies.load_study(name)
+            tasks = reg.expand(list(st.tasks))
+            label, others = studies.records_model_label(st, records)
+            notes = [f"Left out: records of other weights in a folder named like the base model: {o}." for o in others]
+            # a method the study's options do not fit cannot have a record: its row stays empty, named
+            # with the reason, and the other methods are still shown (collect would refuse them all)
+            broken = {}
+            for m in st.methods:
+                try:
+                    build_config(reg.method(m), st.overrides(m))
+                except BenchbenchError as e:
+                    broken[m] = str(e).split(". ")[0]
+            ok = dataclasses.replace(st, methods=tuple(m for m in st.methods if m not in broken))
+            table = studies.collect(ok, records, results, tasks, model_label=label)
+            for t in tasks:
+                table[t] = {m: table[t].get(m) or studies.Cell({}, {}) for m in st.methods}
+            notes += [
+                f"{m}: no cell can match, the study's options do not fit it ({why})." for m, why in broken.items()
+            ]
+            out.append(StudySection(st.name, studies.view(st, table, model_label=label, extra_notes=notes)))
+        except BenchbenchError as e:
+            out.append(StudySection(Path(name).stem, None, str(e)))
+    return out
+
+
 def provenance_line(row: Row) -> str:
     """How a row's numbers were produced (no build time: the output must be reproducible)."""
     r0 = row.records[0]
@@ -161,7 +212,9 @@ def provenance_line(row: Row) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- Markdown
-def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> str:
+def render_markdown(
+    tables: list[Table], rows: list[Row], topics: list[str], sections: list[StudySection] | None = None
+) -> str:
     out = [
         "# Leaderboards",
         "",
@@ -169,16 +222,19 @@ def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> 
         "hand; CI fails when this file, `latex/` or `site/` differ from a rebuild). Regenerate with:",
         "",
         "```",
-        "benchbench leaderboard --results leaderboards --out leaderboards --screenshot",
+        REBUILD,
         "```",
         "",
-        "Scores are x100 on the test split, mean ± sample std over distinct seeds (± only with 2 or more "
+        "The studies come first: declared comparisons (one base model, one budget, >= 3 seeds; "
+        "`benchbench/report/studies/*.toml`) with tie groups from paired tests. Every stored record follows, "
+        "by suite. Scores are x100 on the test split, mean ± sample std over distinct seeds (± only with 2 or more "
         "seeds); a suite `avg` only over a row with every task of the suite (the footnote names what the "
         "others miss). `*` partial (fewer subsets than the task), `[T]` transductive, `[S]` selects its "
         "checkpoint on task labels, `!` did not learn (both from the records' training accounting, see "
-        "`benchbench/report/aggregate.py`), `†`/significance marks as stored in the records, `(imported: ...)` rows "
-        "come from result files of other harnesses (e.g. MTEB). Browse `site/index.html` (works from disk); "
-        "LaTeX tables are in `latex/`.",
+        "`benchbench/report/aggregate.py`), `‡` not zero-shot (the base model saw the task's data or source), "
+        "`†`/significance marks as stored in the records, `(imported: ...)` rows come from result files of other "
+        "harnesses (e.g. MTEB). Browse `site/index.html` (the studies) and `site/all.html` (every record; both "
+        "work from disk); LaTeX tables of the suites are in `latex/`.",
         "",
     ]
     if topics:
@@ -187,6 +243,14 @@ def render_markdown(tables: list[Table], rows: list[Row], topics: list[str]) -> 
             "budget and device): " + ", ".join(f"`{t}`" for t in topics),
             "",
         ]
+    if sections:
+        out += ["## Studies", ""]
+        for sec in sections:
+            if sec.view is None:
+                out += [f"### {escape_md(sec.name)}", "", f"Cannot be shown: {escape_md(sec.error)}", ""]
+            else:
+                out += [studies.view_markdown(sec.view)]
+        out += ["## Every stored record, by suite", ""]
     for t in tables:
         out += [f"## {escape_md(t.name)}", ""]
         if not t.rows:
@@ -462,6 +526,9 @@ CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-
 th,td{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#eee;cursor:pointer}
 td.num{text-align:right}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' \\25BC'}
 .notes,.prov{font-size:12px;color:#444}img.plot{max-width:640px;border:1px solid #ddd;margin:4px}
+.nav{font-size:14px}.all{font-size:16px;padding:6px 10px;background:#eef3ff;border:1px solid #99b;display:inline-block}
+.paper{color:#777;font-size:11px}.status{font-weight:bold}.status.empty,.status.partial{color:#a45a00}
+.study{border-top:2px solid #99b;margin-top:1.5em}td.label{white-space:nowrap}
 """
 
 
@@ -471,7 +538,8 @@ def _page(title: str, body: str, depth: int = 0) -> str:
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape_html(title)}</title>'
         f'<link rel="icon" href="data:,">'
         f'<link rel="stylesheet" href="{up}assets/style.css"><script src="{up}assets/sort.js"></script>'
-        f'</head><body><p><a href="{up}index.html">leaderboards</a></p>\n{body}\n</body></html>\n'
+        f'</head><body><p class="nav"><a href="{up}index.html">studies</a> · '
+        f'<a href="{up}all.html">every stored record</a></p>\n{body}\n</body></html>\n'
     )
 
 
@@ -498,16 +566,95 @@ def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
     )
 
 
-def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """relative path -> file text of the static site."""
+def _study_html(v: studies.StudyView, pages: set[str]) -> str:
+    """One study's section of the front page: the table ``studies.view`` made, cells rendered by
+    ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
+    st = v.study
+    state = "empty" if v.stored == 0 else "partial" if v.stored < v.total else "complete"
+    head = "<th>method</th>" + "".join(f"<th>{escape_html(t)}</th>" for t in v.tasks) + "<th>avg</th>"
+    body = []
+    for row in v.rows:
+        name = escape_html(row.label)
+        if row.method in pages:
+            name = f'<a href="methods/{_page_name(row.method)}.html">{name}</a>'
+        tds = [f'<td class="label" data-v="{escape_html(row.label)}">{name}</td>']
+        for c in row.cells:
+            sort_v = "" if c.sort is None else f"{c.sort:.6f}"
+            tds.append(f'<td class="num" data-v="{sort_v}">{studies.render_cell(c, "html")}</td>')
+        avg = "" if row.avg is None else f"{row.avg:.2f}"
+        tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    parts = [
+        f'<section class="study" id="study-{_slug(st.name)}"><h2>{escape_html(st.name)} (v{st.version})</h2>',
+        f"<p>{escape_html(st.description)}</p>",
+        f'<p class="status {state}">{escape_html(v.status)}</p>',
+        f'<p class="notes">{escape_html(v.conditions)}</p>',
+        f'<table class="sortable study-table" id="t-study-{_slug(st.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>",
+        '<ul class="notes">' + "".join(f"<li>{escape_html(n)}</li>" for n in v.notes) + "</ul>",
+    ]
+    if v.missing and v.stored:
+        parts.append(
+            '<details class="notes missing"><summary>missing cells</summary><ul>'
+            + "".join(f"<li>{escape_html(x)}</li>" for x in v.missing)
+            + "</ul></details>"
+        )
+    return "\n".join(parts) + "</section>"
+
+
+def _studies_page(sections: list[StudySection], pages: set[str], n_tables: int) -> str:
+    """The front page: the studies, and the way to every stored record (``all.html``)."""
+    parts = [
+        "<h1>benchbench: studies</h1>",
+        "<p>Declared comparisons: each study fixes one base model, one training budget and &ge; 3 seeds for "
+        "every method (<code>benchbench/report/studies/*.toml</code>); a column's tie group (bold, rank 1) is "
+        "every method a paired test cannot separate from the column's best. Scores x100 on the test split.</p>",
+        '<p class="all"><a href="all.html">Every stored record &rarr;</a> '
+        f"{n_tables} suite tables (USEB, STS, SentEval, ...), plots, a page per method and task</p>",
+        "<ul>"
+        + "".join(
+            f'<li><a href="#study-{_slug(sec.name)}">{escape_html(sec.name)}</a>'
+            + (f": {sec.view.stored} of {sec.view.total} cells stored" if sec.view else ": cannot be shown")
+            + "</li>"
+            for sec in sections
+        )
+        + "</ul>",
+    ]
+    if not sections:
+        parts.append('<p class="notes">no study files</p>')
+    for sec in sections:
+        if sec.view is None:
+            parts.append(
+                f'<section class="study" id="study-{_slug(sec.name)}"><h2>{escape_html(sec.name)}</h2>'
+                f'<p class="status empty">Cannot be shown: {escape_html(sec.error)}</p></section>'
+            )
+        else:
+            parts.append(_study_html(sec.view, pages))
+    parts.append(
+        '<p class="notes">Generated by <code>benchbench leaderboard</code> from stored records; '
+        '<a href="all.html">every stored record</a>.</p>'
+    )
+    return _page("benchbench: studies", "\n".join(parts))
+
+
+def render_site(
+    tables: list[Table],
+    rows: list[Row],
+    plots: dict[str, tuple[str, str]],
+    sections: list[StudySection] | None = None,
+) -> dict[str, str]:
+    """relative path -> file text of the static site: ``index.html`` the studies, ``all.html`` every
+    stored record (suite tables, plots, links to a page per method and task)."""
     files = {"assets/sort.js": SORT_JS, "assets/style.css": CSS}
     for name, (_, svg) in plots.items():
         files[f"plots/{name}.svg"] = svg
     parts = [
-        "<h1>benchbench leaderboards</h1>",
-        '<p class="notes">Scores x100 (test split), mean ± sample std over distinct seeds (± only with '
-        "2 or more seeds); avg only over complete rows; click a header to sort. * partial, [T] transductive, "
-        "[S] selects checkpoints on task labels, ! did not learn, (imported: ...) from other harnesses. Generated by "
+        "<h1>Every stored record</h1>",
+        '<p class="notes">The <a href="index.html">studies</a> are the controlled comparisons; this page is '
+        "every record under the results folder, by suite. Scores x100 (test split), mean ± sample std over distinct "
+        "seeds (± only with 2 or more seeds); avg only over complete rows; click a header to sort. * partial, "
+        "[T] transductive, [S] selects checkpoints on task labels, ! did not learn, ‡ not zero-shot, (imported: ...) "
+        "from other harnesses. Generated by "
         "<code>benchbench leaderboard</code> from stored records.</p>",
         "<h2>Suites</h2><ul>",
     ]
@@ -539,7 +686,8 @@ def render_site(tables: list[Table], rows: list[Row], plots: dict[str, tuple[str
         + "".join(f'<li><a href="methods/{_page_name(m)}.html">{escape_html(m)}</a></li>' for m in methods)
         + "</ul>"
     )
-    files["index.html"] = _page("benchbench leaderboards", "\n".join(parts))
+    files["all.html"] = _page("benchbench: every stored record", "\n".join(parts))
+    files["index.html"] = _studies_page(sections or [], set(methods), len(tables))
     # a page per method
     for m in methods:
         body = [f"<h1>method: {escape_html(m)}</h1>"]
@@ -585,10 +733,16 @@ def _task_page(task: str, rows: list[Row]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- build
-def build(results: str | Path, out: str | Path, damaged: list[Any] | None = None) -> list[Path]:
+def build(
+    results: str | Path,
+    out: str | Path,
+    damaged: list[Any] | None = None,
+    study_names: Iterable[str] | None = None,
+) -> list[Path]:
     """Write the generated leaderboard files into ``out`` (replacing only ``latex/`` and ``site/``
     contents it owns; the screenshot is kept). Returns the written paths. Damaged records are left
-    out: named in warnings, or collected in ``damaged`` (see ``load_records``)."""
+    out: named in warnings, or collected in ``damaged`` (see ``load_records``). ``study_names``: the
+    studies of the front page (names or .toml paths; default: the built-in ones)."""
     out = Path(out)
     records = load_records(results, damaged)
     rows = build_rows(records)
@@ -603,11 +757,12 @@ def build(results: str | Path, out: str | Path, damaged: list[Any] | None = None
         if res.is_dir()
         else []
     )
-    files: dict[str, str] = {"README.md": render_markdown(tables, rows, topics)}
+    sections = study_sections(records, results, study_names)
+    files: dict[str, str] = {"README.md": render_markdown(tables, rows, topics, sections)}
     for t in tables:
         if t.rows:
             files[f"latex/{_slug(t.name)}.tex"] = render_latex(t)
-    for rel, text in render_site(tables, rows, make_plots(tables, rows)).items():
+    for rel, text in render_site(tables, rows, make_plots(tables, rows), sections).items():
         files[f"site/{rel}"] = text
     keep = out / "site" / "screenshot.png"
     shot = keep.read_bytes() if keep.is_file() else None
@@ -635,7 +790,7 @@ def _generated_files(root: Path) -> set[str]:
     return found - set(UNCHECKED)
 
 
-def check(results: str | Path, out: str | Path) -> list[str]:
+def check(results: str | Path, out: str | Path, study_names: Iterable[str] | None = None) -> list[str]:
     """The staleness check: rebuild into a temp dir and compare with ``out``'s generated files.
     Returns one message per damaged record (first: a rebuild leaves it out, so a table would lose a
     cell) and per stale file (empty: up to date)."""
@@ -644,7 +799,7 @@ def check(results: str | Path, out: str | Path) -> list[str]:
         fresh = Path(tmp) / "lb"
         fresh.mkdir()
         damaged: list[Any] = []
-        build(results, fresh, damaged)
+        build(results, fresh, damaged, study_names)
         want, have = _generated_files(fresh), _generated_files(out)
         problems = [f"{DAMAGED}{e}. Restore it (git restore, or rerun its key with `benchbench run`)" for e in damaged]
         for rel in sorted(want | have):

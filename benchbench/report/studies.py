@@ -32,7 +32,9 @@ Study files live in ``benchbench/report/studies/`` (``name.toml``) or are given 
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -42,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from benchbench.core.errors import ConfigError, DataError
+from benchbench.report.escaping import escape_html, escape_md
 
 STUDY_KEYS = {"name", "version", "description", "model", "model_note", "seeds", "tasks", "methods", "budget", "set"}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
@@ -294,37 +297,287 @@ def collect(
     return out
 
 
-def report_markdown(study: Study, table: Mapping[str, Mapping[str, Cell]], paper: Mapping | None = None) -> str:
-    """Methods as rows, tasks as columns, mean ± sample std; the tie group in bold with rank 1."""
-    from benchbench.report.escaping import escape_md as escape_markdown
+def _store_root(record: Mapping[str, Any], root: str | Path) -> Path:
+    """The store a record was read from: ``root`` for a ``ResultStore`` record; for one read by
+    ``aggregate.load_records`` (``_path`` relative to ``root``, in any sub-folder) the folder its key's
+    path hangs from, so its per-item files are found beside it."""
+    rel = record.get("_path")
+    if not rel:
+        return Path(root)
+    from benchbench.store.results import key_of
 
-    cols = {t: tie_column(t, cells) for t, cells in table.items()}
-    head = "| method | " + " | ".join(escape_markdown(t) for t in table) + " |"
-    lines = [f"### {escape_markdown(study.name)} (v{study.version})", "", study.description, "", head]
-    lines.append("|---|" + "---|" * len(table))
-    for m in study.methods:
-        row = [escape_markdown(m)]
-        for t, cells in table.items():
-            c = cells[m]
-            if not c.scores:
-                row.append("–")
+    return (Path(root) / str(rel)).parents[len(key_of(dict(record)).relpath().parts) - 1]
+
+
+# ---- rendering: one table (StudyView) for `study report`, leaderboards/README.md and the site ------
+STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
+NO_CELL = "–"
+BOOTSTRAP_NOTE = "1000 resamples, seed 0"  # seed_mean_bootstrap's defaults: a rebuild prints the same groups
+
+
+def _local(model: str) -> bool:
+    """A study model given as a folder (``~/...``, an absolute or ``./`` path), not a hub/offline name."""
+    return Path(model).is_absolute() or model.startswith(("~", "./", "../"))
+
+
+def records_model_label(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """(the base model's label in the study's records, other labels of the same local folder name),
+    from the records alone: a rebuild on a machine without the study's local model folder (CI) must
+    show the same table. A hub/offline model: its canonical label. A local folder: the
+    ``<folder name>@<weights hash>`` most of the study's records carry (``runner.local_model_label``);
+    records of other weights in a folder of that name are named, never mixed in."""
+    if not _local(study.model):
+        from benchbench.encode.models import canonical_model_name
+
+        return canonical_model_name(study.model), []
+    name = Path(study.model).name
+    pat = re.compile(re.escape(name) + r"@[0-9a-f]{12}")
+    counts = Counter(
+        str(r.get("model")) for r in records if r.get("method") in study.methods and pat.fullmatch(str(r.get("model")))
+    )
+    if not counts:
+        return f"{name}@<weights hash>", []
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ranked[0][0], [k for k, _ in ranked[1:]]
+
+
+@dataclass(frozen=True)
+class PaperNumber:
+    ref: str  # the paper table's file name (``tsdae-table2``); the notes say which paper, table and base model
+    value: float
+
+
+def paper_numbers(
+    methods: Sequence[str], tasks: Sequence[str]
+) -> tuple[dict[tuple[str, str], tuple[PaperNumber, ...]], dict[str, str]]:
+    """({(method, task): numbers papers report}, {ref: which paper}) from the versioned paper tables
+    (``benchbench/report/reproductions/<ref>.toml``). A table's first row of a method is the method
+    itself (later rows are its variants: bi-QT, + drophead), so only that row is taken; averages are
+    left out (a paper's average is over its own task set)."""
+    # the files are read here, not through ``reproduce`` (which imports the site: an import cycle)
+    folder = resources.files("benchbench.report") / "reproductions"
+    cells: dict[tuple[str, str], list[PaperNumber]] = {}
+    refs: dict[str, str] = {}
+    for f in sorted((p for p in folder.iterdir() if p.name.endswith(".toml")), key=lambda p: p.name):
+        name, spec = f.name[: -len(".toml")], tomllib.loads(f.read_text(encoding="utf-8"))
+        taken: dict[str, str] = {}  # method -> the row's label in the paper
+        for row in spec.get("rows") or []:
+            m = str(row.get("method", ""))
+            if m not in methods or m in taken:
                 continue
-            txt = f"{c.mean:.2f}" + (f" ± {c.std:.2f}" if c.std is not None else "") + f" ({len(c.scores)})"
-            if m in cols[t].tied:
-                txt = f"**{txt}** ¹"
-            if paper and (paper.get(m) or {}).get(t) is not None:
-                txt += f" [paper {paper[m][t]:.2f}]"
-            row.append(txt)
-        lines.append("| " + " | ".join(row) + " |")
-    lines += [
-        "",
-        f"Base model {study.model}; budget {study.steps} steps, batch {study.batch_size}, lr "
-        f"{study.lr}, selection {study.selection}; seeds {list(study.seeds)}. Mean ± sample std over "
-        "seeds (n). **Bold ¹**: the column's best and every method a paired test cannot separate from "
-        f"it at p < {TIE_P} (test per column: "
-        + ", ".join(f"{escape_markdown(t)}: {c.test}" for t, c in cols.items())
-        + "; items = stratified bootstrap of the seed-mean over the task's items, seeds = paired t-test).",
+            vals = {t: float(v) for t, v in (row.get("published") or {}).items() if t in tasks}
+            taken[m] = str(row.get("label", m)) if vals else ""
+            for t, v in vals.items():
+                cells.setdefault((m, t), []).append(PaperNumber(name, v))
+        rows = [f"{label} ({m})" for m, label in taken.items() if label]
+        if rows:
+            refs[name] = (
+                f"{spec.get('paper', name)}, {spec.get('table', '')}; base model "
+                f"{spec.get('model') or 'not stated'}; rows {', '.join(rows)}"
+            )
+    return {k: tuple(v) for k, v in cells.items()}, refs
+
+
+@dataclass(frozen=True)
+class ShownCell:
+    text: str  # aggregate.cell_text (mean ± sample std, then the marks) and "(n)"; NO_CELL when empty
+    tied: bool  # in the column's tie group (rank 1)
+    sort: float | None
+    papers: tuple[PaperNumber, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShownRow:
+    method: str
+    label: str  # the method, with aggregate's row marks ([T] transductive, [S] selects on labels)
+    cells: tuple[ShownCell, ...]
+    avg: float | None  # aggregate.suite_average: only a row with every task (none partial)
+
+
+@dataclass
+class StudyView:
+    """Everything one study's table shows, computed once; :func:`view_markdown` and the site render it."""
+
+    study: Study
+    model_label: str
+    tasks: list[str]
+    columns: dict[str, Column]
+    rows: list[ShownRow]
+    notes: list[str]
+    papers: dict[str, str]
+    stored: int  # (method, task, seed) cells with a record
+    missing: list[str]  # per method: what is not stored
+
+    @property
+    def total(self) -> int:
+        return len(self.study.methods) * len(self.tasks) * len(self.study.seeds)
+
+    @property
+    def command(self) -> str:
+        builtin = self.study.path == f"benchbench/report/studies/{self.study.name}.toml"
+        arg = self.study.name if builtin else self.study.path
+        return f"benchbench study run {arg} --output leaderboards/studies/{self.study.name}"
+
+    @property
+    def status(self) -> str:
+        rebuild = "benchbench leaderboard --results leaderboards --out leaderboards"
+        if self.stored == 0:
+            return (
+                f"Not run yet: no stored record matches this study's conditions. Run it with `{self.command}`, "
+                f"then rebuild with `{rebuild}`."
+            )
+        if self.stored < self.total:
+            return (
+                f"Partly run: {self.stored} of {self.total} (method, task, seed) cells stored; the missing ones "
+                f"are listed under the table. Resume with `{self.command}` (stored cells are skipped)."
+            )
+        return f"Complete: all {self.total} (method, task, seed) cells stored."
+
+    @property
+    def conditions(self) -> str:
+        st = self.study
+        model = f"local folder {Path(st.model).name}" if _local(st.model) else st.model
+        lr = "each method's default" if st.lr == "method" else f"{st.lr:g}"
+        per = "; ".join(
+            f"{m}: " + ", ".join(f"{k}={v}" for k, v in sorted(o.items())) for m, o in sorted(st.per_method.items())
+        )
+        return (
+            f"Conditions: base model {model} (records: {self.model_label}); budget {st.steps} steps, batch size "
+            f"{st.batch_size}, learning rate {lr}, checkpoint selection {st.selection!r} (the encoder at the end "
+            f"of the budget); seeds {list(st.seeds)}; study version {st.version} ({st.path})"
+            + (f"; per-method options: {per}" if per else "")
+            + "."
+        )
+
+
+def _missing(study: Study, table: Mapping[str, Mapping[str, Cell]], tasks: Sequence[str]) -> list[str]:
+    """Per method, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``."""
+    missing = []
+    for m in study.methods:
+        lack = {t: [s for s in study.seeds if s not in table[t][m].scores] for t in tasks}
+        lack = {t: s for t, s in lack.items() if s}
+        if len(lack) == len(tasks) and all(len(s) == len(study.seeds) for s in lack.values()):
+            missing.append(f"{m}: nothing stored")
+        elif lack:
+            missing.append(
+                f"{m}: "
+                + ", ".join(
+                    t
+                    + (
+                        ""
+                        if len(s) == len(study.seeds)
+                        else f" (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))})"
+                    )
+                    for t, s in lack.items()
+                )
+            )
+    return missing
+
+
+def view(
+    study: Study,
+    table: Mapping[str, Mapping[str, Cell]],
+    papers: tuple[Mapping[tuple[str, str], tuple[PaperNumber, ...]], Mapping[str, str]] | None = None,
+    model_label: str | None = None,
+    extra_notes: Sequence[str] = (),
+) -> StudyView:
+    """The study's table: a tie group per column (:func:`tie_column`), each cell's text and marks
+    from ``aggregate`` (the records' did-not-learn ``!``, not-zero-shot ``‡``, row marks ``[T]``/``[S]``
+    and their footnotes), the average only over complete rows, the papers' numbers beside the cells
+    they report (default: :func:`paper_numbers`), and what is missing."""
+    from benchbench.report import aggregate
+
+    if model_label is None:
+        from benchbench.run.runner import model_label_of
+
+        model_label = model_label_of(study.model)
+    tasks = list(table)
+    cols = {t: tie_column(t, table[t]) for t in tasks}
+    by_cell, refs = papers if papers is not None else paper_numbers(study.methods, tasks)
+    agg_rows = []
+    for m in study.methods:
+        recs = [r for t in tasks for r in table[t][m].records.values()]
+        if recs:
+            agg_rows.append(aggregate.Row((m,), m, m, model_label, recs))
+    suites = {STUDY_AVG: tasks}
+    trs = aggregate.table_rows(agg_rows, tasks, suites)
+    by_method = {tr.row.method: tr for tr in trs}
+    rows, used = [], set()
+    for m in study.methods:
+        tr = by_method.get(m)
+        acells: dict[str, aggregate.Cell | None] = {}
+        shown = []
+        for t in tasks:
+            sc = table[t][m].scores
+            a = (tr.cells.get(t) if tr else None) or (aggregate.Cell(dict(sc)) if sc else None)
+            acells[t] = a
+            pn = tuple(by_cell.get((m, t), ()))
+            used |= {p.ref for p in pn}
+            text = NO_CELL if a is None else f"{aggregate.cell_text(a)} ({len(a.scores)})"
+            shown.append(ShownCell(text, m in cols[t].tied, None if a is None else a.mean, pn))
+        label = tr.row.display_label if tr else m
+        rows.append(ShownRow(m, label, tuple(shown), aggregate.suite_average(acells, tasks)))
+    notes = [
+        f"Cells: mean ± sample std over the seeds stored, (n) = how many; {NO_CELL} none stored. Bold ¹: the "
+        f"column's best and every method a paired test cannot separate from it at p < {TIE_P} (they share rank 1). "
+        "Tie test per column: "
+        + ", ".join(f"{t}: {c.test}" for t, c in cols.items())
+        + f" (items = stratified bootstrap of the seed-mean difference over the task's items, {BOOTSTRAP_NOTE}; "
+        "seeds = paired t-test over seeds, used when a cell has no per-item scores; - = no cell).",
+        "avg: the mean over the study's tasks, only for a row with every task stored (none partial).",
+        *aggregate.table_notes(trs, suites),
     ]
+    notes.extend(extra_notes)
+    if used:
+        notes.append(
+            "[paper NAME: x]: the number a paper reports for that method and task, as context only: another base "
+            "model, budget and often evaluation, so never a comparable cell (in no tie group and no average). "
+            "NAME is its table in benchbench/report/reproductions/NAME.toml:"
+        )
+        notes.extend(f"{r}: {refs[r]}" for r in sorted(used))
     if study.model_note:
-        lines += ["", study.model_note]
+        notes.append(study.model_note)
+    missing = _missing(study, table, tasks)
+    stored = sum(len(table[t][m].scores) for t in tasks for m in study.methods)
+    return StudyView(study, model_label, tasks, cols, rows, notes, dict(refs), stored, missing)
+
+
+_MARKUP = {  # format -> (escape, a tie-group cell, the papers' numbers)
+    "md": (escape_md, "**{}** ¹", " [paper {}]"),
+    "html": (escape_html, "<b>{}</b> ¹", ' <span class="paper">[paper {}]</span>'),
+}
+
+
+def render_cell(cell: ShownCell, fmt: str) -> str:
+    """One cell's text in ``fmt`` ("md" or "html"): the one renderer behind both formats."""
+    esc, tied, paper = _MARKUP[fmt]
+    out = tied.format(esc(cell.text)) if cell.tied else esc(cell.text)
+    if cell.papers:
+        out += paper.format(esc(", ".join(f"{p.ref}: {p.value:.2f}" for p in cell.papers)))
+    return out
+
+
+def view_markdown(v: StudyView, heading: str = "###") -> str:
+    """The study's Markdown: title, status, conditions, the table, its notes and what is missing."""
+    st = v.study
+    lines = [f"{heading} {escape_md(st.name)} (v{st.version})", "", escape_md(st.description), ""]
+    lines += [escape_md(v.status), "", escape_md(v.conditions), ""]
+    lines.append("| method | " + " | ".join(escape_md(t) for t in v.tasks) + " | avg |")
+    lines.append("|---|" + "---:|" * (len(v.tasks) + 1))
+    for row in v.rows:
+        cells = [render_cell(c, "md") for c in row.cells] + ["" if row.avg is None else f"{row.avg:.2f}"]
+        lines.append(f"| {escape_md(row.label)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {escape_md(n)}" for n in v.notes]
+    if v.missing and v.stored:
+        lines += ["", "Missing cells:", ""] + [f"- {escape_md(x)}" for x in v.missing]
     return "\n".join(lines) + "\n"
+
+
+def report_markdown(
+    study: Study,
+    table: Mapping[str, Mapping[str, Cell]],
+    papers: tuple[Mapping[tuple[str, str], tuple[PaperNumber, ...]], Mapping[str, str]] | None = None,
+) -> str:
+    """Methods as rows, tasks as columns, mean ± std; the tie group in bold with rank 1 (:func:`view`)."""
+    return view_markdown(view(study, table, papers))

@@ -1,0 +1,203 @@
+"""The site's front page is the studies: a tiny study (a TOML in tmp) and records fabricated for it,
+written through the real ``ResultStore`` with per-item scores (so the tie groups come from the item
+bootstrap; per-query items, whose resampled score is a mean, keep its 1000 resamples fast), built
+into a site; one table per study, the tie groups bold exactly as ``tie_column``
+computes them, the average only for complete rows, the papers' numbers beside their cells only, the
+records' marks, what is missing, and the old every-record view one click away on ``all.html``."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from benchbench.core.methods import build_config, config_hash
+from benchbench.core.registry import get_registry
+from benchbench.evaluate.item_scores import aggregate_score, query_items
+from benchbench.report import site, studies
+from benchbench.run.runner import model_label_of
+from benchbench.store.results import ResultStore
+
+TASKS = ("askubuntu", "scidocs")
+METHODS = ("tsdae", "ct", "bsl")
+SHIFT = {"tsdae": 0.0, "ct": 0.0, "bsl": -8.0}  # bsl scores 8 points lower on every query: out of the tie group
+STUDY = """name = "mini"
+version = 3
+description = "A tiny study for the site test."
+model = "tiny-bert"
+seeds = [1, 2, 3]
+tasks = ["askubuntu", "scidocs"]
+methods = ["tsdae", "ct", "bsl"]
+model_note = "A note about the start."
+[budget]
+steps = 1
+batch_size = 2
+"""
+EMPTY = STUDY.replace('name = "mini"', 'name = "nothing-yet"').replace("seeds = [1, 2, 3]", "seeds = [7, 8, 9]")
+
+
+def _record(st: studies.Study, method: str, task: str, seed: int, items: dict) -> dict:
+    reg = get_registry()
+    score = aggregate_score(items)
+    r = {
+        "schema_version": 2,
+        "task_version": 1,
+        "method": method,
+        "model": model_label_of(st.model),
+        "setup": "unsupervised",
+        "config": {},
+        "config_hash": config_hash(build_config(reg.method(method), st.overrides(method))),
+        "seed": seed,
+        "task": task,
+        "device": "cpu",
+        "git_sha": "abc",
+        "zero_shot": True,
+        "contamination": [],
+        "train": {},
+        "splits": {
+            "test": {"main_metric": "spearman", "main_score": score, "partial": False, "notes": [], "scores": {}}
+        },
+    }
+    if method == "tsdae" and task == "askubuntu":  # the base model saw the task's source: not zero-shot
+        r["zero_shot"] = False
+        r["contamination"] = [{"dataset": "some corpus", "source": "askubuntu-source", "via": "base model"}]
+    if method == "bsl":  # selects on labels, and on scidocs its dev curve never moved: did not learn
+        r["train"]["checkpoint_selection"] = "stsb:dev"
+        if task == "scidocs":
+            r["train"]["monitor"] = [[10, {"stsb_dev": 50.0}], [20, {"stsb_dev": 50.0}]]
+    if method == "ct":
+        r["transductive"] = True
+    return r
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    """Records of the mini study (ct never ran askubuntu) in leaderboards/studies/mini, one of them also
+    copied into another folder (a record counts once); a site built from it with two studies."""
+    tmp = tmp_path_factory.mktemp("site_studies")
+    (tmp / "mini.toml").write_text(STUDY)
+    (tmp / "nothing-yet.toml").write_text(EMPTY)
+    st = studies.load_study(str(tmp / "mini.toml"))
+    lb = tmp / "lb"
+    store = ResultStore(lb / "studies" / "mini")
+    rng = np.random.default_rng(0)
+    base = {t: rng.uniform(10, 90, 300) for t in TASKS}  # per-query AP x100
+    for m in METHODS:
+        for t in TASKS:
+            if m == "ct" and t == "askubuntu":
+                continue
+            for s in st.seeds:
+                values = base[t] + SHIFT[m] + rng.normal(0, 5, base[t].size)
+                items = query_items({"all": ([f"q{i}" for i in range(values.size)], values)}, "map")
+                store.write(_record(st, m, t, s, items), items={"test": items})
+    first = next(p for p in sorted((lb / "studies" / "mini").rglob("*.json")))
+    copy = lb / "copy" / first.relative_to(lb / "studies" / "mini")
+    copy.parent.mkdir(parents=True)
+    shutil.copy(first, copy)
+    for gz in first.parent.glob("*.gz"):
+        shutil.copy(gz, copy.parent / gz.name)
+    names = [str(tmp / "mini.toml"), str(tmp / "nothing-yet.toml")]
+    site.build(lb, lb, study_names=names)
+    table = studies.collect(st, list(store.records()), store.root, list(TASKS))  # what `study report` reads
+    return {
+        "lb": lb,
+        "names": names,
+        "st": st,
+        "table": table,
+        "index": (lb / "site" / "index.html").read_text(),
+        "readme": (lb / "README.md").read_text(),
+    }
+
+
+def _rows(html: str, table_id: str) -> dict[str, list[str]]:
+    """{row label (text): [cell inner HTML, ...]} of one table."""
+    body = re.search(rf'<table[^>]*id="{table_id}".*?<tbody>(.*?)</tbody>', html, re.S)
+    assert body, table_id
+    out = {}
+    for tr in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+        out[re.sub(r"<[^>]+>", "", cells[0])] = cells[1:]
+    return out
+
+
+def test_one_table_per_study_and_the_tie_groups_are_tie_columns(built) -> None:
+    index = built["index"]
+    assert re.findall(r'<table class="sortable study-table" id="(t-study-[^"]+)"', index) == [
+        "t-study-mini",
+        "t-study-nothing-yet",
+    ]
+    cols = {t: studies.tie_column(t, built["table"][t]) for t in TASKS}
+    assert cols["scidocs"].test == "items" and cols["scidocs"].tied == {"tsdae", "ct"}  # the designed groups
+    assert cols["askubuntu"].tied == {"tsdae"} and cols["askubuntu"].test == "items"
+    rows = _rows(index, "t-study-mini")
+    by_method = {label.split(" ")[0]: cells for label, cells in rows.items()}
+    for i, t in enumerate(TASKS):
+        bold = {m for m, cells in by_method.items() if cells[i].startswith("<b>")}
+        assert bold == cols[t].tied, t
+        assert all(cells[i].startswith("<b>") == cells[i].count("¹") for cells in by_method.values())
+    # mean ± sample std (n) from the stored scores
+    sc = list(built["table"]["scidocs"]["tsdae"].scores.values())
+    assert by_method["tsdae"][1].startswith(f"<b>{np.mean(sc):.2f} ± {np.std(sc, ddof=1):.2f} (3)</b> ¹")
+
+
+def test_partial_row_has_no_average_and_the_missing_cells_are_named(built) -> None:
+    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["index"], "t-study-mini").items()}
+    assert rows["ct"][-1] == "" and rows["ct"][0].startswith("–")
+    means = [built["table"][t]["tsdae"].mean for t in TASKS]
+    assert rows["tsdae"][-1] == f"{np.mean(means):.2f}"
+    index = built["index"]
+    assert "Partly run: 15 of 18 (method, task, seed) cells stored" in index
+    assert "<li>ct: askubuntu</li>" in index
+    # the copy in another folder is the same record: still 3 seeds, no conflict
+    assert "(3)" in rows["tsdae"][0] and "(6)" not in index
+
+
+def test_paper_number_beside_its_cell_only(built) -> None:
+    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["index"], "t-study-mini").items()}
+    # TSDAE's Table 2 (tsdae-table2) reports tsdae and ct on both tasks; no paper table has bsl on them
+    assert '<span class="paper">[paper tsdae-table2: 59.40]</span>' in rows["tsdae"][0]
+    assert "[paper tsdae-table2: 74.00]" in rows["tsdae"][1] and "[paper tsdae-table2: 67.60]" in rows["ct"][1]
+    assert "[paper tsdae-table2: 56.30]" in rows["ct"][0] and "59.40" not in rows["ct"][0]
+    assert all("paper" not in c for c in rows["bsl"]) and all("paper" not in c[-1] for c in rows.values())
+    assert "tsdae-table2: TSDAE: Using Transformer-based" in built["index"]
+    assert "Table 2; base model bert-base-uncased; rows TSDAE (tsdae), CT (ct)" in built["index"]
+    assert "never a comparable cell" in built["index"]
+
+
+def test_marks_from_aggregate(built) -> None:
+    rows = _rows(built["index"], "t-study-mini")
+    assert set(rows) == {"tsdae", "ct [T]", "bsl [S]"}
+    cells = {label.split(" ")[0]: c for label, c in rows.items()}
+    assert "‡" in cells["tsdae"][0] and "‡" not in cells["tsdae"][1]  # per cell, from the record
+    assert "!" in cells["bsl"][1] and "!" not in cells["bsl"][0]
+    index = built["index"]
+    assert "! did not learn" in index and "[S] selects its checkpoint on task labels" in index
+    assert "[T] transductive" in index and "‡ not zero-shot" in index
+
+
+def test_conditions_status_and_the_way_to_every_record(built) -> None:
+    index, lb = built["index"], built["lb"]
+    assert "budget 1 steps, batch size 2" in index and "seeds [1, 2, 3]; study version 3" in index
+    assert "Tie test per column: askubuntu: items, scidocs: items" in index
+    empty = index[index.index('id="study-nothing-yet"') :]
+    assert "Not run yet" in empty and "--output leaderboards/studies/nothing-yet" in empty
+    assert '<p class="all"><a href="all.html">' in index
+    all_html = (lb / "site" / "all.html").read_text()
+    assert '<h2 id="s-useb">USEB</h2>' in all_html and 'id="t-useb"' in all_html  # the old suite tables
+    method_page = (lb / "site" / "methods" / "tsdae.html").read_text()
+    assert 'href="../index.html">studies</a>' in method_page and 'href="../all.html">' in method_page
+
+
+def test_readme_starts_with_the_same_tables_study_report_prints(built) -> None:
+    readme = built["readme"]
+    assert readme.index("## Studies") < readme.index("### mini (v3)") < readme.index("## USEB\n")
+    report = studies.report_markdown(built["st"], built["table"])
+    table_lines = [line for line in report.splitlines() if line.startswith("| ")]
+    assert len(table_lines) == 4 and all(line in readme for line in table_lines)
+    assert "**" in table_lines[1] and "¹" in table_lines[1]
+
+
+def test_rebuild_is_identical(built) -> None:
+    assert site.check(built["lb"], built["lb"], built["names"]) == []

@@ -19,6 +19,9 @@ def test_builtin_studies_load_with_one_model_one_budget_and_three_seeds():
         # the budget is the same for every method; only declared per-method options differ
         for m in st.methods:
             o = st.overrides(m)
+            if m == "plm-mean":  # the start: no training, no budget
+                assert o == {}
+                continue
             if m == "trans-encoder":  # its budget is in pairs and epochs: 100 bi + 100 cross steps of 16
                 assert "steps" not in o and o["cycles"] == "1" and o["select"] == "false"
                 n, bs = int(o["max_pairs"]), int(o["bi_batch_size"])
@@ -37,6 +40,7 @@ def test_a_method_without_the_budget_options_must_state_its_budget(tmp_path):
     f.write_text(body)
     st = load_study(str(f))
     assert st.overrides("simcse") == {"steps": "4", "batch_size": "2"}
+    assert st.overrides("plm-mean") == {}  # the start row: no training, no budget
     with pytest.raises(ConfigError, match=r"method 'trans-encoder' has no option \['batch_size', 'steps'\]"):
         st.overrides("trans-encoder")
     f.write_text(body + '[set.trans-encoder]\nmax_pairs = "4"\n')

@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +165,36 @@ def test_significance_command_from_stored_records(useb_reg, tmp_path, capsys, mo
     records = list(ResultStore(out).records())
     with pytest.raises(DataError, match="No 'test' records of method 'ct'"):
         select(records, "twitterpara", ["bm25", "ct"])
+
+
+@pytest.mark.parametrize("task", ["sts12", "stsb", "sickr"])
+def test_sts_items_recompute_the_main_score_on_real_data(registry, real_data, task):
+    """STS per-pair items: SimCSE's 'all' (sts12-16: Spearman over the subsets' pairs concatenated, not
+    the mean of per-subset Spearman) and single-subset Spearman, recomputed from the stored items."""
+    from benchbench.run.runner import make_adapter
+    from benchbench.store.data import DataStore
+
+    table = np.random.default_rng(0).standard_normal((4096, 64)).astype(np.float32)
+
+    class Words:  # sum of seeded random word vectors: a real, imperfect similarity without exact ties
+        fingerprint = "random-word-vectors-test"
+        batch_size = 256
+
+        def encode(self, texts):
+            out = np.zeros((len(texts), 64), dtype=np.float32)
+            for i, t in enumerate(texts):
+                for w in t.lower().split():
+                    out[i] += table[zlib.crc32(w.encode()) % 4096]
+            return out
+
+    ad = make_adapter(registry, task, DataStore(real_data))
+    res = ad.evaluate(Embedder(Words()), "test")
+    items = res.items
+    assert items["unit"] == "pair" and items["metric"] == "spearman"
+    assert aggregate_score(items) == pytest.approx(res.main_score, abs=1e-3)
+    if task == "sts12":
+        assert items["aggregate"] == "all" and len(items["subsets"]) == 5
+        # the 'all' aggregate differs from the per-subset mean here, so a wrong aggregate is caught
+        assert abs(res.scores["spearman_mean"] - res.main_score) > 0.1
+    else:
+        assert items["aggregate"] == "mean" and len(items["subsets"]) == 1

@@ -77,6 +77,16 @@ def query_items(subsets: dict[str, tuple[list[Any], Any]], metric: str, aggregat
 
 def aggregate_score(items: dict[str, Any], index: dict[str, np.ndarray] | None = None) -> float:
     """The task's main score recomputed from its items (optionally on resampled indices per subset)."""
+    if items["aggregate"] == "all" and items["unit"] == "pair":
+        # SimCSE's "all" (STS12-16): the metric once over every subset's pairs concatenated
+        preds, golds = [], []
+        for name, sub in items["subsets"].items():
+            pred, gold = np.asarray(sub["pred"]), np.asarray(sub["gold"])
+            if index is not None:
+                pred, gold = pred[index[name]], gold[index[name]]
+            preds.append(pred)
+            golds.append(gold)
+        return PAIR_METRICS[items["metric"]](np.concatenate(preds), np.concatenate(golds))
     per = []
     for name, sub in items["subsets"].items():
         if items["unit"] == "pair":

@@ -13,6 +13,7 @@ from benchbench.core.errors import DataError
 from benchbench.encode.encoding import Embedder, cosine_rows
 from benchbench.evaluate import metrics
 from benchbench.evaluate.adapters.base import TaskAdapter, TaskResult
+from benchbench.evaluate.item_scores import pair_items
 from benchbench.store.data import PARSE_ERRORS, bad_line, parse_score, read_lines
 
 _EXPECTED = {
@@ -189,9 +190,17 @@ class STSAdapter(TaskAdapter):
             "spearman_all": "SimCSE 'all' (pairs of all subsets concatenated)",
             "spearman_mean": "SentEval mean of per-subset Spearman",
         }.get(self.spec.main_metric, self.spec.main_metric)
+        # per-pair predictions for the paired bootstrap (studies' tie groups, `significance`): the
+        # main score recomputed from them is the main score (Spearman of one subset, the mean of the
+        # subsets' Spearman, or Spearman over all subsets concatenated); Pearson mains have none
+        agg = {"spearman": "mean", "spearman_mean": "mean", "spearman_all": "all"}.get(self.spec.main_metric)
+        items = None
+        if agg is not None:
+            items = pair_items({k: (p, g) for k, p, g in zip(data, sys_all, gold_all)}, "spearman", agg)
         return TaskResult(
             main_metric=self.spec.main_metric,
             scores=scores,
+            items=items,
             subsets=subsets if len(subsets) > 1 else {},
             details={
                 "pairs": int(sum(s["n"] for s in subsets.values())),

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -70,11 +70,29 @@ class Study:
     model_note: str = ""
     path: str = ""
 
-    def overrides(self, method: str) -> dict[str, str]:
-        """The options a cell of ``method`` runs with: the study's budget, then its own options."""
-        out = {"steps": str(self.steps), "batch_size": str(self.batch_size)}
+    def overrides(self, method: str, options: Collection[str] | None = None) -> dict[str, str]:
+        """The options a cell of ``method`` runs with: the study's budget, then its own options.
+        ``options``: the method's option names (default: from the registry). A method whose budget is
+        not counted in steps x batch (Trans-Encoder: pairs, epochs and cycles) gets only the budget keys
+        it has and must state its budget in ``[set.<method>]``; the study file says how it matches."""
+        trains = True
+        if options is None:
+            import dataclasses
+
+            from benchbench.core.registry import get_registry
+
+            cls = get_registry().method(method)
+            options, trains = {f.name for f in dataclasses.fields(cls.Config)}, bool(getattr(cls, "trains", True))
+        budget = {"steps": str(self.steps), "batch_size": str(self.batch_size)}
         if self.lr != "method":
-            out["lr"] = str(self.lr)
+            budget["lr"] = str(self.lr)
+        lacking = sorted(k for k in budget if k not in options)
+        if lacking and trains and not self.per_method.get(method):  # a training-free row (the start) has no budget
+            raise ConfigError(
+                f"Study {self.name!r} ({self.path}): method {method!r} has no option {lacking}; state its "
+                f"budget in [set.{method}] with the options it has."
+            )
+        out = {k: v for k, v in budget.items() if k in options}
         out.update({k: str(v) for k, v in self.per_method.get(method, {}).items()})
         return out
 

@@ -184,6 +184,29 @@ EQUIVALENT: dict[str, str] = {
         for r in (1, -1)
     },
 }
+_WORDS = "out.append((m.group(), m.start() > last or (m.start() > 0 and text[m.start() - 1].isspace())))"
+_DEAD = (
+    "in words(), a token starting where the last one ended follows a non-space character, and a gap "
+    "before a token is whitespace (every other character is a token): the clause after 'or' is never "
+    "what decides"
+)
+EQUIVALENT |= {
+    f"benchbench/train/noise.py | {op} | {_WORDS} -> {_WORDS.replace(a, b)}": _DEAD
+    for op, a, b in (
+        ("ReplaceOrWithAnd", "last or (", "last and ("),
+        ("NumberReplacer", "m.start() > 0 and", "m.start() > 1 and"),
+        ("NumberReplacer", "m.start() - 1]", "m.start() - 0]"),
+    )
+}
+EQUIVALENT["benchbench/train/noise.py | NumberReplacer | last = 0 -> last = 1"] = (
+    "only the first token reads it: one at position 1 follows a whitespace character (the only "
+    "characters no token takes), so it is 'preceded by space' either way"
+)
+_PARSE = 'if text.count("[X]") != 1 or text.count("[MASK]") != 1 or text.index("[MASK]") < text.index("[X]"):'
+EQUIVALENT[
+    f"plugins/_prompt.py | ReplaceComparisonOperator_Lt_LtE | {_PARSE} -> {_PARSE.replace(') < t', ') <= t')}"
+] = '"[MASK]" and "[X]" never start at the same index'
+
 # the same, by pattern (a mutant key matching the regular expression)
 EQUIVALENT_RULES: list[tuple[str, str]] = [
     (

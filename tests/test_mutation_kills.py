@@ -169,7 +169,31 @@ class TestSNCSE:
 
 
 class TestPrompt:
-    pass
+    """plugins/_prompt.py, shared by PromptBERT and SNCSE."""
+
+    def test_templates_need_one_x_and_one_mask_after_it(self):
+        from benchbench_plugins._prompt import Template
+
+        from benchbench import tiny_bert
+
+        tok = tiny_bert(16, 1, 2, 32).tokenizer
+        assert Template.parse('This sentence : "[X]" means [MASK] .', tok).suffix[-2] == tok.mask_token_id
+        for bad in ('"[X]" [X] means [MASK] .', '"[X]" means [MASK] [MASK] .', '[MASK] means "[X]" .', "[X] only"):
+            with pytest.raises(ConfigError, match=r"one \[X\] \(the sentence\) and one \[MASK\] after it"):
+                Template.parse(bad, tok, "who")
+
+    def test_the_mlp_starts_as_bert_initialises_a_linear_layer(self):
+        """Weights normal with the config's initializer_range (0.02 where the config has none), bias 0."""
+        from types import SimpleNamespace
+
+        from benchbench_plugins._prompt import make_mlp
+
+        torch.manual_seed(0)
+        for config, std in ((SimpleNamespace(), 0.02), (SimpleNamespace(initializer_range=0.5), 0.5)):
+            enc = SimpleNamespace(dim=200, device="cpu", model=SimpleNamespace(config=config))
+            lin, act = make_mlp(enc)
+            assert isinstance(act, torch.nn.Tanh) and lin.weight.shape == (200, 200)
+            assert float(lin.weight.detach().std()) == pytest.approx(std, rel=0.02) and not lin.bias.any()
 
 
 class _Constant(Objective):
@@ -283,7 +307,7 @@ class TestNoise:
         assert all(isinstance(v, WordNoise) for k, v in registry.augmenters.items() if k.startswith("word-"))
 
     def test_words_and_join_keep_the_spacing(self):
-        from benchbench.train.noise import join, words
+        from benchbench.train.noise import WordNoise, join, words
 
         text = "Hello, world!  It's a re-test."
         ws = words(text)
@@ -299,6 +323,9 @@ class TestNoise:
         ]
         assert join(ws) == "Hello, world! It's a re-test."
         assert join(words("  leading space")) == "leading space"  # the first word never gets one
+        assert words("a b ") == [("a", False), ("b", True)]  # a trailing space is no space before "a"
+        assert words("a x,") == [("a", False), ("x", True), (",", False)]  # the comma follows "x", not " "
+        assert WordNoise() == WordNoise("delete", 0.6)  # the TSDAE paper's default noise
 
     def test_bounds_of_the_ratio(self):
         from benchbench import ConfigError
@@ -330,6 +357,17 @@ class TestNoise:
         assert len(toks) == 2 * len(orig) == 24 and toks[::2] == orig  # one drawn word after each word
         assert WordNoise("delete", 1.0)([text], rng)[0].count(" ") == 0  # all dropped: exactly one word is kept
 
+    def test_replacement_and_inserted_words_are_drawn_from_the_batch(self):
+        from benchbench.train.noise import WordNoise
+
+        batch = ["alpha beta", "gamma delta"]
+        for kind in ("replace", "add"):
+            outs = [
+                w for _ in range(20) for o in WordNoise(kind, 1.0)(batch, np.random.default_rng(_)) for w in o.split()
+            ]
+            assert set(outs) == {"alpha", "beta", "gamma", "delta"}, kind  # all four, nothing else
+        assert WordNoise("replace", 1.0)(["!?"], np.random.default_rng(0)) == ["thethe"]  # no word at all: "the"
+
     def test_swap_of_a_small_ratio_still_moves_two_words(self):
         from benchbench.train.noise import WordNoise
 
@@ -358,6 +396,16 @@ class TestClassifier:
         }
         assert C.get_setting("default").l2_grid == tuple(10.0**t for t in range(-5, -1))  # SentEval's own expression
         assert C.get_setting("default").validation_split == 0.05 == C.get_setting("prototyping").validation_split
+
+    def test_settings_are_frozen_so_an_override_never_leaks_into_the_shared_ones(self):
+        import dataclasses
+
+        from benchbench.evaluate.adapters import _classifier as C
+
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            C.get_setting("default").kfold = 3
+        custom = C.with_overrides("default", kfold=3)
+        assert custom.kfold == 3 and C.get_setting("default").kfold == 10
 
     def test_optimizer_strings_get_torch_default_learning_rates(self):
         from benchbench.evaluate.adapters import _classifier as C

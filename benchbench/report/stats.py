@@ -214,6 +214,13 @@ def paired_bootstrap_items(
 
     observed = diff(None)
     rng = np.random.default_rng(seed)
+    if ref["unit"] == "pair" and ref["metric"] == "spearman" and ref["aggregate"] in ("mean", "all"):
+        # the same draws as the loop below, scored for every resample at once (STS: thousands of pairs)
+        draws = [{name: rng.integers(0, n, n) for name, n in sizes.items()} for _ in range(n_resamples)]
+        scores_a = _resampled_spearman(runs_a, draws).mean(axis=1)
+        scores_b = _resampled_spearman(runs_b, draws).mean(axis=1)
+        p, valid = _bootstrap_p(observed, (float(d) if math.isfinite(d) else None for d in scores_a - scores_b))
+        return _items_result(observed, p, valid, n_resamples, sizes)
 
     def diffs() -> Iterator[float | None]:
         for _ in range(n_resamples):
@@ -225,6 +232,10 @@ def paired_bootstrap_items(
             yield d if math.isfinite(d) else None
 
     p, valid = _bootstrap_p(observed, diffs())
+    return _items_result(observed, p, valid, n_resamples, sizes)
+
+
+def _items_result(observed: float, p: float, valid: int, n_resamples: int, sizes: Mapping[str, int]) -> TestResult:
     if valid < n_resamples / 2:
         raise ConfigError(
             f"paired_bootstrap_items: the metric is undefined on {n_resamples - valid} of {n_resamples} "
@@ -233,3 +244,49 @@ def paired_bootstrap_items(
     return TestResult(
         "bootstrap", float(observed), float(p), float(observed), int(sum(sizes.values())), n_resamples - valid
     )
+
+
+def _resampled_spearman(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
+    """[resamples, runs] of the main score (x100) of Spearman pair items, every resample at once: the
+    same numbers as ``aggregate_score`` on each draw (average ranks of the drawn values, then Pearson
+    of the ranks), NaN where a resample leaves a side constant. Written out (scipy's spearmanr sorts one
+    resample per call) on one observation: a resample is a COUNT per original item, so the average
+    rank of a drawn value is the count of drawn values below it plus (its tie group's count + 1) / 2,
+    and Spearman is a count-weighted Pearson of those ranks: no sort per resample."""
+    names = list(runs[0]["subsets"])
+    counts = {}
+    for name in names:
+        idx = np.stack([d[name] for d in draws])
+        b, n = idx.shape
+        flat = (np.arange(b)[:, None] * n + idx).ravel()
+        counts[name] = np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+
+    def ranks(values: np.ndarray, c: np.ndarray) -> np.ndarray:
+        order = np.argsort(values, kind="stable")
+        v = values[order]
+        new_group = np.r_[True, v[1:] != v[:-1]]
+        group = np.empty(len(v), dtype=np.int64)
+        group[order] = np.cumsum(new_group) - 1
+        per_group = np.add.reduceat(c[:, order], np.flatnonzero(new_group), axis=1)
+        avg = np.cumsum(per_group, axis=1) - per_group + (per_group + 1) / 2
+        return avg[:, group]
+
+    def spearman(pred: np.ndarray, gold_r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        mid = (c.sum(axis=1, keepdims=True) + 1) / 2  # the mean rank of m drawn values
+        pr, gr = ranks(pred, c) - mid, gold_r - mid
+        num = (c * pr * gr).sum(axis=1)
+        den = np.sqrt((c * pr * pr).sum(axis=1) * (c * gr * gr).sum(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = 100 * num / den
+        return np.where(den > 1e-9 * (mid[:, 0] ** 3), out, np.nan)  # a constant side: Spearman undefined
+
+    def scores(parts: list[str]) -> np.ndarray:
+        c = np.hstack([counts[n] for n in parts])
+        gold = np.concatenate([np.asarray(runs[0]["subsets"][n]["gold"], dtype=np.float64) for n in parts])
+        gold_r = ranks(gold, c)
+        preds = [np.concatenate([np.asarray(r["subsets"][n]["pred"], dtype=np.float64) for n in parts]) for r in runs]
+        return np.stack([spearman(p, gold_r, c) for p in preds], axis=1)
+
+    if runs[0]["aggregate"] == "all":  # one Spearman over the subsets' drawn pairs together
+        return scores(names)
+    return np.mean([scores([n]) for n in names], axis=0)

@@ -163,10 +163,56 @@ MODULES: dict[str, Target] = {
     ),
     "simcse": Target(
         "plugins/simcse.py",
-        ("SimCSEObjective",),
+        ("SimCSEConfig", "make_mlp", "SimCSEObjective"),
         (
             "tests/test_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
             "tests/test_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
+        ),
+    ),
+    "views": Target(
+        "benchbench/train/views.py",
+        ("ViewCache.config_key", "ViewCache.get", "ViewCache.put", "ViewCache.map"),
+        ("tests/test_augmenters.py", "-k", "cache"),
+    ),
+    "augmenters": Target(
+        "plugins/augmenters.py",
+        ("_tokens", "_detok", "_text_seed", "CachedAugmenter"),
+        ("tests/test_augmenters.py", "-k", "synonym or cache or mlm_substitutes"),
+    ),
+    "tsdae": Target(
+        "plugins/tsdae.py",
+        ("TSDAEConfig", "OneVectorCrossAttention", "TSDAEObjective.collate", "TSDAEObjective.forward"),
+        (
+            "tests/test_fidelity.py::test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean",
+            "tests/test_fidelity.py::test_tsdae_loss_equals_denoising_auto_encoder_loss",
+            "tests/test_fidelity.py::test_one_vector_shortcut_keeps_attention_dropout_in_training",
+            "tests/test_tsdae.py",
+            "-k",
+            "not train_saves and not length_grouping and not sparse",
+        ),
+    ),
+    "ct": Target(
+        "plugins/ct.py",
+        ("CTConfig", "segmented_lr", "CTObjective"),
+        (
+            "tests/test_fidelity.py::test_ct_loss_equals_contrastive_tension_loss",
+            "tests/test_fidelity.py::test_ct_uses_the_segmented_schedule",
+            "tests/test_fidelity.py::test_ct_random_negative_equal_to_anchor_is_labelled_0_and_dropout_option",
+        ),
+    ),
+    "bsl": Target(
+        "plugins/bsl.py",
+        ("BSLConfig", "predictor", "BSLObjective", "symmetric_negative_cosine", "make_optimizer", "schedule"),
+        ("tests/test_bsl.py", "-k", "not registered"),
+    ),
+    "trans_encoder": Target(
+        "plugins/trans_encoder.py",
+        ("bi_to_cross_loss", "cross_to_bi_loss", "TransEncoderConfig", "MutualConfig"),
+        (
+            "tests/test_trans_encoder.py::test_losses_are_soft_bce_and_mse_on_cosine",
+            "tests/test_trans_encoder.py::test_default_cross_rule_constants",
+            "tests/test_trans_encoder.py::test_cycle_targets_and_refreshing",
+            "tests/test_trans_encoder.py::test_mutual_labels_are_the_mean_over_models",
         ),
     ),
 }

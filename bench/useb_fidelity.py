@@ -10,7 +10,9 @@ and per dataset the evaluation wall time (median of --repeats alternated runs) a
 the peaks are comparable; "+MB" is the growth during evaluation, the vectors excluded). The time
 is shown twice: in full, and without the seconds spent inside the shared lookup encoder (the
 stand-in for "precomputed embeddings", the same table gather on both sides), which leaves what the
-evaluators themselves cost: reading the data, search, scoring.
+evaluators themselves cost: reading the data, search, scoring. The CPU seconds (every thread of the
+process) are shown too: on a shared machine the wall time follows the other processes' load, and the
+load average at the start and end is printed with the table.
 
 useb's SciDocs evaluator imports ``pytrec_eval``; the real one is used when importable
 (``pip install pytrec-eval-terrier`` provides it with prebuilt wheels). Without it a stub that
@@ -21,6 +23,13 @@ raises is registered so the other evaluators import, and the SciDocs comparison 
 TwitterPara and CQADupStack use the real data (CQADupStack: the forums whose vectors are all in the
 cache, unless --encode-missing); AskUbuntu and SciDocs use the fixtures in tests/fixtures/useb
 (their real text is not available offline).
+
+``--vectors bow`` replaces the model by a bag of random word vectors (d=384, all-MiniLM-L6-v2's size,
+so the search does the same arithmetic; seconds to make, no cache needed): every CQADupStack forum
+is compared at full size even where no model's vectors are cached. The scores are lexical, not a
+model's, so only the agreement and the timings mean anything, not the numbers themselves:
+
+    BENCHBENCH_DATA=/work/shared/data python bench/useb_fidelity.py --tasks cqadupstack --vectors bow
 """
 
 from __future__ import annotations
@@ -98,6 +107,38 @@ class LookupEncoder:
     encode = __call__
 
 
+class BowEncoder:
+    """A stand-in for a model (``--vectors bow``): the sum of a fixed random vector per lower-cased word,
+    plus a little noise per text so that texts with the same words in another order do not tie.
+    Deterministic (vectors seeded by crc32 of the word or text), any text, no download."""
+
+    fingerprint = "bow-random-words-384-v1"
+    dim = 384
+
+    def __init__(self):
+        import re
+
+        self.words: dict[str, np.ndarray] = {}
+        self.split = re.compile(r"\w+").findall
+
+    def _seeded(self, s: str, scale: float = 1.0) -> np.ndarray:
+        import zlib
+
+        rng = np.random.default_rng(zlib.crc32(s.encode("utf-8")))
+        return scale * rng.standard_normal(self.dim, dtype=np.float32)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for r, t in enumerate(texts):
+            v = self._seeded("text:" + t, 0.05)
+            for w in self.split(t.lower()):
+                if w not in self.words:
+                    self.words[w] = self._seeded(w)
+                v += self.words[w]
+            out[r] = v
+        return out
+
+
 def _load_table(d: Path) -> tuple[dict[str, int], np.ndarray]:
     texts = json.loads((d / "texts.json").read_text())
     return {t: i for i, t in enumerate(texts)}, np.load(d / "vecs.npy")
@@ -120,7 +161,7 @@ def worker(args) -> None:
         from isal import igzip  # noqa: F401  (the .gz reader)
 
         before = _rss_mb()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ad = _make_adapter(args.task, Path(args.root), args.fixture)
         forums_file = work / args.task / "forums.json"
         if forums_file.exists():  # CQADupStack restricted to the forums whose vectors were prepared
@@ -132,7 +173,7 @@ def worker(args) -> None:
             out["splits"][split] = _ours_scores(
                 args.task, ad.evaluate(Embedder(look, progress=False), split)
             )  # useb runs with show=False
-        out["seconds"] = time.perf_counter() - t0
+        out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
     else:
         import torch
 
@@ -148,11 +189,11 @@ def worker(args) -> None:
             "scidocs": SciDocsEvaluator,
         }[args.task]
         before = _rss_mb()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ev = cls(semb_fn, str(work / "useb" / args.task), show=False)
         for split in SPLITS[args.task]:
             out["splits"][split] = {k: 100 * float(v) for k, v in ev._run({"dev": "valid"}.get(split, split)).items()}
-        out["seconds"] = time.perf_counter() - t0
+        out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
     out["lookup_seconds"] = look.seconds
     out["rss_before_mb"], out["peak_mb"] = before, _peak_mb()
     print("RESULT " + json.dumps(out))
@@ -303,6 +344,7 @@ def _median_run(runs: list[dict]) -> dict:
         "seconds": float(np.median([r["seconds"] for r in runs])),
         "all_seconds": [r["seconds"] for r in runs],
         "net_seconds": float(np.median(net)),
+        "cpu_seconds": float(np.median([r["cpu_seconds"] for r in runs])),
     }
 
 
@@ -310,6 +352,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="twitterpara,cqadupstack,askubuntu,scidocs")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
+    ap.add_argument(
+        "--vectors",
+        choices=["model", "bow"],
+        default="model",
+        help="model: --model's vectors (through the embedding cache); bow: random word vectors, every forum (see above)",
+    )
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
     ap.add_argument("--forums", default=None, help="CQADupStack forums (default: those >= 99%% in the embedding cache)")
     ap.add_argument("--encode-missing", action="store_true", help="encode CQADupStack forums not in the cache (slow)")
@@ -338,8 +386,13 @@ def main() -> int:
         print("set BENCHBENCH_DATA (or --data-dir) for TwitterPara and CQADupStack", file=sys.stderr)
         return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="useb-fidelity-"))
-    embedder = Embedder(load_encoder(args.model), cache=EmbeddingCache(default_cache_dir()), progress=False)
+    if args.vectors == "bow":
+        embedder = Embedder(BowEncoder(), progress=False)
+        args.model = f"none: random word vectors ({BowEncoder.fingerprint})"
+    else:
+        embedder = Embedder(load_encoder(args.model), cache=EmbeddingCache(default_cache_dir()), progress=False)
     have_trec = _ensure_pytrec_eval()
+    load_start = os.getloadavg()  # timings on a shared machine mean little without the load they ran under
     rows, timing, notes = [], [], []
     worst = 0.0
     for task in tasks:
@@ -350,7 +403,7 @@ def main() -> int:
         if task == "cqadupstack":
             if args.forums:
                 forums = args.forums.split(",")
-            elif not args.encode_missing:
+            elif not args.encode_missing and args.vectors == "model":
                 forums, cov = cached_forums(ad, embedder)
                 skipped = {f: c for f, c in cov.items() if f not in forums}
                 if skipped:
@@ -400,6 +453,7 @@ def main() -> int:
                 f"{theirs['seconds'] / ours['seconds']:.1f}x",
                 f"{ours['net_seconds']:.2f} / {theirs['net_seconds']:.2f}",
                 f"{theirs['net_seconds'] / ours['net_seconds']:.1f}x",
+                f"{ours['cpu_seconds']:.1f} / {theirs['cpu_seconds']:.1f} ({theirs['cpu_seconds'] / ours['cpu_seconds']:.1f}x)",
                 f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
                 f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})",
                 f"{prep:.0f}",
@@ -432,6 +486,7 @@ def main() -> int:
                 "speed-up",
                 "without the shared lookup: benchbench / useb s (median)",
                 "speed-up (evaluators alone)",
+                "CPU s (all threads): benchbench / useb (median)",
                 "benchbench peak MB (+eval)",
                 "useb peak MB (+eval)",
                 "vector prep s",
@@ -441,6 +496,10 @@ def main() -> int:
     )
     for n in notes:
         print("note:", n)
+    print(
+        f"load average (1/5/15 min) at start {'/'.join(f'{x:.2f}' for x in load_start)}, "
+        f"at end {'/'.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
     print(f"largest difference: {worst:.4f} points -> {'PASS' if worst <= 0.01 else 'FAIL'}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

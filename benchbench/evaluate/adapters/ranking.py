@@ -16,8 +16,10 @@ same number here as in the reference toolkit (bench/useb_fidelity.py checks it):
   document id in *descending* string order; AP divided by all relevant documents of the qrels
   (judged relevance >= 1), retrieved or not; nDCG with graded gains and log2 discount over the whole
   ranking, the ideal ranking built from the qrels.
-* ``search_topk``: exact inner-product top-k with faiss (``faiss.knn``, what ``IndexFlatIP`` runs) over corpus blocks, merged in a running heap
-  (``faiss.ResultHeap``), so memory is bounded by one corpus block plus the (queries x k) result.
+* ``search_topk``: exact inner-product top-k with faiss (``faiss.knn``, what ``IndexFlatIP`` runs) over
+  corpus blocks, merged in a running heap (``faiss.ResultHeap``), so memory is bounded by one corpus
+  block, faiss's score tile and the (queries x k) result. faiss's own tiles are enlarged for the
+  search (``_FAISS_TILE``): see ``search_topk``.
 
 Vectorless scorers (the optional protocol the USEB adapters recognise): a method whose encoder has
 no vectors (BM25) or prefers its own scoring exposes either or both of
@@ -121,26 +123,43 @@ def trec_ndcg(ranked_rels: Sequence[int], judged_rels: Iterable[int]) -> float:
     return dcg(gains) / idcg if idcg > 0 else 0.0
 
 
+# faiss's BLAS tile for the search: queries x corpus rows per matrix product (32 MB of scores).
+# faiss's default, 4096 x 1024, makes one product and one heap update, each an OpenMP parallel
+# region ending in a barrier, per 1024 corpus rows; where the cores are shared (other processes
+# running), each barrier waits for a descheduled thread, and the search took 1.7x the CPU time and
+# up to 5x the wall time of 2048 x 4096 on the full CQADupStack (bench/useb_fidelity.py --vectors bow).
+_FAISS_TILE = (2048, 4096)
+
+
 def search_topk(queries: np.ndarray, corpus_blocks: Iterable[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k inner products of ``queries`` against a corpus given as successive blocks of rows.
 
-    One exact faiss inner-product search per block (faiss tiles queries x block internally), results merged
-    into a running top-k heap: the full queries x corpus score matrix never exists. Returns
-    (scores, corpus row indices), rows sorted best first, k' = min(k, corpus size) columns."""
+    One exact faiss inner-product search per block (faiss tiles queries x block internally, in
+    ``_FAISS_TILE`` tiles, set for the duration of the search and restored after: faiss keeps them in
+    process-wide variables), results merged into a running top-k heap: the full queries x corpus
+    score matrix never exists. A score is a function of the two vectors alone, wherever a row sits in
+    a block (faiss's BLAS calls; numpy's and torch's matrix products round some scores differently
+    by position, so equal vectors could stop tying). Returns (scores, corpus row indices), rows
+    sorted best first, k' = min(k, corpus size) columns."""
     import faiss
 
     q = np.ascontiguousarray(queries, dtype=np.float32)
     nq = len(q)
     heap = faiss.ResultHeap(nq, k, keep_max=True)
     offset = 0
-    for block in corpus_blocks:
-        block = np.ascontiguousarray(block, dtype=np.float32)
-        if len(block) == 0:
-            continue
-        # faiss.knn is IndexFlatIP's search without copying the block into an index first
-        d, i = faiss.knn(q, block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
-        heap.add_result(d, i + offset)
-        offset += len(block)
+    saved = (faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs)
+    faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs = _FAISS_TILE
+    try:
+        for block in corpus_blocks:
+            block = np.ascontiguousarray(block, dtype=np.float32)
+            if len(block) == 0:
+                continue
+            # faiss.knn is IndexFlatIP's search without copying the block into an index first
+            d, i = faiss.knn(q, block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
+            heap.add_result(d, i + offset)
+            offset += len(block)
+    finally:
+        faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs = saved
     heap.finalize()
     kk = min(k, offset)
     return heap.D[:, :kk].copy(), heap.I[:, :kk].copy()

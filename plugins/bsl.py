@@ -15,6 +15,11 @@ Paper defaults: Adam, lr 5e-4, batch 64, one epoch over the unlabelled NLI sente
 "general"``; offline: SNLI dev/test + XNLI-en, about 36K sentences, see benchbench/nli.py). The
 encoder handed back is the online encoder (the predictor and target are dropped).
 
+Views are made before training, in big batches, only for the sentences the step budget draws
+(``TrainContext.budget_items``: ``--steps 20`` at batch 64 back-translates 1,280 sentences, not the
+corpus); the record's ``train.preprocessed_sentences`` says how many. A sentence drawn beyond them
+(another process's share) gets its views on first use.
+
 The EMA update is a post-step hook of the optimizer: it runs inside ``optimizer.step()``, i.e. exactly
 once per real update (not per micro-batch under gradient accumulation; not on a step the loss scaler
 skips) and before the loop writes a checkpoint, whose model state then holds the updated target (the
@@ -96,7 +101,9 @@ class BSLConfig:
     two_view: bool = True  # x1 = T1(x), x2 = T2(x); false: x1 = x, x2 = T(x) (section 4.4)
     pooling: str = "mean"
     max_seq_length: int | None = 64
-    max_sentences: int | None = None  # train on a seeded random subset of the corpus (small budgets)
+    # train on a seeded random subset of the corpus. Not needed for a small budget: views are made only
+    # for the sentences the steps draw (``preprocessed_sentences`` in the record), whatever the corpus size
+    max_sentences: int | None = None
     grad_accum: int = 1
     # the paper states no clipping and names no code: the loop's usual global norm 1.0 (as
     # sentence-transformers' fit), now recorded in the config; 0 = off
@@ -259,14 +266,19 @@ class BSL(Method):
             items = [items[i] for i in keep]
         if not items:
             raise ConfigError(f"bsl: nothing to train on after augmenter {c.augmenter!r} selected its sentences.")
-        if hasattr(aug, "apply"):  # make every view once, in big batches, before training (cached on disk)
+        steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
+        prepared = 0
+        if hasattr(aug, "apply"):  # the budget's views, made once in big batches before training (cached)
+            need = [items[i] for i in ctx.budget_items(len(items), steps, c.batch_size, c.grad_accum)]
             for variant in (0, 1) if c.two_view else (0,):
-                aug.apply(items, variant)
+                aug.apply(need, variant)
+            prepared = len(need)
         ctx.accounting.update(
             {
                 "augmenter": c.augmenter,
                 "two_view": c.two_view,
                 "bsl_sentences": len(items),
+                "preprocessed_sentences": prepared,
                 "recipe": {"name": c.recipe, **r, "lr": lr, "predictor_k": k},
             }
         )
@@ -278,7 +290,6 @@ class BSL(Method):
             c.two_view,
             c.recipe,
         )
-        steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
         loop = LoopConfig.from_config(c, steps=steps)
         best = _stsb_dev_selection(obj, ctx, steps) if r["select_on_stsb_dev"] else None
         obj = train_loop(

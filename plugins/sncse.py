@@ -22,8 +22,9 @@ The negation is the official ``generate_soft_negative_samples.convert_to_negatio
    VBD "did not <lemma>"; any other ROOT: "Not" is put first;
 3. no such token: "Not" is put first.
 The result is spaCy's tokens joined by single spaces ("don't" -> "do n't"; "n't" is not "not", so a
-sentence with only "n't" gets a second negation: "do not n't"). Negations are computed once per corpus
-and cached (``ViewCache``, key: the rules, spaCy's and the model's versions).
+sentence with only "n't" gets a second negation: "do not n't"). Negations are computed once per
+sentence and cached (``ViewCache``, key: the rules, spaCy's and the model's versions), and only for
+the sentences the step budget draws (``TrainContext.budget_items``; ``train.preprocessed_sentences``).
 
 | item | paper | reference code (Sense-GVT/SNCSE) | benchbench |
 |---|---|---|---|
@@ -149,6 +150,24 @@ def negations(texts: list[str], cache: ViewCache | None = None) -> list[str]:
     parser = load_parser()
     key = {"rules": NEGATION_RULES, "spacy": spacy.__version__, "model": parser.meta.get("version")}
     return (cache or ViewCache()).map("sncse-negation", key, texts, lambda part: negate(parser, part))
+
+
+class Negated:
+    """The training items, (sentence, its negation), as the loop indexes them: the negations made
+    beforehand for the budget's sentences, any other sentence (another process's share) negated on
+    first use."""
+
+    def __init__(self, corpus: list[str], made: dict[str, str]):
+        self.corpus, self.made = corpus, made
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def __getitem__(self, i: int) -> tuple[str, str]:
+        s = self.corpus[i]
+        if s not in self.made:
+            self.made[s] = negations([s])[0]
+        return s, self.made[s]
 
 
 def punctuate(s: str) -> str:
@@ -277,9 +296,12 @@ class SNCSE(Method):
         seed_everything(ctx.seed)
         encoder = PromptEncoder(ctx.load_encoder(), c.template)
         obj = SNCSEObjective(encoder, c)
-        items = list(zip(corpus, negations(corpus), strict=True))
+        steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
+        # spaCy parses only the sentences the budget draws (all of them from one epoch on)
+        need = [corpus[i] for i in ctx.budget_items(len(corpus), steps, c.batch_size, c.grad_accum)]
+        items = Negated(corpus, dict(zip(need, negations(need), strict=True)))
         ctx.accounting["soft_negatives"] = f"spaCy negation ({NEGATION_RULES})"
-        steps = resolve_steps(c.steps, len(items), c.batch_size * c.grad_accum, c.epochs)
+        ctx.accounting["preprocessed_sentences"] = len(need)
         obj = fit(
             self,
             obj,

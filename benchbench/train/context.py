@@ -43,6 +43,23 @@ class TrainContext:
 
         return load_encoder(self.model, pooling=pooling, **kw)
 
+    def budget_items(self, n_items: int, steps: int, batch_size: int, grad_accum: int = 1) -> list[int]:
+        """The corpus items (ascending, distinct indices) that ``train_loop`` draws in ``steps`` optimizer
+        steps of ``batch_size`` x ``grad_accum`` items on each of ``WORLD_SIZE`` processes: all of them
+        once the budget reaches an epoch. Per-sentence preprocessing (views, negations) made for these
+        alone costs what the budget uses rather than what the corpus holds (20 steps of 64 need 1,280
+        sentences, not the whole NLI corpus), and training is unchanged: the loop's order is a pure
+        function of the seed (``ItemStream``), so these are exactly the items it will draw."""
+        import os
+
+        from benchbench.train.loop import ItemStream
+
+        world = max(1, int(os.environ.get("WORLD_SIZE") or 1))  # set by torchrun / accelerate launch
+        total = int(steps) * int(batch_size) * int(grad_accum) * world
+        if total >= n_items:
+            return list(range(n_items))
+        return sorted(set(ItemStream(n_items, self.seed).take(0, total)))
+
     def augmenter(self, name: str):
         if self.registry is None or name not in self.registry.augmenters:
             raise UnknownNameError("augmenter", name, self.registry.augmenters if self.registry else [])

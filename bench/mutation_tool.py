@@ -253,6 +253,15 @@ EQUIVALENT[
     f"plugins/_prompt.py | ReplaceComparisonOperator_Lt_LtE | {_PARSE} -> {_PARSE.replace(') < t', ') <= t')}"
 ] = '"[MASK]" and "[X]" never start at the same index'
 
+EQUIVALENT |= {
+    "plugins/esimcse.py | RemoveDecorator |  / @torch.no_grad() -> ": (
+        "enqueue, momentum_update and keys (the key cannot tell which): the keys are detached before "
+        "they are queued, the queue is a buffer and the momentum encoder's parameters have "
+        "requires_grad False (pinned by test_momentum_encoder_moves_only_by_ema_with_m_not_1_minus_m): "
+        "the same numbers, only a graph built and dropped"
+    ),
+}
+
 # the same, by pattern (a mutant key matching the regular expression)
 EQUIVALENT_RULES: list[tuple[str, str]] = [
     (

@@ -137,6 +137,15 @@ class TestMirrorBERT:
         rng = np.random.default_rng(0)
         assert mask_span("y" * 29, 5, rng) == "y" * 29
         assert mask_span("y" * 30, 5, rng) == " [MASK] " + "y" * 25  # cut at the first "yyyyy"
+        s = "abcdefghijklmnopqrstuvwxyz0123"  # 30 distinct characters: a span of 1 masks exactly one
+        outs = {mask_span(s, 1, np.random.default_rng(i)) for i in range(100)}
+        assert {len(o) for o in outs} == {29 + len(" [MASK] ")} and len(outs) > 10
+
+    def test_collate_counts_the_tokens_of_both_views(self, tmp_path, monkeypatch):
+        obj = _build("mirror_bert", tmp_path, monkeypatch, steps=1)["obj"]
+        b = obj.collate(CORPUS[:4], np.random.default_rng(0))
+        assert b["n_tokens"] == int(b["a_attention_mask"].sum()) + int(b["b_attention_mask"].sum())
+        assert int(b["b_attention_mask"].sum()) > 0
 
 
 class TestPromptBERT:

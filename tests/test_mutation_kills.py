@@ -155,6 +155,17 @@ class TestPromptBERT:
     def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
         check_mlp("promptbert", tmp_path, monkeypatch)
 
+    def test_an_encoder_with_no_room_keeps_the_template_and_no_sentence_token(self, tmp_path, monkeypatch):
+        """Encoding cuts the SENTENCE to ``max_seq_length - overhead`` tokens, none when the template
+        alone fills (or overfills) the length: the template and its [MASK] always stay whole."""
+        enc = _build("promptbert", tmp_path, monkeypatch, steps=1)["obj"].encoder
+        t, tok = enc.template, enc.tokenizer
+        for room in (1, 0, -3):
+            enc.max_seq_length = t.overhead + room
+            b = enc.tokenize(["a cat sits on the mat"])
+            assert b["input_ids"][0].tolist() == t.wrap(tok("a", add_special_tokens=False)["input_ids"][: max(room, 0)])
+            assert int(b["mask_pos"][0]) == t.mask_index(max(room, 0))
+
 
 class TestSNCSE:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):

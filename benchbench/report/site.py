@@ -527,7 +527,7 @@ th,td{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#eee;cu
 td.num{text-align:right}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' \\25BC'}
 .notes,.prov{font-size:12px;color:#444}img.plot{max-width:640px;border:1px solid #ddd;margin:4px}
 .nav{font-size:14px}.all{font-size:16px;padding:6px 10px;background:#eef3ff;border:1px solid #99b;display:inline-block}
-.paper{color:#777;font-size:11px}.status{font-weight:bold}.status.empty,.status.partial{color:#a45a00}
+.paper{color:#777;font-size:10px;display:block}code{font-size:12px}table.study-table td{font-size:12px}.status{font-weight:bold}.status.empty,.status.partial{color:#a45a00}
 .study{border-top:2px solid #99b;margin-top:1.5em}td.label{white-space:nowrap}
 """
 
@@ -566,6 +566,11 @@ def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
     )
 
 
+def _code_spans(text: str) -> str:
+    """``text`` escaped for HTML, its Markdown `code` spans (the commands to run) as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape_html(text))
+
+
 def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     """One study's section of the front page: the table ``studies.view`` made, cells rendered by
     ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
@@ -587,7 +592,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     parts = [
         f'<section class="study" id="study-{_slug(st.name)}"><h2>{escape_html(st.name)} (v{st.version})</h2>',
         f"<p>{escape_html(st.description)}</p>",
-        f'<p class="status {state}">{escape_html(v.status)}</p>',
+        f'<p class="status {state}">{_code_spans(v.status)}</p>',
         f'<p class="notes">{escape_html(v.conditions)}</p>',
         f'<table class="sortable study-table" id="t-study-{_slug(st.name)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>",

@@ -155,6 +155,18 @@ class TestPromptBERT:
     def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
         check_mlp("promptbert", tmp_path, monkeypatch)
 
+    def test_training_never_cuts_past_what_the_model_holds(self, tmp_path, monkeypatch):
+        """``max_seq_length`` (32) counts SENTENCE tokens; None or more than the model holds gives the
+        model's length minus the longer template."""
+        long = " ".join(f"word{i}" for i in range(300))
+        for cfg_len in (None, 500):
+            obj = _build("promptbert", tmp_path / str(cfg_len), monkeypatch, steps=1, max_seq_length=cfg_len)["obj"]
+            room = obj.encoder.max_seq_length - max(t.overhead for t in obj.templates)
+            b = obj.collate([long], np.random.default_rng(0))
+            assert obj.limit == room and int(b["attention_mask"].sum(1).max()) == obj.encoder.max_seq_length == 128
+        obj = _build("promptbert", tmp_path / "32", monkeypatch, steps=1)["obj"]
+        assert obj.limit == 32 and int(obj.collate([long], None)["n_sentence"][0]) == 32
+
     def test_an_encoder_with_no_room_keeps_the_template_and_no_sentence_token(self, tmp_path, monkeypatch):
         """Encoding cuts the SENTENCE to ``max_seq_length - overhead`` tokens, none when the template
         alone fills (or overfills) the length: the template and its [MASK] always stay whole."""

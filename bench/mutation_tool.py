@@ -777,7 +777,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--skip-tested", default="", help="previous OUT.json files (comma-separated): skip the mutants they tested"
     )
-    ap.add_argument("--rerun", default="", help="a previous OUT.json: run only the mutants it lists as survivors")
+    ap.add_argument(
+        "--rerun",
+        default="",
+        help="previous OUT.json files (comma-separated): run only the mutants they list as survivors",
+    )
     ap.add_argument(
         "--without-kill-tests", action="store_true", help=f"leave out {K[:-2]} (what the mechanism tests alone kill)"
     )
@@ -794,11 +798,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.list:
         return list_modules(names)
     rerun = None
-    if a.rerun:
+    for f in filter(None, a.rerun.split(",")):
         try:
-            rerun = {sv["key"] for sv in json.loads(Path(a.rerun).read_text())["survivors"]}
+            rerun = (rerun or set()) | {sv["key"] for sv in json.loads(Path(f).read_text())["survivors"]}
         except (OSError, ValueError, KeyError) as e:
-            ap.error(f"--rerun {a.rerun}: not a report this tool wrote ({e})")
+            ap.error(f"--rerun {f}: not a report this tool wrote ({e})")
     skip = set()
     for f in filter(None, a.skip_tested.split(",")):
         try:

@@ -200,8 +200,11 @@ def test_sts_items_recompute_the_main_score_on_real_data(registry, real_data, ta
         assert items["aggregate"] == "mean" and len(items["subsets"]) == 1
 
 
-@pytest.mark.parametrize("aggregate", ["all", "mean"])
-def test_vectorised_spearman_bootstrap_equals_the_per_resample_loop(aggregate, monkeypatch):
+@pytest.mark.parametrize(
+    ("metric", "aggregate"),
+    [("spearman", "all"), ("spearman", "mean"), ("paraphrase_ap", "mean"), ("average_precision", "mean")],
+)
+def test_vectorised_bootstrap_equals_the_per_resample_loop(metric, aggregate, monkeypatch):
     """The STS fast path of ``paired_bootstrap_items`` gives the same observed difference, p and valid
     count as scoring each resample with ``aggregate_score`` (forced by a metric name the fast path does
     not take), with ties in the predictions (7-digit compaction makes them) and two seeds per side."""
@@ -214,6 +217,10 @@ def test_vectorised_spearman_bootstrap_equals_the_per_resample_loop(aggregate, m
         subs = {}
         for name, n in (("a", 60), ("b", 45), ("c", 30)):
             gold = np.round(rng.uniform(0, 5, n), 1)
+            if metric == "paraphrase_ap":  # TwitterPara's 0-5 votes: 3 dropped, > 3 a paraphrase
+                gold = rng.integers(0, 6, n).astype(float)
+            elif metric == "average_precision":
+                gold = rng.integers(0, 2, n).astype(float)
             subs[name] = (np.round(gold + rng.normal(shift, 1.5, n), 1), gold)  # rounded: many ties
         return subs
 
@@ -223,11 +230,11 @@ def test_vectorised_spearman_bootstrap_equals_the_per_resample_loop(aggregate, m
         sets = []
         for k in range(2):
             subs = {name: (np.round(p + rng.normal(0, noise + 0.3 * k, len(p)), 1), g) for name, (p, g) in base.items()}
-            sets.append(pair_items(subs, "spearman", aggregate))
+            sets.append(pair_items(subs, metric, aggregate))
         sides.append(sets)
     fast = stats.paired_bootstrap_items(sides[0], sides[1], n_resamples=300, seed=5)
-    monkeypatch.setitem(item_scores.PAIR_METRICS, "spearman-loop", item_scores.PAIR_METRICS["spearman"])
-    slow_sides = [[{**s, "metric": "spearman-loop"} for s in side] for side in sides]
+    monkeypatch.setitem(item_scores.PAIR_METRICS, "loop", item_scores.PAIR_METRICS[metric])
+    slow_sides = [[{**s, "metric": "loop"} for s in side] for side in sides]
     slow = stats.paired_bootstrap_items(slow_sides[0], slow_sides[1], n_resamples=300, seed=5)
     assert fast.statistic == pytest.approx(slow.statistic, abs=1e-9)
     assert fast.p_value == slow.p_value and fast.n == slow.n

@@ -214,11 +214,11 @@ def paired_bootstrap_items(
 
     observed = diff(None)
     rng = np.random.default_rng(seed)
-    if ref["unit"] == "pair" and ref["metric"] == "spearman" and ref["aggregate"] in ("mean", "all"):
+    if ref["unit"] == "pair" and ref["metric"] in _RESAMPLED and ref["aggregate"] in ("mean", "all"):
         # the same draws as the loop below, scored for every resample at once (STS: thousands of pairs)
         draws = [{name: rng.integers(0, n, n) for name, n in sizes.items()} for _ in range(n_resamples)]
-        scores_a = _resampled_spearman(runs_a, draws).mean(axis=1)
-        scores_b = _resampled_spearman(runs_b, draws).mean(axis=1)
+        scores_a = _resampled_scores(runs_a, draws).mean(axis=1)
+        scores_b = _resampled_scores(runs_b, draws).mean(axis=1)
         p, valid = _bootstrap_p(observed, (float(d) if math.isfinite(d) else None for d in scores_a - scores_b))
         return _items_result(observed, p, valid, n_resamples, sizes)
 
@@ -246,14 +246,55 @@ def _items_result(observed: float, p: float, valid: int, n_resamples: int, sizes
     )
 
 
-def _resampled_spearman(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
-    """[resamples, runs] of the main score (x100) of Spearman pair items, every resample at once: the
-    same numbers as ``aggregate_score`` on each draw (average ranks of the drawn values, then Pearson
-    of the ranks), NaN where a resample leaves a side constant. Written out (scipy's spearmanr sorts one
-    resample per call) on one observation: a resample is a COUNT per original item, so the average
-    rank of a drawn value is the count of drawn values below it plus (its tie group's count + 1) / 2,
-    and Spearman is a count-weighted Pearson of those ranks: no sort per resample."""
+def _count_ranks(values: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For resamples given as counts ``c`` [resamples, items]: (the sort order of ``values``, each
+    item's tie group in that order, the drawn count per tie group [resamples, groups])."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    new_group = np.r_[True, v[1:] != v[:-1]]
+    group = np.empty(len(v), dtype=np.int64)
+    group[order] = np.cumsum(new_group) - 1
+    return order, group, np.add.reduceat(c[:, order], np.flatnonzero(new_group), axis=1)
+
+
+def _spearman_counts(pred: np.ndarray, gold: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Spearman x100 of each resample: the average rank of a drawn value is the count drawn below
+    it plus (its tie group's count + 1) / 2; then a count-weighted Pearson of the ranks."""
+    mid = (c.sum(axis=1, keepdims=True) + 1) / 2  # the mean rank of m drawn values
+
+    def centred(values: np.ndarray) -> np.ndarray:
+        _, group, per = _count_ranks(values, c)
+        return (np.cumsum(per, axis=1) - per + (per + 1) / 2)[:, group] - mid
+
+    pr, gr = centred(pred), centred(gold)
+    num = (c * pr * gr).sum(axis=1)
+    den = np.sqrt((c * pr * pr).sum(axis=1) * (c * gr * gr).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = 100 * num / den
+    return np.where(den > 1e-9 * (mid[:, 0] ** 3), out, np.nan)  # a constant side: undefined
+
+
+def _ap_counts(pred: np.ndarray, positive: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """scikit-learn's step-wise average precision x100 of each resample: thresholds at the distinct
+    scores, high to low; AP = sum over thresholds of (new positives / all positives) x precision there."""
+    order, _, per = _count_ranks(-pred, c)  # descending scores
+    pos_new = np.add.reduceat((c * positive)[:, order], np.flatnonzero(np.r_[True, np.diff(-pred[order]) != 0]), axis=1)
+    tp, n = np.cumsum(pos_new, axis=1), np.cumsum(per, axis=1)
+    total = tp[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = np.where(pos_new > 0, tp / np.maximum(n, 1), 0.0)
+        out = 100 * (pos_new * prec).sum(axis=1) / total
+    return np.where(total > 0, out, np.nan)
+
+
+def _resampled_scores(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
+    """[resamples, runs] of the main score of pair items (``_RESAMPLED`` metrics), every resample at
+    once: the same numbers as ``aggregate_score`` on each draw, NaN where the metric is undefined.
+    Written out because scipy's spearmanr and scikit-learn's average_precision_score handle one
+    resample per call (TwitterPara's AP: ~65 ms a call here, hours for a study's column); here a
+    resample is a COUNT per original item, so no resample is sorted."""
     names = list(runs[0]["subsets"])
+    metric = runs[0]["metric"]
     counts = {}
     for name in names:
         idx = np.stack([d[name] for d in draws])
@@ -261,32 +302,21 @@ def _resampled_spearman(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mappi
         flat = (np.arange(b)[:, None] * n + idx).ravel()
         counts[name] = np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
 
-    def ranks(values: np.ndarray, c: np.ndarray) -> np.ndarray:
-        order = np.argsort(values, kind="stable")
-        v = values[order]
-        new_group = np.r_[True, v[1:] != v[:-1]]
-        group = np.empty(len(v), dtype=np.int64)
-        group[order] = np.cumsum(new_group) - 1
-        per_group = np.add.reduceat(c[:, order], np.flatnonzero(new_group), axis=1)
-        avg = np.cumsum(per_group, axis=1) - per_group + (per_group + 1) / 2
-        return avg[:, group]
-
-    def spearman(pred: np.ndarray, gold_r: np.ndarray, c: np.ndarray) -> np.ndarray:
-        mid = (c.sum(axis=1, keepdims=True) + 1) / 2  # the mean rank of m drawn values
-        pr, gr = ranks(pred, c) - mid, gold_r - mid
-        num = (c * pr * gr).sum(axis=1)
-        den = np.sqrt((c * pr * pr).sum(axis=1) * (c * gr * gr).sum(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = 100 * num / den
-        return np.where(den > 1e-9 * (mid[:, 0] ** 3), out, np.nan)  # a constant side: Spearman undefined
-
     def scores(parts: list[str]) -> np.ndarray:
         c = np.hstack([counts[n] for n in parts])
         gold = np.concatenate([np.asarray(runs[0]["subsets"][n]["gold"], dtype=np.float64) for n in parts])
-        gold_r = ranks(gold, c)
         preds = [np.concatenate([np.asarray(r["subsets"][n]["pred"], dtype=np.float64) for n in parts]) for r in runs]
-        return np.stack([spearman(p, gold_r, c) for p in preds], axis=1)
+        if metric == "spearman":
+            return np.stack([_spearman_counts(p, gold, c) for p in preds], axis=1)
+        if metric == "paraphrase_ap":  # USEB TwitterPara: label 3 dropped, > 3 a paraphrase
+            c, positive = c * (gold != 3), (gold > 3).astype(np.float64)
+        else:
+            positive = (gold > 0).astype(np.float64)
+        return np.stack([_ap_counts(p, positive, c) for p in preds], axis=1)
 
-    if runs[0]["aggregate"] == "all":  # one Spearman over the subsets' drawn pairs together
+    if runs[0]["aggregate"] == "all":  # one score over the subsets' drawn pairs together
         return scores(names)
     return np.mean([scores([n]) for n in names], axis=0)
+
+
+_RESAMPLED = ("spearman", "paraphrase_ap", "average_precision")

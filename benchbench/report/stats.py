@@ -284,7 +284,8 @@ def _ap_counts(pred: np.ndarray, positive: np.ndarray, c: np.ndarray) -> np.ndar
     with np.errstate(invalid="ignore", divide="ignore"):
         prec = np.where(pos_new > 0, tp / np.maximum(n, 1), 0.0)
         out = 100 * (pos_new * prec).sum(axis=1) / total
-    return np.where(total > 0, out, np.nan)
+    # no positive drawn: scikit-learn warns and returns 0 (recall set to one); nothing drawn: undefined
+    return np.where(total > 0, out, np.where(n[:, -1] > 0, 0.0, np.nan))
 
 
 def _resampled_scores(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:

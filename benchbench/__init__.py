@@ -8,7 +8,8 @@ used.
 
 Method authors: ``Method``, ``TrainContext``, ``Objective``, ``fit`` (the usual call), ``train_loop``, ``LoopConfig``,
 ``resolve_steps``, ``seed_everything``, ``adamw``, ``method_fingerprint``, ``load_encoder``,
-``TransformerEncoder``, ``hash_weights`` (an encoder's fingerprint), ``tiny_bert``, ``hookimpl``.
+``TransformerEncoder``, ``hash_weights`` (an encoder's fingerprint), ``model_label_of`` (a base model's label in
+records: a local folder is ``<name>@<weights hash>``, never its path), ``tiny_bert``, ``hookimpl``.
 Task authors: ``TaskAdapter``, ``TaskResult``, ``TaskSpec``, ``Embedder``, ``metrics``.
 Encoder protocols: ``Encoder`` (``encode``), ``PairScorer`` (``score_pairs``), ``Searcher``
 (``search``).
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "embed": ".encode.encoding",
     "TransformerEncoder": ".encode.models",
     "load_encoder": ".encode.models",
+    "model_label_of": ".encode.models",  # a base model's label in records: never a machine path
     "register_encoder_loader": ".encode.models",
     "get_registry": ".core.registry",
     "make_adapter": ".run.runner",
@@ -167,7 +169,14 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .core.methods import Method, build_config, config_hash
     from .core.tasks import TaskSpec
     from .encode.encoding import Embedder, Encoder, PairScorer, Searcher, embed
-    from .encode.models import TransformerEncoder, hash_weights, load_encoder, resolve_model_path, tiny_bert
+    from .encode.models import (
+        TransformerEncoder,
+        hash_weights,
+        load_encoder,
+        model_label_of,
+        resolve_model_path,
+        tiny_bert,
+    )
     from .evaluate import metrics
     from .evaluate.adapters.base import TaskAdapter, TaskResult
     from .run.chain import train_method

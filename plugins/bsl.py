@@ -223,6 +223,16 @@ def make_optimizer(obj: BSLObjective, lr: float, recipe: str = "paper") -> torch
     return opt
 
 
+class _SingleView:
+    """A plain ``(texts, rng) -> texts`` augmenter as BSL's view maker: x1 = x, x2 = T(x) (section 4.4)."""
+
+    def __init__(self, augment: Any):
+        self.augment = augment
+
+    def views(self, texts: list[str], rng: np.random.Generator, two_view: bool = False) -> tuple[list, list]:
+        return list(texts), self.augment(list(texts), rng)
+
+
 class BSL(Method):
     name = "bsl"
     Config = BSLConfig
@@ -236,10 +246,7 @@ class BSL(Method):
         if not hasattr(aug, "views"):  # a plain (texts, rng) -> texts augmenter: single view only
             if self.config.two_view:
                 raise ConfigError(f"bsl: augmenter {self.config.augmenter!r} makes one view; use two_view=false.")
-            plain = aug
-            aug = type(
-                "SingleView", (), {"views": staticmethod(lambda t, rng, two_view=False: (list(t), plain(list(t), rng)))}
-            )()
+            aug = _SingleView(aug)
         if hasattr(aug, "prepare"):
             aug.prepare(ctx)
         return aug
@@ -282,14 +289,8 @@ class BSL(Method):
                 "recipe": {"name": c.recipe, **r, "lr": lr, "predictor_k": k},
             }
         )
-        obj = BSLObjective(
-            ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length),
-            aug,
-            c.momentum,
-            k,
-            c.two_view,
-            c.recipe,
-        )
+        encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
+        obj = BSLObjective(encoder, aug, c.momentum, k, c.two_view, c.recipe)
         loop = LoopConfig.from_config(c, steps=steps)
         best = _stsb_dev_selection(obj, ctx, steps) if r["select_on_stsb_dev"] else None
         obj = train_loop(

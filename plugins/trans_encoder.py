@@ -83,6 +83,7 @@ from benchbench import (
     hookimpl,
     load_encoder,
     make_adapter,
+    model_label_of,
     resolve_model_path,
     seed_everything,
     train_method,
@@ -525,7 +526,7 @@ class TransEncoder(Method):
                 f"{self.name}: option start_set applies only when start names a method (start={c.start!r})."
             )
         if not c.start:
-            return ctx.model, {"model": ctx.model}
+            return ctx.model, {"model": model_label_of(ctx.model)}  # a label: a local folder's path is no record's
         methods = sorted(ctx.registry.methods) if ctx.registry is not None else []
         if c.start in methods:
             if c.start.startswith("trans-encoder"):
@@ -533,9 +534,9 @@ class TransEncoder(Method):
             trained = train_method(c.start, ctx, self._start_options())
             return str(trained.path), trained.describe()
         if Path(c.start).is_dir():
-            return c.start, {"path": str(Path(c.start).resolve())}
+            return c.start, {"model": model_label_of(c.start)}
         if c.start == ctx.model or _local_model(c.start):
-            return c.start, {"model": c.start}
+            return c.start, {"model": model_label_of(c.start)}
         raise ConfigError(
             f"{self.name}: option start={c.start!r} is neither a registered method nor an encoder folder. "
             f"Methods: {', '.join(methods) or '(no registry: run through the benchbench runner)'}."
@@ -544,8 +545,8 @@ class TransEncoder(Method):
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         """(label, start weights, PLM weights) per base model."""
         c = self.config
-        start = ctx.accounting.get("start", {}).get("path") or self._resolve_start(ctx)[0]
-        return [(ctx.model, start, c.plm or ctx.model)]
+        start = self._resolve_start(ctx)[0]
+        return [(model_label_of(ctx.model), start, c.plm or ctx.model)]
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
@@ -788,7 +789,7 @@ class TransEncoderMutual(TransEncoder):
             raise ConfigError(f"{self.name}: option models needs two or more base models (got {models}).")
         if c.start and c.start not in models:
             raise ConfigError(f"{self.name}: option start applies to one model; name the starts in models=... instead.")
-        return [(m, m, m) for m in models]
+        return [(model_label_of(m), m, m) for m in models]  # labels, never a machine path, in the record
 
     def _result(self, tracks: list[_Track], acc: dict) -> TransEncoderResult:
         c = self.config
@@ -801,6 +802,7 @@ class TransEncoderMutual(TransEncoder):
             )
         names = [t.name for t in tracks]
         want = c.report or names[0]
+        want = want if want in names else model_label_of(want)  # as --model names it: its label
         if want not in names:
             raise ConfigError(f"{self.name}: option report={want!r} is not one of models {names} (or 'ensemble').")
         t = tracks[names.index(want)]

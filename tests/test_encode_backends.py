@@ -241,3 +241,41 @@ def test_run_refuses_a_dtype_the_backend_lacks(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--method", "plm-mean", "--tasks", "stsb", "--encode-backend", "tensorrt"])
     assert "invalid choice: 'tensorrt'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sweep", "--methods", "simcse", "--tasks", "stsb"],
+        ["study", "run", "post-training-minilm"],
+        ["reproduce", "tsdae-table2"],
+        ["run", "--method", "simcse", "--tasks", "stsb"],
+    ],
+)
+def test_every_command_that_runs_takes_the_encode_options(argv):
+    """sweep, study run and reproduce encode like `run`: the same two options reach RunOptions."""
+    import importlib
+
+    main = importlib.import_module("benchbench.cli.main")
+    args = main.build_parser().parse_args([*argv, "--encode-backend", "onnx", "--encode-dtype", "fp32"])
+    assert main.encode_options(args) == {"encode_backend": "onnx", "encode_dtype": "fp32"}
+    assert main.encode_options(main.build_parser().parse_args(argv)) == {
+        "encode_backend": "torch",
+        "encode_dtype": "auto",
+    }
+
+
+def test_study_run_and_reproduce_pass_the_backend_to_every_cell(monkeypatch):
+    from benchbench.report import reproduce, studies
+    from benchbench.run import sweep
+
+    seen = {}
+    monkeypatch.setattr(sweep, "run_sweep", lambda cells, base, *a, **k: seen.update(base) or [])
+    st = studies.load_study("post-training-minilm")
+    studies.run(st, "out", cells=[], encode={"encode_backend": "openvino", "encode_dtype": "fp32"})
+    assert seen["encode_backend"] == "openvino" and seen["encode_dtype"] == "fp32" and seen["store_items"] is True
+    b = reproduce.Budget(encode_backend="onnx", encode_dtype="fp32")
+    base = reproduce.base_options(b, "out")
+    assert base["encode_backend"] == "onnx"
+    line = reproduce.command(sweep.SweepRun("simcse", "stsb", 1, "unsupervised", {}), base)
+    assert "--encode-backend onnx --encode-dtype fp32" in line, line

@@ -118,3 +118,42 @@ def test_report_marks_the_tie_group_and_the_sample_std():
     simcse_row = next(line for line in md.splitlines() if line.startswith("| simcse |"))
     assert "**" not in simcse_row
     assert "stsb: items" in md
+
+
+def test_a_trained_cell_not_separable_from_the_start_row_is_marked():
+    """The start row (plm-mean) is the base model itself: a trained cell whose items the paired test
+    cannot separate from it gets the ≈ mark; one that moved clearly (much noisier predictions) does
+    not, even though it is also not the column's best."""
+    st = load_study("post-training-minilm")
+    assert st.start == "plm-mean" and load_study("plain-start").start == "plm-mean"
+    same, moved = _cells(noise_b=0.3), _cells(noise_b=3.0)
+    table = {
+        "stsb": {
+            m: {"plm-mean": same["a"], "tsdae": same["b"], "simcse": moved["b"]}.get(m, Cell({}, {}))
+            for m in st.methods
+        }
+    }
+    p = studies.start_column(table["stsb"], "plm-mean")
+    assert set(p) == {"tsdae", "simcse"} and p["tsdae"] >= studies.TIE_P > p["simcse"], p
+    v = studies.view(st, table, papers=({}, {}))
+    row = {r.method: r.cells[0] for r in v.rows}
+    assert row["tsdae"].at_start and row["tsdae"].text.endswith(f" {studies.AT_START_MARK}")
+    assert not row["simcse"].at_start and studies.AT_START_MARK not in row["simcse"].text
+    assert not row["plm-mean"].at_start  # the start is never marked against itself
+    assert any(n.startswith(studies.AT_START_MARK) and "Marked: 1 of 2 trained cells" in n for n in v.notes)
+    # a study without a start row marks nothing
+    import dataclasses
+
+    v2 = studies.view(dataclasses.replace(st, start=""), table, papers=({}, {}))
+    assert not any(c.at_start for r in v2.rows for c in r.cells)
+
+
+def test_a_start_outside_the_methods_is_an_error(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text(
+        'name = "s"\nversion = 1\nmodel = "tiny-bert"\nstart = "plm-cls"\ntasks = ["stsb"]\nmethods = ["simcse"]\n'
+        "seeds = [1, 2, 3]\n[budget]\nsteps = 1\nbatch_size = 2\n"
+    )
+    with pytest.raises(ConfigError, match=r"start 'plm-cls' is not one of the study's methods") as e:
+        load_study(str(f))
+    assert str(f) in str(e.value)

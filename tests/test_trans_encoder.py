@@ -6,6 +6,7 @@ per-kind dev selection, and the saved result (both encoders, CrossEncoder format
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from benchbench_plugins import trans_encoder as te
 
-from benchbench import Embedder, TrainContext, load_encoder, tiny_bert
+from benchbench import Embedder, TrainContext, load_encoder, model_label_of, tiny_bert
 
 PAIRS = [
     ("a man plays a guitar", "a person plays music"),
@@ -157,7 +158,8 @@ def test_mutual_labels_are_the_mean_over_models(tmp_path, monkeypatch):
     np.testing.assert_allclose(
         np.sort(mse.calls[0][2].numpy()), np.sort(mse.calls[1][2].numpy())
     )  # the same averaged cross labels
-    assert res.info["model"] == m2
+    # the reported model is named by its label (folder name @ weights hash), never by its path
+    assert res.info["model"] == model_label_of(m2) and not Path(res.info["model"]).is_absolute()
     ens = _method(te.TransEncoderMutual, models=[m1, m2], report="ensemble").train([], _ctx(tmp_path, m1))
     a, b = map(list, zip(*PAIRS))
     per_model = [te.EnsembleBi([e]).encode for e in ens.bi_encoder.encoders]
@@ -197,7 +199,7 @@ def test_dev_selection_picks_the_best_checkpoint_per_kind(tmp_path, monkeypatch)
     assert same(dev.seen["bi"][1], res.bi_encoder.model)  # bi: the 2nd checkpoint (30) ...
     assert not same(dev.seen["bi"][2], res.bi_encoder.model)
     assert same(dev.seen["cross"][2], res.cross_encoder.model)  # ... cross: the 3rd (9), independently
-    sel = {h["selected"]: h for h in res.info["accounting"]["selection"][model] if "selected" in h}
+    sel = {h["selected"]: h for h in res.info["accounting"]["selection"][model_label_of(model)] if "selected" in h}
     assert sel["bi"]["dev"] == 30.0 and sel["cross"]["dev"] == 9.0
 
 

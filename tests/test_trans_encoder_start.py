@@ -5,6 +5,7 @@ works; anything else is an error naming the option and the methods."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from benchbench_plugins import simcse
 from benchbench_plugins import trans_encoder as te
 from test_trans_encoder import FAST, _ctx, _method, _tiny_dir
 
-from benchbench import ConfigError, load_encoder
+from benchbench import ConfigError, load_encoder, model_label_of
 
 
 @pytest.fixture
@@ -62,7 +63,9 @@ def test_start_method_trained_once_reused_and_is_the_start(tmp_path, tmp_cache, 
     st = r1["train"]["start"]
     assert st["method"] == "simcse" and st["reused"] is False and spies["simcse_trains"] == 1
     assert st["config"]["steps"] == 2 and st["config"]["batch_size"] == 4 and st["config"]["mlp"] == "none"
-    path = Path(st["path"])
+    # the record names the start by its place in the result store, never by a machine path
+    assert not Path(st["path"]).is_absolute() and st["path"].startswith("runs/simcse/"), st["path"]
+    path = out / st["path"]
     assert (path / ".complete").is_file()
     # where `benchbench run --method simcse` trains: <output>/runs/simcse/<model>/unsupervised/<hash>/seed1/
     assert path.relative_to(out / "runs" / "simcse").parts[-4:-1] == (st["config_hash"], "seed1", path.parts[-2])
@@ -75,7 +78,7 @@ def test_start_method_trained_once_reused_and_is_the_start(tmp_path, tmp_cache, 
     # another Trans-Encoder config trains again, but its start is reused from disk
     r2 = run(RunOptions(**kw, overrides={**over, "max_pairs": "6"})).records[0]
     assert r2["config_hash"] != r1["config_hash"]
-    assert r2["train"]["start"]["reused"] is True and r2["train"]["start"]["path"] == str(path)
+    assert r2["train"]["start"]["reused"] is True and r2["train"]["start"]["path"] == st["path"]
     assert spies["simcse_trains"] == 1 and _same(spies["starts"][1][1], start_state)
 
     # and `benchbench run --method simcse` with the same options reuses the same trained encoder
@@ -98,7 +101,10 @@ def test_start_path_still_works_and_bad_values_are_named(tmp_path, spies):
     model, other = _tiny_dir(tmp_path), _tiny_dir(tmp_path, seed=3, name="other")
     ctx = _ctx(tmp_path, model)
     _method(start=other).train([], ctx)
-    assert spies["starts"][0][0] == other and ctx.accounting["start"] == {"path": str(Path(other).resolve())}
+    assert spies["starts"][0][0] == other
+    # the record names a folder start by its label (name @ weights hash), never by its machine path
+    assert ctx.accounting["start"] == {"model": model_label_of(other)}
+    assert re.fullmatch(r"other@[0-9a-f]{12}", ctx.accounting["start"]["model"])
     assert _same(spies["starts"][0][1], load_encoder(other).model.state_dict())
 
     # a start saved with SimCSE's MLP head: the bi-encoder is its bare transformer, [CLS] pooled
@@ -107,7 +113,7 @@ def test_start_path_still_works_and_bad_values_are_named(tmp_path, spies):
     simcse.MLPEncoder(base, simcse.make_mlp(base)).save(mlp_dir)
     ctx = _ctx(tmp_path, model)
     res = _method(start=str(mlp_dir)).train([], ctx)
-    assert ctx.accounting["start_head_dropped"] == {model: "MLPEncoder"}
+    assert ctx.accounting["start_head_dropped"] == {model_label_of(model): "MLPEncoder"}
     assert type(res.bi_encoder) is type(load_encoder(other)) and not hasattr(res.bi_encoder, "mlp")
     assert _same(spies["starts"][1][1], load_encoder(other).model.state_dict())
 

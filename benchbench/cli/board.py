@@ -49,6 +49,9 @@ def benchbench_register_commands(register: Any) -> None:
     rp.add_argument("--address", default=None, help="run on this Ray cluster (default: one by one, in this process)")
     rp.add_argument("--cpus-per-run", type=float, default=1.0)
     rp.add_argument("--gpus-per-run", type=float, default=0.0)
+    from benchbench.cli.main import _add_encode_arguments
+
+    _add_encode_arguments(rp)
     rp.set_defaults(func=cmd_reproduce)
 
     ex = register("export", help="export a results dir (MTEB result layout)")
@@ -102,6 +105,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from benchbench.cli.main import encode_options
     from benchbench.report.reproduce import Budget, reproduce
 
     sets = dict(s.split("=", 1) for s in args.set)
@@ -116,6 +120,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         encode_batch_size=args.encode_batch_size,
         tasks=args.tasks.split(",") if args.tasks else None,
+        **encode_options(args),
     )
     return reproduce(
         args.name,

@@ -203,7 +203,8 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def _add_encode_arguments(r: argparse.ArgumentParser) -> None:
-    """How the evaluated encoder encodes (``benchbench.encode.backends``)."""
+    """How the evaluated encoder encodes (``benchbench.encode.backends``): ``run``, ``sweep``,
+    ``study run`` and ``reproduce`` take the same two options (:func:`encode_options` reads them)."""
     r.add_argument(
         "--encode-backend",
         default="torch",
@@ -218,6 +219,11 @@ def _add_encode_arguments(r: argparse.ArgumentParser) -> None:
         help="torch's number format for evaluation: auto (bf16 with SDPA attention on CUDA, fp32 on CPU), fp32, "
         "bf16; vectors are fp32 before any scoring. Recorded, with the backend, in the record and the cache key",
     )
+
+
+def encode_options(args: argparse.Namespace) -> dict[str, str]:
+    """The RunOptions fields of :func:`_add_encode_arguments`' options."""
+    return {"encode_backend": args.encode_backend, "encode_dtype": args.encode_dtype}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -332,8 +338,7 @@ def cmd_run(args) -> int:
             corpus=args.corpus,
             score=args.score,
             store_items=args.store_items,
-            encode_backend=args.encode_backend,
-            encode_dtype=args.encode_dtype,
+            **encode_options(args),
         ),
         reg,
     )

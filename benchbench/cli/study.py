@@ -28,6 +28,9 @@ def benchbench_register_commands(register: Any) -> None:
         "e.g. to cover every method on one task first",
     )
     r.add_argument("--methods", default=None, help="only the study's cells of these methods (comma list)")
+    from benchbench.cli.main import _add_encode_arguments
+
+    _add_encode_arguments(r)  # an exact backend keeps the cells' keys; onnx-int8 (lossy) makes other cells
     r.set_defaults(func=cmd_run)
     p = sub.add_parser("report", help="the study's table with tie groups, from stored records")
     p.add_argument("name")
@@ -65,7 +68,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))
         print(f"{len(cells)} cells")
         return 0
-    out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers)
+    from benchbench.cli.main import encode_options
+
+    out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers, encode=encode_options(args))
     failed = [o for o in out if o.status == "failed"]
     for o in failed:
         print(f"failed {o.run.label}: {(o.error or '').splitlines()[0]}")

@@ -42,6 +42,9 @@ def _add_sweep(register: Any) -> None:
     s.add_argument(
         "--store-items", action="store_true", help="per-item scores beside each record (benchbench significance)"
     )
+    from benchbench.cli.main import _add_encode_arguments
+
+    _add_encode_arguments(s)
     s.set_defaults(func=cmd_sweep)
 
 
@@ -76,7 +79,7 @@ def _add_labelling_work(register: Any) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from benchbench.cli.main import _parse_seeds, _parse_set
+    from benchbench.cli.main import _parse_seeds, _parse_set, encode_options
     from benchbench.train.setups import parse_sizes
 
     runs = expand(
@@ -95,6 +98,7 @@ def cmd_sweep(args) -> int:
         overrides=_parse_set(args.set),
         progress=False,
         store_items=args.store_items or None,
+        **encode_options(args),
     )
     out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
     for o in out:

@@ -115,6 +115,33 @@ def canonical_model_name(name: str) -> str:
     return name
 
 
+def model_label_of(model: str) -> str:
+    """The base model's label in result keys, training folders and tables: ``canonical_model_name``
+    (the offline package and the hub id are one model), or for a local folder ``local_model_label``.
+    Whatever else trains under a run's output (``chain.train_method``) must label models the same way."""
+    return local_model_label(Path(model)) if os.path.isdir(model) else canonical_model_name(model)
+
+
+def local_model_label(folder: Path) -> str:
+    """``<folder name>@<12 hex of the sha256 of its files>``: a local model's identity is its
+    weights, so new weights in the same folder make a new result key (the old score is never handed
+    back for them), the same weights elsewhere resume, and no machine path reaches a record or a
+    table. Every file that can change the vectors is hashed (weights, config, tokenizer, pooling);
+    hidden files and Markdown are not (``.complete`` markers, model cards)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = f.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts) or f.suffix.lower() == ".md":
+            continue
+        h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+    return f"{folder.resolve().name}@{h.hexdigest()[:12]}"
+
+
 def model_card(name: str) -> tuple[Any, str]:
     """(base-model card, how it was matched) for a model name as ``--model`` takes it or a record's
     label (``benchbench.encode.cards``): a local folder is looked up by its folder's name (matched

@@ -62,6 +62,8 @@ class Budget:
     data_dir: str | None = None
     encode_batch_size: int | None = None
     tasks: list[str] | None = None  # restrict the runs to these tasks (the table still shows every task)
+    encode_backend: str | None = None  # --encode-backend / --encode-dtype, as `run` takes them
+    encode_dtype: str | None = None
 
 
 @dataclass
@@ -210,6 +212,8 @@ def base_options(b: Budget, output: str, progress: bool | None = None) -> dict[s
         data_dir=b.data_dir,
         device=b.device,
         encode_batch_size=b.encode_batch_size,
+        encode_backend=b.encode_backend,
+        encode_dtype=b.encode_dtype,
         progress=progress,
     )
 
@@ -226,7 +230,14 @@ def command(run: SweepRun, base: dict[str, Any]) -> str:
     for k, flag in flags.items():
         if k in over:
             cmd += [flag, str(over.pop(k))]
-    for k, flag in (("device", "--device"), ("data_dir", "--data-dir"), ("encode_batch_size", "--encode-batch-size")):
+    shared = {
+        "device": "--device",
+        "data_dir": "--data-dir",
+        "encode_batch_size": "--encode-batch-size",
+        "encode_backend": "--encode-backend",
+        "encode_dtype": "--encode-dtype",
+    }
+    for k, flag in shared.items():
         if opts.get(k) is not None:
             cmd += [flag, str(opts[k])]
     for k, v in over.items():

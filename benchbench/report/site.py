@@ -226,7 +226,9 @@ def render_markdown(
         "```",
         "",
         "The studies come first: declared comparisons (one base model, one budget, >= 3 seeds; "
-        "`benchbench/report/studies/*.toml`) with tie groups from paired tests. Every stored record follows, "
+        "`benchbench/report/studies/*.toml`) with tie groups from paired tests; in a study, `≈` marks a trained "
+        "cell the same test cannot separate from the study's start row (the base model itself, untrained). "
+        "Every stored record follows, "
         "by suite. Scores are x100 on the test split, mean ± sample std over distinct seeds (± only with 2 or more "
         "seeds); a suite `avg` only over a row with every task of the suite (the footnote names what the "
         "others miss). `*` partial (fewer subsets than the task), `[T]` transductive, `[S]` selects its "

@@ -18,6 +18,7 @@ Study files live in ``benchbench/report/studies/`` (``name.toml``) or are given 
     version = 1
     description = "..."
     model = "all-MiniLM-L6-v2"
+    start = "plm-mean"                       # the base model itself, untrained: cells not separable from it get ≈
     seeds = [1, 2, 3]
     tasks = ["twitterpara", "sts"]          # tasks or suites
     methods = ["tsdae", "simcse", ...]
@@ -46,7 +47,19 @@ import numpy as np
 from benchbench.core.errors import ConfigError, DataError
 from benchbench.report.escaping import escape_html, escape_md
 
-STUDY_KEYS = {"name", "version", "description", "model", "model_note", "seeds", "tasks", "methods", "budget", "set"}
+STUDY_KEYS = {
+    "name",
+    "version",
+    "description",
+    "model",
+    "model_note",
+    "start",
+    "seeds",
+    "tasks",
+    "methods",
+    "budget",
+    "set",
+}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
 SELECTIONS = ("last",)  # the encoder at the end of the budget; a method that selects on labels is flagged
 TIE_P = 0.05  # methods not separable from the column's best at this level share its rank
@@ -69,6 +82,7 @@ class Study:
     per_method: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     model_note: str = ""
     path: str = ""
+    start: str = ""  # the training-free row that IS the base model: every trained cell is tested against it
 
     def overrides(self, method: str, options: Collection[str] | None = None) -> dict[str, str]:
         """The options a cell of ``method`` runs with: the study's budget, then its own options.
@@ -147,6 +161,9 @@ def _parse(doc: dict[str, Any], where: str) -> Study:
     stray = set(per) - set(doc["methods"])
     if stray:
         raise ConfigError(f"Study file {where}: [set.*] names methods not in the study: {sorted(stray)}.")
+    start = str(doc.get("start", ""))
+    if start and start not in doc["methods"]:
+        raise ConfigError(f"Study file {where}: start {start!r} is not one of the study's methods {doc['methods']}.")
     return Study(
         name=str(doc["name"]),
         version=int(doc["version"]),
@@ -162,6 +179,7 @@ def _parse(doc: dict[str, Any], where: str) -> Study:
         per_method={m: dict(v) for m, v in per.items()},
         model_note=str(doc.get("model_note", "")),
         path=where,
+        start=start,
     )
 
 
@@ -191,15 +209,21 @@ def subset(study: Study, what: str, declared: Sequence[str], wanted: Sequence[st
 
 
 def run(
-    study: Study, output: str, executor: str = "local", cells: Sequence[Any] | None = None, **sweep_kw: Any
+    study: Study,
+    output: str,
+    executor: str = "local",
+    cells: Sequence[Any] | None = None,
+    encode: Mapping[str, str] | None = None,
+    **sweep_kw: Any,
 ) -> list[Any]:
-    """Run (or resume) ``cells`` (default: every cell of ``study``) into ``output`` with per-item scores stored."""
+    """Run (or resume) ``cells`` (default: every cell of ``study``) into ``output`` with per-item scores
+    stored. ``encode``: the RunOptions encode fields (``encode_backend``, ``encode_dtype``)."""
     from benchbench.core.registry import get_registry
     from benchbench.run.sweep import base_options, run_sweep
 
     if cells is None:
         cells = plan(study, get_registry().expand(list(study.tasks)))
-    base = base_options(model=study.model, output=output, progress=False, store_items=True)
+    base = base_options(model=study.model, output=output, progress=False, store_items=True, **dict(encode or {}))
     return run_sweep(list(cells), base, executor, **sweep_kw)
 
 
@@ -250,6 +274,26 @@ def _seed_p(a: Mapping[int, float], b: Mapping[int, float]) -> float:
     if len(common) < 2:
         return 1.0  # nothing to separate them with: tied
     return paired_test(dict(a), dict(b)).p_value
+
+
+def _pair_p(a: Cell, b: Cell, bootstrap: Callable[..., float]) -> tuple[float, str]:
+    """(two-sided p, "items" | "seeds") of "a and b differ": the items bootstrap when every seed of
+    both cells has per-item scores, else the paired t-test over seeds."""
+    if set(a.items) >= set(a.scores) and set(b.items) >= set(b.scores):
+        return bootstrap(a.items, b.items), "items"
+    return _seed_p(a.scores, b.scores), "seeds"
+
+
+def start_column(
+    cells: Mapping[str, Cell], start: str, bootstrap: Callable[..., float] = seed_mean_bootstrap
+) -> dict[str, float]:
+    """{trained method: p against the ``start`` row} for one task, by :func:`_pair_p`. A method at
+    p >= ``TIE_P`` is not separable from its own start: at this budget its training did not move this
+    task's score beyond noise (the ``≈`` mark). Empty when the start cell is not stored."""
+    base = cells.get(start)
+    if base is None or not base.scores:
+        return {}
+    return {m: _pair_p(base, c, bootstrap)[0] for m, c in cells.items() if m != start and c.scores}
 
 
 def tie_column(task: str, cells: Mapping[str, Cell], bootstrap: Callable[..., float] = seed_mean_bootstrap) -> Column:
@@ -330,6 +374,7 @@ def _store_root(record: Mapping[str, Any], root: str | Path) -> Path:
 # ---- rendering: one table (StudyView) for `study report`, leaderboards/README.md and the site ------
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
+AT_START_MARK = "≈"  # a trained cell the paired test cannot separate from the study's start row
 BOOTSTRAP_NOTE = "1000 resamples, seed 0"  # seed_mean_bootstrap's defaults: a rebuild prints the same groups
 
 
@@ -402,6 +447,7 @@ class ShownCell:
     tied: bool  # in the column's tie group (rank 1)
     sort: float | None
     papers: tuple[PaperNumber, ...] = ()
+    at_start: bool = False  # a trained cell not separable from the start row (AT_START_MARK in ``text``)
 
 
 @dataclass(frozen=True)
@@ -492,6 +538,20 @@ def _missing(study: Study, table: Mapping[str, Mapping[str, Cell]], tasks: Seque
     return missing
 
 
+def _start_note(study: Study, rows: Sequence[ShownRow]) -> list[str]:
+    """The footnote of the ``≈`` mark, with how many trained cells carry it (none without a start row)."""
+    if not study.start:
+        return []
+    marked = sum(c.at_start for r in rows for c in r.cells)
+    trained = sum(c.sort is not None for r in rows if r.method != study.start for c in r.cells)
+    return [
+        f"{AT_START_MARK}: the trained cell is not separable from the start row ({study.start}: the base model "
+        f"itself, no training) by the column's paired test at p < {TIE_P}: at this budget the method did not "
+        f"move this task's score beyond noise (its encoder changed; its score did not). Marked: {marked} of "
+        f"{trained} trained cells."
+    ]
+
+
 def view(
     study: Study,
     table: Mapping[str, Mapping[str, Cell]],
@@ -511,6 +571,7 @@ def view(
         model_label = model_label_of(study.model)
     tasks = list(table)
     cols = {t: tie_column(t, table[t]) for t in tasks}
+    starts = {t: start_column(table[t], study.start) for t in tasks} if study.start else {}
     by_cell, refs = papers if papers is not None else paper_numbers(study.methods, tasks)
     agg_rows = []
     for m in study.methods:
@@ -532,7 +593,9 @@ def view(
             pn = tuple(by_cell.get((m, t), ()))
             used |= {p.ref for p in pn}
             text = NO_CELL if a is None else f"{aggregate.cell_text(a)} ({len(a.scores)})"
-            shown.append(ShownCell(text, m in cols[t].tied, None if a is None else a.mean, pn))
+            at_start = a is not None and starts.get(t, {}).get(m, 0.0) >= TIE_P
+            text += f" {AT_START_MARK}" if at_start else ""
+            shown.append(ShownCell(text, m in cols[t].tied, None if a is None else a.mean, pn, at_start))
         label = tr.row.display_label if tr else m
         rows.append(ShownRow(m, label, tuple(shown), aggregate.suite_average(acells, tasks)))
     notes = [
@@ -543,6 +606,7 @@ def view(
         + f" (items = stratified bootstrap of the seed-mean difference over the task's items, {BOOTSTRAP_NOTE}; "
         "seeds = paired t-test over seeds, used when a cell has no per-item scores; - = no cell).",
         "avg: the mean over the study's tasks, only for a row with every task stored (none partial).",
+        *_start_note(study, rows),
         *aggregate.table_notes(trs, suites),
     ]
     notes.extend(extra_notes)

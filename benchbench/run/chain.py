@@ -41,11 +41,20 @@ class TrainedMethod:
             "config_hash": self.config_hash,
             "config": self.config,
             "model": self.model,
-            "path": str(self.path),
+            "path": _store_relative(self.path),  # under the result store: a record names no machine path
             "reused": self.reused,
             "train_seconds": self.info.get("seconds"),
             "steps": self.info.get("steps"),
         }
+
+
+def _store_relative(path: Path) -> str:
+    """``runs/<method>/...`` for a folder under a result store's ``runs/``; else the folder's name."""
+    p = Path(path)
+    for anc in p.parents:
+        if anc.name == "runs":
+            return p.relative_to(anc.parent).as_posix()
+    return p.name
 
 
 def output_root(run_dir: Path | str | None) -> Path:

@@ -28,7 +28,7 @@ from benchbench.core.tasks import spec_for_adapter_class
 from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
 from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
-from benchbench.encode.models import canonical_model_name
+from benchbench.encode.models import canonical_model_name, local_model_label, model_label_of  # noqa: F401 (re-exported)
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
 from benchbench.store.results import (
@@ -318,13 +318,6 @@ def _model_and_label(method_cls: type, opts: RunOptions) -> tuple[str, str]:
     return model, model_label_of(model) if model else "-"
 
 
-def model_label_of(model: str) -> str:
-    """The base model's label in result keys, training folders and tables: ``canonical_model_name``
-    (the offline package and the hub id are one model), or for a local folder ``local_model_label``.
-    Whatever else trains under a run's output (``chain.train_method``) must label models the same way."""
-    return local_model_label(Path(model)) if os.path.isdir(model) else canonical_model_name(model)
-
-
 def training_folder(root: Path, key: ResultKey) -> Path:
     """``<root>/runs/<key's folder>``: where the encoders trained for ``key``'s seed live. A folder
     made under the old (pre-injective) names is used while none of the new name exists, so encoders
@@ -332,26 +325,6 @@ def training_folder(root: Path, key: ResultKey) -> Path:
     own = Path(root) / "runs" / key.relpath().parent
     legacy = Path(root) / "runs" / key.legacy_relpath().parent
     return legacy if not own.exists() and legacy.is_dir() else own
-
-
-def local_model_label(folder: Path) -> str:
-    """``<folder name>@<12 hex of the sha256 of its files>``: a local model's identity is its
-    weights, so new weights in the same folder make a new result key (the old score is never handed
-    back for them), the same weights elsewhere resume, and no machine path reaches a record or a
-    table. Every file that can change the vectors is hashed (weights, config, tokenizer, pooling);
-    hidden files and Markdown are not (``.complete`` markers, model cards)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = f.relative_to(folder)
-        if any(part.startswith(".") for part in rel.parts) or f.suffix.lower() == ".md":
-            continue
-        h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
-        with open(f, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                h.update(chunk)
-    return f"{folder.resolve().name}@{h.hexdigest()[:12]}"
 
 
 def _open_stores(opts: RunOptions) -> tuple[EmbeddingCache | None, ResultStore]:

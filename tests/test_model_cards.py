@@ -237,3 +237,19 @@ def test_no_committed_leaderboard_file_holds_an_absolute_path():
         if m:
             bad[f.relative_to(REPO).as_posix()] = m.group(0)
     assert not bad, f"{len(bad)} leaderboard files hold absolute paths: {sorted(bad)}"
+
+
+def test_the_plain_start_has_a_card_that_flags_stsb_and_old_unknown_records_are_judged_by_it():
+    """tiny-mlm-nli (bench/pretrain_tiny_mlm.py) saw the NLI sentences by MLM: STS-B (its SNLI-derived
+    test pairs) is not zero-shot for it, STS12 is. A record written before the card existed
+    (``zero_shot: null``) is flagged from the card now; one that stored its own verdict keeps it."""
+    from benchbench.report.aggregate import contamination
+
+    label = "tiny-mlm-nli@e7d4e08212c3"
+    assert cards.zero_shot(label, "stsb", ["stsb", "snli"])["zero_shot"] is False
+    assert cards.zero_shot(label, "sts12", ["semeval-sts"])["zero_shot"] is True
+    old = {"model": label, "task": "stsb", "zero_shot": None, "contamination": []}
+    assert [c["overlap"] for c in contamination(old)] == ["snli"]
+    judged = {**old, "zero_shot": True}  # a verdict stored by the run stands
+    assert contamination(judged) == []
+    assert contamination({**old, "task": "sts12"}) == []

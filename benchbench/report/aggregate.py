@@ -244,9 +244,13 @@ def selects_on_labels(record: Mapping[str, Any]) -> str | None:
 def contamination(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The record's ``contamination`` (``benchbench.encode.cards``); a record written before those
     fields existed is judged the same way from its base model's card and its task's sources (its own
-    training corpus is then not counted, so an old record is never flagged for more than its model)."""
+    training corpus is then not counted, so an old record is never flagged for more than its model).
+    A record whose status was unknown when written (``zero_shot: null``: its base model had no card
+    then) is judged from its base model's card when one exists now."""
     if "zero_shot" in record:
-        return list(record.get("contamination") or [])
+        stored = list(record.get("contamination") or [])
+        if stored or record.get("zero_shot") is not None:
+            return stored
     from benchbench.core.errors import UnknownNameError
     from benchbench.core.registry import get_registry
     from benchbench.encode.cards import zero_shot

@@ -78,6 +78,11 @@ CASES = [
     (["--method", "tsdae", "--tasks", "sts", "--setup", "supervisd"], ["unknown setup 'supervisd'"]),
     (["--method", "tsdae", "--tasks", "sts", "--steps", "-1"], ["argument --steps", "-1", "positive integer"]),
     (["--method", "tsdae", "--tasks", "sts", "--steps", "abc"], ["argument --steps", "'abc'"]),
+    # option VALUES too, converted by the types the manifest records (before: after the full load)
+    (["--method", "simcse", "--tasks", "sts", "--set", "lr=abc"], ["option 'lr' of method 'simcse'", "float"]),
+    (["--method", "simcse", "--tasks", "sts", "--set", "temperature=nan"], ["'temperature'", "not a finite"]),
+    (["--method", "simcse", "--tasks", "sts", "--set", "select_on_stsb_dev=maybe"], ["true/false", "'maybe'"]),
+    (["--method", "tsdae", "--tasks", "sts", "--set", "steps=many"], ["option 'steps'", "expected int"]),
 ]
 
 
@@ -218,3 +223,35 @@ def test_the_probe_tells_an_answer_from_no_answer(monkeypatch):
     finally:
         server.server_close()
         model_names.hub_reachable.cache_clear()
+
+
+def test_manifest_types_convert_as_the_config_does():
+    """The manifest's type tokens give the same value and the same errors as build_options on the real
+    Config: Optional fields take "none", lists split on commas, unknown types pass through."""
+    from dataclasses import dataclass, field
+
+    from benchbench.core.methods import build_options, coerce_token, type_token
+
+    @dataclass
+    class C:
+        a: float = 1.0
+        b: int | None = None
+        c: bool = False
+        d: list[int] = field(default_factory=list)
+        e: str = "x"
+        f: dict | None = None
+
+    import typing
+
+    hints = typing.get_type_hints(C)
+    tokens = {k: type_token(t) for k, t in hints.items()}
+    assert tokens == {"a": "float", "b": "int?", "c": "bool", "d": "list:int", "e": "str", "f": "any"}
+    for k, v in {"a": "0.5", "b": "none", "c": "yes", "d": "1,2", "e": "y"}.items():
+        assert coerce_token(v, tokens[k], k) == getattr(build_options(C, {k: v}, "C", "c"), k)
+    assert coerce_token("7", "int?", "b") == 7
+    for k, v in {"a": "x", "b": "1.5", "c": "2", "d": "1,x"}.items():
+        with pytest.raises(ConfigError) as e1:
+            coerce_token(v, tokens[k], "o")
+        with pytest.raises(ConfigError) as e2:
+            build_options(C, {k: v}, "C", "o")
+        assert str(e1.value).split(":", 1)[1] == str(e2.value).split(":", 1)[1]

@@ -279,11 +279,13 @@ def _check_run_request(args, overrides: dict[str, str]) -> None:
     the method, ``--setup``, the option names (``--set`` and the budget flags) against the method's
     Config, the tasks and suites, and ``--model``. The names come from the plugin manifest
     (``registry_summary``: no plugin is imported while it is current; when it is not, the full load
-    that ``run`` needs anyway, once, which refreshes it). The runner checks it all again with the
-    real classes; values are converted there."""
+    that ``run`` needs anyway, once, which refreshes it); option values are converted by the types the
+    manifest records (a bad ``--set lr=abc`` fails here too). The runner checks it all again with the
+    real classes."""
     import difflib
 
     from benchbench.core.errors import ConfigError
+    from benchbench.core.methods import coerce_token
     from benchbench.core.registry import registry_summary
     from benchbench.encode.model_names import check_model_name
     from benchbench.train.setups import parse_setup, split_stage_options, stage_configs
@@ -300,6 +302,11 @@ def _check_run_request(args, overrides: dict[str, str]) -> None:
             raise ConfigError(
                 f"Method {args.method!r} has no option {key!r}.{hint} Its options: {', '.join(options) or '(none)'}."
             )
+    types = getattr(method, "option_types", {}) or {}
+    for key, value in method_overrides.items():  # values as the Config will convert them (NaN, types)
+        k = key.replace("-", "_")
+        if isinstance(value, str) and k in types:
+            coerce_token(value, types[k], f"option {key!r} of method {args.method!r}")
     stage_configs(setup, stage_options)
     summary.expand(args.tasks)
     if not method.fixed_model and check_model_name(args.model or method.default_model or ""):

@@ -82,6 +82,36 @@ def _coerce(value: str, typ: Any, where: str) -> Any:
     return value
 
 
+_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def type_token(typ: Any) -> str:
+    """A JSON-able name of an option's type, for the plugin manifest: ``float``, ``int?`` (int | None),
+    ``list:int``; ``any`` for a type :func:`_coerce` passes through as a string."""
+    optional = ""
+    if typing.get_origin(typ) is typing.Union or typing.get_origin(typ) is types.UnionType:
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        optional, typ = ("?" if len(args) < len(typing.get_args(typ)) else ""), args[0]
+    if typing.get_origin(typ) in (list, tuple):
+        inner = typing.get_args(typ)[0] if typing.get_args(typ) else str
+        return f"list:{inner.__name__ if inner in _SCALARS.values() else 'str'}{optional}"
+    name = getattr(typ, "__name__", "")
+    return f"{name}{optional}" if name in _SCALARS else "any"
+
+
+def coerce_token(value: str, token: str, where: str) -> Any:
+    """``value`` converted as :func:`build_options` would for a field of type ``token``
+    (:func:`type_token`): the same errors, from a manifest, without importing the plugin."""
+    base = token.rstrip("?")
+    if base.startswith("list:"):
+        typ: Any = list[_SCALARS.get(base[5:], str)]
+    else:
+        typ = _SCALARS.get(base)
+        if typ is None:
+            return value
+    return _coerce(value, typ | None if token.endswith("?") else typ, where)
+
+
 def _finite(value: Any, where: str) -> Any:
     """``value``, unless it is a NaN or infinite float (``float("nan")`` parses, and every comparison
     with it is False, so ``temperature=nan`` would pass a plugin's ``<= 0`` check and train on NaN);

@@ -387,7 +387,7 @@ def call_observers(result: dict, reg: Registry | None = None) -> None:
 # the disable list); later calls read the manifest and import no plugin. A manifest with a broken
 # plugin is never reused (the fix may be a newly installed dependency, which changes no key input),
 # nor one with a broken task spec (each command must warn about it again).
-MANIFEST_VERSION = 2  # 2: methods carry their options, default_model, fixed_model
+MANIFEST_VERSION = 3  # 2: methods carry their options, default_model, fixed_model; 3: option types
 
 
 def _summary_key() -> str:
@@ -431,6 +431,18 @@ def _summary_key() -> str:
     return h.hexdigest()[:24]
 
 
+def _option_types(cfg_cls: type) -> dict[str, str]:
+    import typing
+
+    from benchbench.core.methods import type_token
+
+    try:
+        hints = typing.get_type_hints(cfg_cls)
+    except Exception:  # an annotation that does not resolve: its values are checked after the load
+        return {}
+    return {f.name: type_token(hints[f.name]) for f in dataclasses.fields(cfg_cls) if f.name in hints}
+
+
 def _summarise(reg: Registry) -> dict[str, Any]:
     return {
         "methods": {
@@ -439,6 +451,7 @@ def _summarise(reg: Registry) -> dict[str, Any]:
                 "description": str(getattr(c, "description", "") or ""),
                 # for `run`'s checks before torch loads: --set keys, and whether --model matters
                 "options": [f.name for f in dataclasses.fields(c.Config)],  # a dataclass: validate_method_class
+                "option_types": _option_types(c.Config),  # --set values are converted before torch loads
                 "default_model": getattr(c, "default_model", None),
                 "fixed_model": getattr(c, "fixed_model", None),
             }

@@ -331,3 +331,27 @@ def test_the_default_rule_moves_the_cross_encoder_to_its_teacher(tmp_path):
         mean[rule], teacher = lab["cross_label_mean"], lab["bi_label_mean"]
     assert teacher > 0.8 and mean["old"] < 0.5 + 0.01, (teacher, mean)  # the fixture: an untrained head is ~0.5
     assert mean["default"] - mean["old"] > 0.005, mean
+
+
+def test_a_task_that_reuses_the_sts_pool_training_reports_its_training_seconds(tmp_path, monkeypatch):
+    """The STS pool is trained once and reused by the other STS tasks: their records must carry the
+    training's seconds (from the saved accounting), not the second or so the reload takes."""
+    import time as _time
+
+    model = _tiny_dir(tmp_path)
+    monkeypatch.setattr(te.TransEncoder, "_pairs", lambda self, ctx: (list(PAIRS), "sts-all (test pool)"))
+    real_fit = te.TransEncoder.fit
+
+    def slow_fit(self, *a, **k):
+        _time.sleep(0.5)
+        return real_fit(self, *a, **k)
+
+    monkeypatch.setattr(te.TransEncoder, "fit", slow_fit)
+    first = _ctx(tmp_path, model)
+    _method().train([], first)
+    assert "reused_sts_pool" not in first.accounting
+    again = _ctx(tmp_path, model)
+    again.output_dir = tmp_path / "run2"  # another task's run folder beside the first: the pool is shared
+    _method().train([], again)
+    assert again.accounting["reused_sts_pool"].startswith("sts-pool-")
+    assert again.accounting["seconds"] >= 0.5, again.accounting.get("seconds")

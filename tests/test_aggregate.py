@@ -72,6 +72,18 @@ def test_a_record_in_two_folders_counts_once(tmp_path: Path, capsys) -> None:
     assert cells[t.headers.index("sts14")] == "39.00 ± 1.41"
 
 
+def test_of_two_copies_the_one_with_per_item_scores_is_kept_in_its_place() -> None:
+    """A study re-run attaches items to a record also stored elsewhere without them: dedupe keeps the
+    copy with items (the tie tests need them) at the first copy's place; without items, the first."""
+    bare = {**rec("plm-mean", "stsb", 82.0), "_path": "a/stsb.json"}
+    other = rec("sbert", "sts12", 70.0)
+    rich = {**rec("plm-mean", "stsb", 82.0), "_path": "b/stsb.json", "items": {"test": "stsb.items.test.json.gz"}}
+    kept = aggregate.dedupe([bare, other, rich])
+    assert [r["method"] for r in kept] == ["plm-mean", "sbert"] and kept[0]["_path"] == "b/stsb.json"
+    assert aggregate.dedupe([rich, bare])[0]["_path"] == "b/stsb.json"
+    assert aggregate.dedupe([bare, {**bare, "_path": "c/stsb.json"}])[0]["_path"] == "a/stsb.json"
+
+
 def test_a_conflicting_copy_is_an_error_naming_both_paths(tmp_path: Path, capsys) -> None:
     (a,) = write_store(tmp_path / "results", [rec("sbert", "stsb", 75.0)])
     (b,) = write_store(tmp_path / "other" / "results", [rec("sbert", "stsb", 77.0)])

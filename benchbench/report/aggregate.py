@@ -106,9 +106,10 @@ def identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def dedupe(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each identity once (the first copy in the given order wins; ``load_records`` sorts by path).
-    :class:`RecordConflict` when two copies' main scores on a split both hold differ by more than
-    :data:`CONFLICT_TOLERANCE`."""
+    """Each identity once: the first copy in the given order (``load_records`` sorts by path), unless a
+    later copy stores per-item scores for more splits (a study re-run that attached items to a record
+    also kept elsewhere: the tie tests need them). :class:`RecordConflict` when two copies' main scores
+    on a split both hold differ by more than :data:`CONFLICT_TOLERANCE`."""
     first: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in records:
         k = identity(r)
@@ -124,6 +125,10 @@ def dedupe(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                     record_path(r),
                     f"{split} main score {a:.4f} vs {b:.4f} (tolerance {CONFLICT_TOLERANCE})",
                 )
+        if len([v for v in (r.get("items") or {}).values() if v]) > len(
+            [v for v in (kept.get("items") or {}).values() if v]
+        ):
+            first[k] = r  # same scores, more stored: keeps its place in the order
     return list(first.values())
 
 

@@ -276,24 +276,27 @@ def _seed_p(a: Mapping[int, float], b: Mapping[int, float]) -> float:
     return paired_test(dict(a), dict(b)).p_value
 
 
-def _pair_p(a: Cell, b: Cell, bootstrap: Callable[..., float]) -> tuple[float, str]:
-    """(two-sided p, "items" | "seeds") of "a and b differ": the items bootstrap when every seed of
-    both cells has per-item scores, else the paired t-test over seeds."""
-    if set(a.items) >= set(a.scores) and set(b.items) >= set(b.scores):
-        return bootstrap(a.items, b.items), "items"
-    return _seed_p(a.scores, b.scores), "seeds"
+def _uses_items(cells: Mapping[str, Cell]) -> bool:
+    """A column's paired test is on items when every seed of every stored cell has per-item scores."""
+    return all(set(c.items) >= set(c.scores) for c in cells.values() if c.scores)
 
 
 def start_column(
     cells: Mapping[str, Cell], start: str, bootstrap: Callable[..., float] = seed_mean_bootstrap
 ) -> dict[str, float]:
-    """{trained method: p against the ``start`` row} for one task, by :func:`_pair_p`. A method at
-    p >= ``TIE_P`` is not separable from its own start: at this budget its training did not move this
-    task's score beyond noise (the ``≈`` mark). Empty when the start cell is not stored."""
+    """{trained method: p against the ``start`` row} for one task, by the column's test (the items
+    bootstrap or the seed t-test, as :func:`tie_column` chooses). A method at p >= ``TIE_P`` is not
+    separable from its own start: at this budget its training did not move this task's score beyond
+    noise (the ``≈`` mark). Empty when the start cell is not stored."""
     base = cells.get(start)
     if base is None or not base.scores:
         return {}
-    return {m: _pair_p(base, c, bootstrap)[0] for m, c in cells.items() if m != start and c.scores}
+    items = _uses_items(cells)
+    return {
+        m: bootstrap(base.items, c.items) if items else _seed_p(base.scores, c.scores)
+        for m, c in cells.items()
+        if m != start and c.scores
+    }
 
 
 def tie_column(task: str, cells: Mapping[str, Cell], bootstrap: Callable[..., float] = seed_mean_bootstrap) -> Column:
@@ -302,7 +305,7 @@ def tie_column(task: str, cells: Mapping[str, Cell], bootstrap: Callable[..., fl
     if not present:
         return Column(task, None, set(), "-", {})
     best = max(present, key=lambda m: present[m].mean)
-    use_items = all(set(c.items) >= set(c.scores) for c in present.values())
+    use_items = _uses_items(present)
     tied, p = {best}, {}
     for m, c in present.items():
         if m == best:

@@ -546,7 +546,7 @@ class TransEncoder(Method):
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         """(label, start weights, PLM weights) per base model."""
         c = self.config
-        start = self._resolve_start(ctx)[0]
+        start = getattr(self, "_resolved_start", None) or self._resolve_start(ctx)[0]
         return [(model_label_of(ctx.model), start, c.plm or ctx.model)]
 
     def train(self, corpus: list[str], ctx: TrainContext):
@@ -555,6 +555,7 @@ class TransEncoder(Method):
             raise ConfigError(f"{self.name}: option init={c.init!r}; expected refresh or sequential.")
         pairs, pool = self._pairs(ctx)
         start, start_info = self._resolve_start(ctx)
+        self._resolved_start = start  # what _tracks loads: resolved (and a start method trained) once
         ctx.accounting["start"] = start_info
         cache_dir = None
         if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks

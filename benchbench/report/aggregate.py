@@ -105,6 +105,11 @@ def identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
+def _n_items(record: Mapping[str, Any]) -> int:
+    """How many splits of ``record`` store per-item scores."""
+    return sum(1 for v in (record.get("items") or {}).values() if v)
+
+
 def dedupe(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each identity once: the first copy in the given order (``load_records`` sorts by path), unless a
     later copy stores per-item scores for more splits (a study re-run that attached items to a record
@@ -125,9 +130,7 @@ def dedupe(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                     record_path(r),
                     f"{split} main score {a:.4f} vs {b:.4f} (tolerance {CONFLICT_TOLERANCE})",
                 )
-        if len([v for v in (r.get("items") or {}).values() if v]) > len(
-            [v for v in (kept.get("items") or {}).values() if v]
-        ):
+        if _n_items(r) > _n_items(kept):
             first[k] = r  # same scores, more stored: keeps its place in the order
     return list(first.values())
 

@@ -49,12 +49,11 @@ class TrainedMethod:
 
 
 def _store_relative(path: Path) -> str:
-    """``runs/<method>/...`` for a folder under a result store's ``runs/``; else the folder's name."""
+    """``runs/<method>/...`` for a folder under a result store's ``runs/`` (:func:`output_root`); else
+    the folder's name."""
     p = Path(path)
-    for anc in p.parents:
-        if anc.name == "runs":
-            return p.relative_to(anc.parent).as_posix()
-    return p.name
+    root = output_root(p)
+    return p.name if root == p else p.relative_to(root).as_posix()
 
 
 def output_root(run_dir: Path | str | None) -> Path:

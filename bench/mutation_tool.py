@@ -109,6 +109,19 @@ MODULES: dict[str, Target] = {
         ("SNCSEConfig", "punctuate", "prompt_batch", "mask_vectors", "bml", "SNCSEObjective"),
         ("tests/test_sncse.py", K + "TestSNCSE", "-k", "not conformance_kit and not negation"),
     ),
+    "diffcse": Target(
+        "plugins/diffcse.py",
+        (
+            "MASK_SHARE",
+            "RANDOM_SHARE_OF_REST",
+            "DiffCSEConfig",
+            "mask_for_generator",
+            "make_projection",
+            "load_generator",
+            "DiffCSEObjective",
+        ),
+        ("tests/test_diffcse.py", K + "TestDiffCSE", "-k", "not cli_run and not conformance and not registered"),
+    ),
     "_prompt": Target(
         "plugins/_prompt.py",
         ("Template", "sentence_ids", "pad_rows", "make_mlp"),

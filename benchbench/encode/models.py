@@ -30,6 +30,7 @@ from benchbench.encode.model_names import (
     OFFLINE_MODELS,
     SPLIT_ZIP_MODELS,
     SPLIT_ZIP_PARTS,
+    check_model_name,
     model_key,
     split_zip_folder,
     split_zip_install_command,
@@ -502,6 +503,14 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     if src is None:
         return None, "none: random-init model"
     shown = Path(name).name if Path(name).is_dir() else name  # a local folder by its name: notes are published
+    if not Path(src).is_dir():
+        try:  # a name the hub would have to serve, with the hub unreachable: fail now, not after its retries
+            check_model_name(name)
+        except ConfigError:
+            return (
+                None,
+                f"none: {shown!r} is not a local folder, a packaged model or in the Hugging Face cache (offline)",
+            )
     kw = {"config": config} if config is not None else {}
     _refuse_pickled_weights(name, src)
     try:

@@ -58,3 +58,22 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "_REGISTRY", None)
     yield tmp_path
     registry.reset_registry()
+
+
+@pytest.fixture(scope="session")
+def generator_dir(tmp_path_factory):
+    """A tiny masked LM with the bundled bert-base-uncased vocabulary (tiny-bert's): DiffCSE's generator."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from benchbench import tiny_bert
+
+    d = tmp_path_factory.mktemp("generator")
+    tok = tiny_bert(16, 1, 2, 32).tokenizer
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    cfg.intermediate_size = 32
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        BertForMaskedLM(cfg).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d

@@ -30,6 +30,7 @@ CORPUS = [f"sentence number {i} talks about topic {i % 5} with quite a few extra
 
 
 CLASSES = {"esimcse": "ESimCSE", "mirror_bert": "MirrorBERT", "promptbert": "PromptBERT", "sncse": "SNCSE"}
+CLASSES["diffcse"] = "DiffCSE"
 
 
 def _ctx(tmp_path) -> TrainContext:
@@ -74,14 +75,15 @@ RECIPES = {
     "mirror_bert": (200, 2e-5, 0.01, 0.0, False),
     "promptbert": (256, 1e-5, 0.0, 1.0, True),
     "sncse": (256, 1e-5, 0.0, 1.0, True),
+    "diffcse": (64, 7e-6, 0.0, 1.0, True),
 }
 
 
-def check_recipe(name: str, tmp_path, monkeypatch) -> None:
+def check_recipe(name: str, tmp_path, monkeypatch, **overrides) -> None:
     """The defaults as a run uses them: one micro-batch an update, the reference's clipping, AdamW's
     lr and weight decay, linear decay to 0 without warm-up (or a constant lr)."""
     batch, lr, wd, clip, decay = RECIPES[name]
-    caught = _build(name, tmp_path, monkeypatch, steps=8)
+    caught = _build(name, tmp_path, monkeypatch, steps=8, **overrides)
     loop = caught["loop"]
     assert (loop.steps, loop.batch_size, loop.grad_accum, loop.max_grad_norm) == (8, batch, 1, clip)
     opt = caught["make_optimizer"](caught["obj"])
@@ -90,6 +92,16 @@ def check_recipe(name: str, tmp_path, monkeypatch) -> None:
     lrs = _lrs(caught, 8)
     expected = [lr * (1 - s / 8) for s in range(8)] if decay else [lr] * 8
     assert np.allclose(lrs, expected, rtol=1e-9, atol=0), lrs
+
+
+def check_speed_knob(name: str) -> None:
+    """``checkpoint_every`` decides when a checkpoint is written, never what is trained: it stays out
+    of the result key (``config_hash``), so a resumed run with another interval finds its records."""
+    from benchbench import config_hash
+
+    cls = getattr(importlib.import_module(f"benchbench_plugins.{name}"), CLASSES[name])
+    assert config_hash(cls.Config(checkpoint_every=7)) == config_hash(cls.Config())
+    assert config_hash(cls.Config(batch_size=7)) != config_hash(cls.Config())
 
 
 def check_mlp(name: str, tmp_path, monkeypatch) -> None:
@@ -124,6 +136,35 @@ class TestESimCSE:
         )
         assert int(mask[2].sum()) >= 32  # the repeated view of the cut sentence
         assert caught["obj"].encoder.max_seq_length == 128  # the returned encoder: the start's length
+
+    def test_checkpoint_interval_is_not_in_the_result_key(self):
+        check_speed_knob("esimcse")
+
+    def test_a_queue_of_one_keeps_the_newest_key_and_no_queue_keeps_nothing(self):
+        from benchbench_plugins.esimcse import ESimCSEObjective
+
+        from benchbench import tiny_bert
+
+        enc = tiny_bert(16, 1, 2, 32, pooling="cls")
+        one = ESimCSEObjective(enc, temperature=0.05, dup_rate=0.32, momentum=0.9, queue_size=1)
+        keys = torch.arange(3 * 16, dtype=torch.float32).reshape(3, 16)
+        one.enqueue(keys)
+        assert torch.equal(one.negatives(), keys[-1:])
+        none = ESimCSEObjective(enc, temperature=0.05, dup_rate=0.32, momentum=0.9, queue_size=0)
+        none.enqueue(keys)  # the reference's neg_size 0: nothing queued, no error
+        assert none.negatives().shape == (0, 16)
+
+    def test_short_sentences_repeat_only_their_inner_tokens(self):
+        """At dup_rate 1, a 3-token input ([CLS] w [SEP]) may repeat its word; a 4-token input repeats
+        at most its 2 inner tokens however many the draw asks for (the reference's cap N - 2)."""
+        from benchbench_plugins.esimcse import repetition_positions
+
+        rng = np.random.default_rng(0)
+        three = [repetition_positions(3, 1.0, rng) for _ in range(200)]
+        assert {tuple(p) for p in three} == {(), (1,)}
+        four = [repetition_positions(4, 1.0, rng) for _ in range(400)]
+        assert max(len(p) for p in four) == 2 and all(set(p) <= {1, 2} for p in four)
+        assert sum(len(p) == 2 for p in four) > 150  # draws of 2 and 3 both give the two inner tokens
 
 
 class TestMirrorBERT:
@@ -178,6 +219,22 @@ class TestPromptBERT:
             assert b["input_ids"][0].tolist() == t.wrap(tok("a", add_special_tokens=False)["input_ids"][: max(room, 0)])
             assert int(b["mask_pos"][0]) == t.mask_index(max(room, 0))
 
+    def test_checkpoint_interval_is_not_in_the_result_key(self):
+        check_speed_knob("promptbert")
+
+    def test_evaluation_with_denoising_subtracts_the_template_alone_vector(self, tmp_path, monkeypatch):
+        """``denoise_eval``: the [MASK] vector minus the template-alone vector at the sentence's length."""
+        from benchbench_plugins.promptbert import PromptEncoder
+
+        enc = _build("promptbert", tmp_path, monkeypatch, steps=1)["obj"].encoder
+        den = PromptEncoder(enc, enc.template.text, denoise=True).eval()
+        b = den.tokenize(["a cat sits on the mat", "dogs bark"])
+        with torch.no_grad():
+            raw = PromptEncoder(enc, enc.template.text, denoise=False).eval()(**b)["sentence_embedding"]
+            bias = den.template.bias(den.model, b["n_sentence"])
+            out = den(**b)["sentence_embedding"]
+        assert bias.abs().max() > 0.1 and torch.allclose(out, raw - bias, atol=1e-5)
+
 
 class TestSNCSE:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
@@ -198,6 +255,29 @@ class TestSNCSE:
             b = prompt_batch(tok, ["a cat sits on the mat ."], [t], t.overhead + room)
             assert b["input_ids"][0].tolist() == t.wrap(tok("a", add_special_tokens=False)["input_ids"][: max(room, 0)])
             assert int(b["mask_pos"][0]) == t.mask_index(max(room, 0))
+
+
+class TestDiffCSE:
+    def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch, generator_dir):
+        check_recipe("diffcse", tmp_path, monkeypatch, generator=str(generator_dir))
+
+    def test_checkpoint_interval_is_not_in_the_result_key(self):
+        check_speed_knob("diffcse")
+
+    def test_the_run_builds_the_papers_objective(self, tmp_path, monkeypatch, generator_dir):
+        """The objective ``DiffCSE.train`` builds: lambda 0.005, masking 0.30, temperature 0.05, the
+        BatchNorm projection, a frozen generator outside the optimizer, the training length 32."""
+        probe = lambda o: o.encoder.max_seq_length  # noqa: E731  (while training: the run resets it after)
+        caught = _build("diffcse", tmp_path, monkeypatch, probe=probe, steps=1, generator=str(generator_dir))
+        obj = caught["obj"]
+        assert (obj.lambda_weight, obj.masking_ratio, obj.temperature) == (0.005, 0.30, 0.05)
+        assert [type(m).__name__ for m in obj.mlp][1] == "BatchNorm1d" and obj.condition_before_mlp is False
+        assert caught["probe"] == 32 and obj.eval_length == obj.encoder.max_seq_length == 128
+        opt = caught["make_optimizer"](obj)
+        in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
+        assert not any(id(p) in in_opt for p in obj.generator.parameters())
+        assert all(id(p) in in_opt for p in obj.discriminator.parameters())
+        assert all(id(p) in in_opt for p in obj.electra_head.parameters())
 
 
 class TestPrompt:

@@ -143,6 +143,13 @@ MODULES: dict[str, Target] = {
             "tests/test_training.py::test_item_stream_is_position_addressable_and_covers_each_epoch",
             "tests/test_training.py::test_budget_and_accounting",
             "tests/test_training.py::test_gradient_accumulation_equals_the_large_batch",
+            # checkpoints, resume, signals: the loop's own safety machinery
+            "tests/test_training.py::test_checkpoint_of_another_run_is_not_resumed",
+            "tests/test_training.py::test_kill_and_resume_gives_the_uninterrupted_weights",
+            "tests/test_training.py::test_checkpoints_by_wall_time_and_kept_until_the_encoder_is_complete",
+            "tests/test_integrity_training.py::test_a_signal_in_the_loop_checkpoints_the_next_step_and_resumes_exactly",
+            "tests/test_integrity_training.py::test_a_signal_when_a_checkpoint_is_not_cheap_keeps_nothing_and_says_so",
+            "tests/test_integrity_training.py::test_a_second_signal_stops_at_once",
             K + "TestLoop",
         ),
     ),
@@ -180,17 +187,23 @@ MODULES: dict[str, Target] = {
         (
             "tests/test_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
             "tests/test_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
+            K + "TestSimCSE",
         ),
     ),
     "views": Target(
         "benchbench/train/views.py",
         ("ViewCache.config_key", "ViewCache.get", "ViewCache.put", "ViewCache.map"),
-        ("tests/test_augmenters.py", "-k", "cache"),
+        ("tests/test_augmenters.py", K + "TestViews", "-k", "cache or TestViews"),
     ),
     "augmenters": Target(
         "plugins/augmenters.py",
         ("_tokens", "_detok", "_text_seed", "CachedAugmenter"),
-        ("tests/test_augmenters.py", "-k", "synonym or cache or mlm_substitutes"),
+        (
+            "tests/test_augmenters.py",
+            K + "TestAugmenters",
+            "-k",
+            "synonym or cache or mlm_substitutes or TestAugmenters",
+        ),
     ),
     "tsdae": Target(
         "plugins/tsdae.py",
@@ -281,6 +294,62 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         r"\| NumberReplacer \| +checkpoint_every: int = (field\(default=)?1000",
         "a speed knob: when a checkpoint is written, never what is trained (not in the result key; "
         "tests/test_training.py::test_speed_knobs_do_not_change_the_run_fingerprint)",
+    ),
+    (
+        r"loop.py \| NumberReplacer \| checkpoint_minutes: float = 10.0 ",
+        "a speed knob, like checkpoint_every: the wall-clock interval between checkpoints (not in the result key)",
+    ),
+    (r"loop.py \| NumberReplacer \| self._epoch, self._perm = -1,", "a sentinel that no epoch (>= 0) equals"),
+    (
+        r"loop.py \| NumberReplacer \| seed = int\(getattr\(ctx, \"seed\", 0\)\)",
+        "every TrainContext has a seed: the default is never read",
+    ),
+    (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
+    (
+        r"augmenters.py \| NumberReplacer \| h = int.from_bytes\(hashlib.sha256\(",
+        "any 7 or 9 bytes of the text's sha256 seed its views as well as 8: the contract is one fixed view "
+        "per (seed, variant, text), whatever batch the text comes in (pinned by the cache tests)",
+    ),
+    (r"fit.py \| \w+ \| desc=f\"\{method.name\} \{ctx.task or ''\}\"", "the progress bar's label only"),
+    (
+        r"views.py \| NumberReplacer \| chunk: int = 2000,",
+        "texts per transform call: every augmenter seeds its views per text (ViewCache.map's contract), "
+        "so the chunking changes no view",
+    ),
+    (
+        r"views.py \| NumberReplacer \| for i in range\(0, len\(uniq\), 500\): .* -> for i in range\(0, len\(uniq\), 499\)",
+        "overlapping 500-text queries: the same rows, some fetched twice",
+    ),
+    (
+        r"views.py \| NumberReplacer \| chunk = uniq\[i : i \+ 500\] -> chunk = uniq\[i : i \+ 501\]",
+        "overlapping 500-text queries: the same rows, some fetched twice",
+    ),
+    (
+        r"_classifier.py \| NumberReplacer \| stream_chunk: int = 8 ",
+        "speed only: streams per gather/product block on CPU; the streams are independent (same numbers)",
+    ),
+    (
+        r"_classifier.py \| NumberReplacer \| workers: int = \( / 0 ",
+        "speed only: min(workers or cores, streams) <= 1 runs every stream in this process, > 1 forks; "
+        "the streams are independent, so the numbers are the same",
+    ),
+    (
+        r"esimcse.py \| NumberReplacer \| if top <= 0 or n_tokens < 3: -> if top <= 1 or n_tokens < 3:",
+        "top = 1 draws k = rng.integers(1) = 0 either way: only that one rng draw is skipped",
+    ),
+    (
+        r"esimcse.py \| NumberReplacer \| if top <= 0 or n_tokens < 3: -> if top <= 0 or n_tokens < 2:",
+        "a 2-token input has no inner position: k = min(k, n - 2) = 0, nothing is repeated either way",
+    ),
+    (
+        r"esimcse.py \| NumberReplacer \| width = int\(mask.any\(0\).nonzero\(\).max\(\)\) \+ 1 .*\+ 2 ",
+        "one more column for the momentum keys: padding under attention mask 0 (or none: the slice stops "
+        "at the end), the same [CLS] vectors",
+    ),
+    (
+        r"promptbert.py \| NumberReplacer \| k = max\(rows, int\(n.max\(\)\) \+ 1 if n.numel\(\) else 1\)",
+        "how many template-alone rows are computed: only rows 0..max(n) are ever indexed (by n), so more "
+        "are unused, and with no sentence (n empty) none is",
     ),
 ]
 

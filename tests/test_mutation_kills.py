@@ -97,11 +97,14 @@ def check_recipe(name: str, tmp_path, monkeypatch, **overrides) -> None:
 def check_speed_knob(name: str) -> None:
     """``checkpoint_every`` decides when a checkpoint is written, never what is trained: it stays out
     of the result key (``config_hash``), so a resumed run with another interval finds its records."""
+    check_speed_knob_of(getattr(importlib.import_module(f"benchbench_plugins.{name}"), CLASSES[name]).Config)
+
+
+def check_speed_knob_of(config_cls) -> None:
     from benchbench import config_hash
 
-    cls = getattr(importlib.import_module(f"benchbench_plugins.{name}"), CLASSES[name])
-    assert config_hash(cls.Config(checkpoint_every=7)) == config_hash(cls.Config())
-    assert config_hash(cls.Config(batch_size=7)) != config_hash(cls.Config())
+    assert config_hash(config_cls(checkpoint_every=7)) == config_hash(config_cls())
+    assert config_hash(config_cls(batch_size=7)) != config_hash(config_cls())
 
 
 def check_mlp(name: str, tmp_path, monkeypatch) -> None:
@@ -187,6 +190,42 @@ class TestMirrorBERT:
         b = obj.collate(CORPUS[:4], np.random.default_rng(0))
         assert b["n_tokens"] == int(b["a_attention_mask"].sum()) + int(b["b_attention_mask"].sum())
         assert int(b["b_attention_mask"].sum()) > 0
+
+    def test_checkpoint_interval_is_not_in_the_result_key(self):
+        check_speed_knob("mirror_bert")
+
+    def test_a_span_as_long_as_the_string_masks_nothing(self):
+        from benchbench_plugins.mirror_bert import mask_span
+
+        s = "abcdefghijklmnopqrstuvwxyz0123"  # 30 characters
+        assert mask_span(s, 30, np.random.default_rng(0)) == s
+        assert mask_span(s, 29, np.random.default_rng(0)) != s
+
+    def test_drophead_is_off_at_p_0_and_at_evaluation_and_drops_heads_when_training(self):
+        """At p = 0 the hook returns the output untouched and draws nothing (dropout's later draws, on
+        the same seed, stay the same); at evaluation it is off; at p = 0.9 in training it drops heads."""
+        from benchbench_plugins.mirror_bert import drophead_hook
+
+        from benchbench import tiny_bert
+
+        enc = tiny_bert(16, 1, 2, 32, pooling="mean")
+        attn = next(m for n, m in enc.model.named_modules() if n.endswith("attention.self"))
+        ids = enc.tokenize(["a cat sits on the mat"])
+
+        def run(p, training):
+            handle = attn.register_forward_hook(drophead_hook(p)) if p is not None else None
+            try:
+                enc.train(training)
+                torch.manual_seed(0)
+                with torch.no_grad():
+                    return enc(**ids)["sentence_embedding"]
+            finally:
+                if handle is not None:
+                    handle.remove()
+
+        assert torch.equal(run(0.0, True), run(None, True))  # dropout (0.1) on: the same draws
+        assert torch.equal(run(0.9, False), run(None, False))
+        assert not torch.allclose(run(0.9, True), run(None, True), atol=1e-4)
 
 
 class TestPromptBERT:
@@ -308,6 +347,92 @@ class TestPrompt:
             assert float(lin.weight.detach().std()) == pytest.approx(std, rel=0.02) and not lin.bias.any()
 
 
+class TestSimCSE:
+    """plugins/simcse.py as ``SimCSE.train`` builds it."""
+
+    def test_defaults_are_the_tsdae_papers_appendix_b_run_of_simcse(self):
+        from benchbench_plugins.simcse import SimCSEConfig
+
+        c = SimCSEConfig()
+        assert (c.epochs, c.batch_size, c.lr, c.temperature, c.max_seq_length) == (1.0, 512, 5e-5, 0.05, 32)
+        assert (c.select_on_stsb_dev, c.eval_every, c.grad_accum, c.max_grad_norm) == (False, 125, 1, 1.0)
+        check_speed_knob_of(SimCSEConfig)
+
+    def test_the_mlp_starts_as_bert_initialises_a_linear_layer(self):
+        from types import SimpleNamespace
+
+        from benchbench_plugins.simcse import make_mlp
+
+        torch.manual_seed(0)
+        for config, std in ((SimpleNamespace(), 0.02), (SimpleNamespace(initializer_range=0.5), 0.5)):
+            enc = SimpleNamespace(dim=200, device="cpu", model=SimpleNamespace(config=config))
+            lin = make_mlp(enc)[0]
+            assert float(lin.weight.detach().std()) == pytest.approx(std, rel=0.02) and not lin.bias.any()
+
+    def test_collate_counts_the_tokens_of_both_views_and_result_keeps_the_mlp_only_when_asked(self):
+        from benchbench_plugins.simcse import SimCSEObjective
+
+        from benchbench import tiny_bert
+
+        obj = SimCSEObjective(tiny_bert(16, 1, 2, 32, pooling="cls"), 0.05, mlp=True)
+        b = obj.collate(["a cat", "a dog sits on the mat"], np.random.default_rng(0))
+        assert b["n_tokens"] == 2 * int(b["attention_mask"].sum())
+        assert obj.keep_mlp is False and type(obj.result()).__name__ == "TransformerEncoder"
+        obj.keep_mlp = True
+        assert type(obj.result()).__name__ == "MLPEncoder"
+
+
+class TestViews:
+    """benchbench/train/views.py: the augmented-view cache."""
+
+    def test_a_config_is_one_key_whatever_its_order_and_every_cached_text_comes_back(self, tmp_path):
+        from benchbench.train.views import ViewCache
+
+        assert ViewCache.config_key({"a": 1, "b": 2}) == ViewCache.config_key({"b": 2, "a": 1})
+        cache = ViewCache(tmp_path / "v.sqlite")
+        texts = [f"text {i}" for i in range(1234)]  # more than one 500-text query
+        cache.put("aug", {"r": 1}, {t: t.upper() for t in texts})
+        assert cache.get("aug", {"r": 1}, texts) == {t: t.upper() for t in texts}
+
+    def test_cache_map_with_a_chunk_of_zero_still_runs_one_text_at_a_time(self, tmp_path):
+        from benchbench.train.views import ViewCache
+
+        cache = ViewCache(tmp_path / "v.sqlite")
+        sizes = []
+        out = cache.map("aug", {}, ["a", "b", "c"], lambda part: sizes.append(len(part)) or [t * 2 for t in part], 0)
+        assert out == ["aa", "bb", "cc"] and sizes == [1, 1, 1]
+
+
+class TestAugmenters:
+    """plugins/augmenters.py: the cached augmenters' shared machinery."""
+
+    def test_words_keep_leading_whitespace(self):
+        from benchbench_plugins.augmenters import _detok, _tokens
+
+        for text in ("  two spaces first", "\tword and more", "plain start"):
+            assert _detok(_tokens(text)) == text
+        assert _tokens("  two")[0] == ("two", "  ")
+
+    def test_the_single_view_is_variant_0_and_views_pair_the_original_with_it(self, tmp_path):
+        from benchbench_plugins.augmenters import CachedAugmenter
+
+        from benchbench.train.views import ViewCache
+
+        class Tag(CachedAugmenter):
+            name = "tag"
+
+            def config(self):
+                return {}
+
+            def transform(self, texts, variant):
+                return [f"{t}#{variant}" for t in texts]
+
+        aug = Tag(ViewCache(tmp_path / "v.sqlite"))
+        assert aug(["a", "b"]) == ["a#0", "b#0"] == aug.apply(["a", "b"])
+        assert aug.views(["a"]) == (["a"], ["a#0"])
+        assert aug.views(["a"], two_view=True) == (["a#0"], ["a#1"])
+
+
 class _Constant(Objective):
     """Loss = the sum of the micro-batch's items (+ 0 * w: a parameter for the optimizer); records the
     items it was given and one draw of each micro-batch's rng."""
@@ -403,6 +528,89 @@ class TestLoop:
             ItemStream(0, seed=1)
         c = LoopConfig.from_config(type("C", (), {"steps": 9, "batch_size": 4, "grad_accum": 3, "lr": 1.0})(), steps=5)
         assert (c.steps, c.batch_size, c.grad_accum, c.max_grad_norm, c.log_every) == (5, 4, 3, 1.0, 0)
+        assert resolve_steps(None, 1, 8, 0.01) == 1  # a tiny share of an epoch is still one step
+
+    def test_a_parameter_without_a_gradient_in_a_step_is_not_moved_by_adams_momentum(self, tmp_path):
+        """Gradients are reset to None, not 0, after each update: AdamW skips a parameter no loss reached
+        in a step instead of moving it on its running moments."""
+
+        class FirstStepOnly(_Constant):
+            def __init__(self):
+                super().__init__()
+                self.v = torch.nn.Parameter(torch.ones(1))
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                used = self.v.sum() if self.calls == 1 else 0.0
+                return x.sum() + self.w.sum() + used
+
+        obj = FirstStepOnly()
+        ctx = TrainContext(model="none", seed=3, output_dir=tmp_path, progress=False, device="cpu")
+        cfg = LoopConfig(steps=3, batch_size=1, checkpoint_every=0, checkpoint_minutes=0, max_grad_norm=0.0)
+        seen = []
+        train_loop(
+            obj,
+            [1.0] * 4,
+            ctx,
+            cfg,
+            lambda m: torch.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.0),
+            fingerprint="k",
+            on_step=lambda st: seen.append(float(obj.v.detach())),
+        )
+        assert seen[0] != 1.0 and seen[1] == seen[0] == seen[2]
+
+    def test_every_budget_field_must_be_at_least_one(self, tmp_path):
+        for bad in ({"steps": 0}, {"batch_size": 0}, {"grad_accum": 0}):
+            cfg = {"steps": 1, "batch_size": 1, "grad_accum": 1, **bad}
+            with pytest.raises(ConfigError, match="training budget must be positive"):
+                self._run(tmp_path / str(bad), [1.0] * 4, **cfg)
+        _, a = self._run(tmp_path / "ok", [1.0] * 4, steps=1, batch_size=1, grad_accum=1)
+        assert a["steps"] == 1
+
+    def test_a_batch_without_a_token_count_counts_none_and_non_tensors_pass_as_they_are(self, tmp_path):
+        class NoCount(_Constant):
+            def collate(self, items, rng):
+                return {"x": torch.tensor(items, dtype=torch.float32), "tag": ["kept"]}
+
+            def forward(self, x, tag):
+                assert tag == ["kept"]
+                return x.sum() + 0.0 * self.w.sum()
+
+        ctx = TrainContext(model="none", seed=3, output_dir=tmp_path, progress=False, device="cpu")
+        cfg = LoopConfig(steps=2, batch_size=2, checkpoint_every=0, checkpoint_minutes=0)
+        train_loop(NoCount(), [1.0] * 4, ctx, cfg, lambda m: torch.optim.SGD(m.parameters(), lr=0.0), fingerprint="k")
+        assert (ctx.accounting["tokens"], ctx.accounting["examples"]) == (0, 4)
+
+    def test_the_default_log_interval_is_a_twentieth_of_the_budget(self, tmp_path):
+        _, a = self._run(tmp_path / "38", [1.0] * 4, steps=38, batch_size=1)
+        assert len(a["loss_curve"]) == 38  # 38 // 20 = 1: a point every step
+        _, b = self._run(tmp_path / "40", [1.0] * 4, steps=40, batch_size=1)
+        assert [p[0] for p in b["loss_curve"]] == list(range(2, 41, 2))
+
+    def test_the_monitor_runs_every_n_steps_and_at_the_end_and_its_time_is_not_training_time(self, tmp_path):
+        import time as _time
+
+        class WithResult(_Constant):
+            def result(self):
+                return "encoder"
+
+        calls = []
+
+        def monitor(step, encoder):
+            calls.append(step)
+            _time.sleep(0.25)
+            return {"score": float(step)}
+
+        ctx = TrainContext(model="none", seed=3, output_dir=tmp_path, progress=False, device="cpu")
+        ctx.monitor, ctx.monitor_every = monitor, 3
+        cfg = LoopConfig(steps=7, batch_size=1, checkpoint_every=0, checkpoint_minutes=0)
+        train_loop(
+            WithResult(), [1.0] * 4, ctx, cfg, lambda m: torch.optim.SGD(m.parameters(), lr=0.0), fingerprint="k"
+        )
+        assert calls == [3, 6, 7]
+        assert [p[0] for p in ctx.accounting["monitor"]] == [3, 6, 7]
+        assert 0.0 <= ctx.accounting["seconds"] < 0.5  # 0.75 s of monitoring left out, nothing added
 
 
 class TestNoise:

@@ -18,7 +18,7 @@ detection (RTD), ELECTRA's task conditioned on the vector.
 
 | item | paper | reference code (voidism/DiffCSE, commit f724b2c) | benchbench |
 |---|---|---|---|
-| generator | a pretrained MLM, DistilBERT for BERT; "sample" from it | ``--generator_name distilbert-base-uncased``; ``argmax`` of its logits (greedy, not sampled) at EVERY position, under ``no_grad``, in the model's train mode (its dropout on) | the same rule; the model is the option ``generator`` (default ``distilbert-base-uncased``, not available offline: the studies here use ``tiny-mlm-nli``, a 2-layer 64-wide BERT that benchbench pre-trained by MLM on the offline NLI sentences, ``bench/pretrain_tiny_mlm.py``; a far weaker generator, so more tokens are replaced and the edits are easier to spot). It must have the encoder's vocabulary (checked) |
+| generator | a pretrained MLM, DistilBERT for BERT; "sample" from it | ``--generator_name distilbert-base-uncased``; ``argmax`` of its logits (greedy, not sampled) at EVERY position, under ``no_grad``, in the model's train mode (its dropout on) | the same rule; the model is the option ``generator`` (default ``distilbert-base-uncased``, not available offline: the studies here use ``tiny-mlm-nli``, a 2-layer 64-wide BERT that benchbench pre-trained by MLM on the offline NLI sentences, ``bench/pretrain_tiny_mlm.py``; a far weaker generator). It must have the encoder's vocabulary (checked). Option ``replace``: ``"all"`` (default) is the reference code's rule; ``"masked"`` keeps every token the generator's input did not mask or randomise, as the paper (and ELECTRA) describe the edit: with a strong generator the two nearly coincide (it copies unmasked tokens), with tiny-mlm-nli they do not: measured on 1,000 STS-B sentences (bench/diffcse_generator.py), it restores 40% of the tokens it was asked about and copies only 37% of the others, so ``"all"`` edits 62% of the tokens and ``"masked"`` 14%; the studies use ``"masked"`` |
 | masking | 30% masking ratio | ``mask_tokens``: Bernoulli(0.30) over non-special ids (``get_special_tokens_mask``: [CLS], [SEP], [PAD], [UNK], [MASK]), 80% [MASK], then Bernoulli(0.5) of the rest a random id from ``len(tokenizer)``, else kept; each of the two views masked independently | same rule, from the loop's seeded rng (``mask_for_generator``) |
 | condition | h replaces the [CLS] input of the discriminator | ``cls_input`` replaces the embedding layer's output at position 0 (its patched ``modeling_bert``); ``--before_mlp`` False: h is the MLP's output | same, without patching transformers: a forward hook on the discriminator's embedding layer (``condition_before_mlp`` = ``--before_mlp``) |
 | discriminator | a transformer initialised from the encoder's checkpoint | a separate ``BertModel`` loaded from the same checkpoint; head ``Linear(768, 2)`` (PyTorch's default init) | a copy of the start encoder's transformer; head ``Linear(d, 2)``, PyTorch's default init |
@@ -28,6 +28,8 @@ detection (RTD), ELECTRA's task conditioned on the vector.
 | batch / lr / epochs / max length | 64 / 7e-6 / 2 / 32 on 1M Wikipedia sentences | same; HF Trainer AdamW, no weight decay, linear decay, no warm-up, clip 1.0, fp16 | same on the task's own sentences (corpus "task"); max length 32 for training only (the saved encoder keeps the start's); bf16 autocast on CUDA |
 | checkpoint selection | STS-B dev every 125 steps | ``--metric_for_best_model stsb_spearman --load_best_model_at_end`` | NOT implemented: the last step (fixed budget, as every method here) |
 | base model | bert-base-uncased | bert-base-uncased | offline: all-MiniLM-L6-v2 (already sentence-tuned) or a plain start; no plain BERT is available offline, so the published numbers are not expected |
+
+The generator's edit statistics: leaderboards/new_methods/diffcse_generator.md (bench/diffcse_generator.py).
 
 Equality with the reference's own ``cl_forward`` (loss and weights over SGD steps): bench/fidelity_diffcse.py.
 """
@@ -73,6 +75,8 @@ class DiffCSEConfig:
     lambda_weight: float = 0.005  # weight of the replaced-token-detection loss
     masking_ratio: float = 0.30  # share of non-special tokens the generator sees masked
     generator: str = "distilbert-base-uncased"  # a masked LM with the encoder's vocabulary
+    replace: str = "all"  # "all": the generator's token at every position (the reference code); "masked": only
+    # where the generator's input was masked or randomised (the paper's and ELECTRA's edit; see the table)
     batchnorm: bool = True  # the BatchNorm projection MLP (--batchnorm); False: SimCSE's dense+tanh
     condition_before_mlp: bool = False  # --before_mlp: condition the discriminator on [CLS] before the MLP
     max_seq_length: int | None = 32  # training truncation only (the saved encoder keeps the start's)
@@ -150,8 +154,12 @@ class DiffCSEObjective(Objective):
         masking_ratio: float = 0.30,
         batchnorm: bool = True,
         condition_before_mlp: bool = False,
+        replace: str = "all",
     ):
         super().__init__()
+        if replace not in ("all", "masked"):
+            raise ConfigError(f"diffcse: option 'replace' must be 'all' or 'masked' (got {replace!r}).")
+        self.replace = replace
         self.encoder, self.generator = encoder, generator
         self.temperature, self.lambda_weight = float(temperature), float(lambda_weight)
         self.masking_ratio, self.condition_before_mlp = float(masking_ratio), bool(condition_before_mlp)
@@ -186,9 +194,12 @@ class DiffCSEObjective(Objective):
     def edit(
         self, mlm_input_ids: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The edited sentences (the generator's top token at every position, [CLS] at position 0,
-        padding id 0 on padding) and the RTD labels: 1 where the edit differs from the ORIGINAL token."""
+        """The edited sentences (the generator's top token at every position, or with ``replace="masked"``
+        only where its input was masked or randomised; [CLS] at position 0, padding id 0 on padding) and
+        the RTD labels: 1 where the edit differs from the ORIGINAL token."""
         edited = self.generator(input_ids=mlm_input_ids, attention_mask=mask).logits.argmax(-1)
+        if self.replace == "masked":
+            edited = torch.where(mlm_input_ids != ids, edited, ids)
         edited[:, 0] = self.cls_id
         return edited * mask, (edited != ids).long() * mask
 
@@ -247,7 +258,14 @@ class DiffCSE(Method):
         if c.max_seq_length:
             encoder.max_seq_length = int(c.max_seq_length)  # the reference's training truncation only
         obj = DiffCSEObjective(
-            encoder, generator, c.temperature, c.lambda_weight, c.masking_ratio, c.batchnorm, c.condition_before_mlp
+            encoder,
+            generator,
+            c.temperature,
+            c.lambda_weight,
+            c.masking_ratio,
+            c.batchnorm,
+            c.condition_before_mlp,
+            c.replace,
         )
         obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
@@ -261,7 +279,7 @@ class DiffCSE(Method):
             make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
         )
         s = obj.stats
-        ctx.accounting["diffcse_generator"] = model_label_of(c.generator)
+        ctx.accounting["diffcse_generator"] = model_label_of(os.path.expanduser(c.generator))
         if s["tokens"]:  # over every training token seen in this process (a resumed run: since the resume)
             ctx.accounting["diffcse_replaced_share"] = round(s["replaced"] / s["tokens"], 4)
             ctx.accounting["diffcse_discriminator_accuracy"] = round(s["correct"] / s["tokens"], 4)

@@ -51,6 +51,7 @@ def test_defaults_are_the_papers():
     assert (c.temperature, c.lambda_weight, c.masking_ratio) == (0.05, 0.005, 0.30)
     assert c.generator == "distilbert-base-uncased" and c.pooling == "cls"
     assert c.batchnorm is True and c.condition_before_mlp is False and c.max_grad_norm == 1.0
+    assert c.replace == "all"  # the reference code's edit
     assert (D.MASK_SHARE, D.RANDOM_SHARE_OF_REST) == (0.8, 0.5)
 
 
@@ -114,6 +115,30 @@ def test_the_edit_takes_the_generators_token_everywhere_and_labels_against_the_o
     expected = torch.zeros_like(ids)
     expected[0, 2] = expected[1, 1] = 1
     assert torch.equal(replaced, expected)
+
+
+class _ConstantGenerator(torch.nn.Module):
+    """A masked LM whose top token is 5000 everywhere."""
+
+    def forward(self, input_ids, attention_mask):
+        logits = torch.zeros(*input_ids.shape, 30522)
+        logits[..., 5000] = 1.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_replace_masked_edits_only_what_the_generator_was_asked_about(generator_dir):
+    ids = torch.tensor([[101, 2000, 2001, 2002, 102, 0]])
+    mask = (ids != 0).long()
+    mlm = ids.clone()
+    mlm[0, 2] = 103
+    for rule, expected in (("all", [101, 5000, 5000, 5000, 5000, 0]), ("masked", [101, 2000, 5000, 2002, 102, 0])):
+        obj = _obj(generator_dir, replace=rule)
+        obj.generator = _ConstantGenerator()
+        edited, replaced = obj.edit(mlm, ids, mask)
+        assert edited[0].tolist() == expected
+        assert torch.equal(replaced, ((edited != ids) & (mask == 1)).long())
+    with pytest.raises(ConfigError, match="option 'replace'"):
+        _obj(generator_dir, replace="some")
 
 
 def test_the_discriminator_reads_h_in_place_of_its_first_input_vector(generator_dir):

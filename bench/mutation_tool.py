@@ -306,6 +306,15 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     ),
     (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
     (
+        r"diffcse.py \| ReplaceComparisonOperator_Lt_LtE \| \w+ = torch.from_numpy\(rng.random\(shape\) < ",
+        "a uniform draw in [0, 1) equal to the threshold has probability 2^-53: < and <= choose the same tokens",
+    ),
+    (
+        r"diffcse.py \| RemoveDecorator \|  / @torch.no_grad\(\) -> $",
+        "edit: its outputs are integer token ids (argmax, comparisons), through which no gradient flows, and "
+        "the generator's parameters have requires_grad False: only a graph built and dropped",
+    ),
+    (
         r"augmenters.py \| NumberReplacer \| h = int.from_bytes\(hashlib.sha256\(",
         "any 7 or 9 bytes of the text's sha256 seed its views as well as 8: the contract is one fixed view "
         "per (seed, variant, text), whatever batch the text comes in (pinned by the cache tests)",

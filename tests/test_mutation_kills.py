@@ -318,6 +318,56 @@ class TestDiffCSE:
         assert all(id(p) in in_opt for p in obj.discriminator.parameters())
         assert all(id(p) in in_opt for p in obj.electra_head.parameters())
 
+    def test_the_objectives_own_defaults_are_the_papers(self):
+        """Direct constructions (the benches, other code) get the same recipe as a run."""
+        import inspect
+
+        from benchbench_plugins.diffcse import DiffCSEConfig, DiffCSEObjective
+
+        c, sig = DiffCSEConfig(), inspect.signature(DiffCSEObjective).parameters
+        for name in ("temperature", "lambda_weight", "masking_ratio", "batchnorm", "condition_before_mlp", "replace"):
+            assert sig[name].default == getattr(c, name), name
+
+    def test_the_projection_starts_as_bert_initialises_a_linear_layer(self):
+        from types import SimpleNamespace
+
+        from benchbench_plugins.diffcse import make_projection
+
+        torch.manual_seed(0)
+        for config, std in ((SimpleNamespace(), 0.02), (SimpleNamespace(initializer_range=0.5), 0.5)):
+            enc = SimpleNamespace(dim=200, device="cpu", model=SimpleNamespace(config=config))
+            for lin in (make_projection(enc)[0], make_projection(enc, batchnorm=False)[0]):
+                assert float(lin.weight.detach().std()) == pytest.approx(std, rel=0.03)
+
+    def test_the_run_counts_real_tokens_edits_and_right_answers_exactly(self, generator_dir):
+        from benchbench_plugins.diffcse import DiffCSEObjective, load_generator
+
+        from benchbench import tiny_bert
+
+        torch.manual_seed(0)
+        enc = tiny_bert(16, 1, 2, 32, pooling="cls", max_seq_length=32)
+        obj = DiffCSEObjective(enc, load_generator(str(generator_dir), enc), lambda_weight=1.0)
+        for m in obj.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        obj.train()
+        b = obj.collate(["a cat sits on the mat", "two words", CORPUS[3]], np.random.default_rng(0))
+        b.pop("n_tokens")
+        obj(**b)
+        ids, mask = torch.cat([b["input_ids"]] * 2), torch.cat([b["attention_mask"]] * 2)
+        with torch.no_grad():
+            h = obj.mlp(obj.encoder(input_ids=ids, attention_mask=mask)["sentence_embedding"])
+            edited, replaced = obj.edit(b["mlm_input_ids"], ids, mask)
+            guess = obj.electra_head(obj.discriminate(edited, mask, h)).argmax(-1)
+        real = mask.bool()
+        assert obj.stats == {
+            "tokens": int(real.sum()),
+            "replaced": int(replaced[real].sum()),
+            "correct": int((guess == replaced)[real].sum()),
+        }
+        assert 0 < obj.stats["replaced"] < obj.stats["tokens"]
+        assert obj.stats["correct"] != obj.stats["tokens"] - obj.stats["correct"]  # == and != differ here
+
 
 class TestPrompt:
     """plugins/_prompt.py, shared by PromptBERT and SNCSE."""

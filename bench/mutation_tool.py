@@ -213,8 +213,9 @@ MODULES: dict[str, Target] = {
             "tests/test_fidelity.py::test_tsdae_loss_equals_denoising_auto_encoder_loss",
             "tests/test_fidelity.py::test_one_vector_shortcut_keeps_attention_dropout_in_training",
             "tests/test_tsdae.py",
+            K + "TestTSDAE",
             "-k",
-            "not train_saves and not length_grouping and not sparse",
+            "not train_saves",
         ),
     ),
     "ct": Target(
@@ -224,6 +225,7 @@ MODULES: dict[str, Target] = {
             "tests/test_fidelity.py::test_ct_loss_equals_contrastive_tension_loss",
             "tests/test_fidelity.py::test_ct_uses_the_segmented_schedule",
             "tests/test_fidelity.py::test_ct_random_negative_equal_to_anchor_is_labelled_0_and_dropout_option",
+            K + "TestCT",
         ),
     ),
     "bsl": Target(
@@ -305,6 +307,27 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         "every TrainContext has a seed: the default is never read",
     ),
     (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
+    (
+        r"ct.py \| ReplaceUnaryOperator_Delete_USub \| logits = \(a.float\(\) \* b.float\(\)\).sum\(-1\)",
+        "a and b are (pairs x dim): dim 1 is dim -1",
+    ),
+    (
+        r"ct.py \| ReplaceBinaryOperator_FloorDiv_Div \| .* if s / segment < len\(factors\)",
+        "for an integer step s, s / segment < 4 holds exactly when s // segment < 4",
+    ),
+    (
+        r"tsdae.py \| NumberReplacer \| p = core.dropout.p if self.training else 0.0 -> .* else -1.0",
+        "any p <= 0 at evaluation takes the no-dropout branch",
+    ),
+    (
+        r"tsdae.py \| \w+ \| if p > 0: -> if p (>= 0|> -1):",
+        "at p = 0 the dropout branch keeps every head (rand >= 0) and divides by 1: the same attention; the "
+        "branch is reached only at evaluation (p = 0), where the decoder is never run (it is training-only)",
+    ),
+    (
+        r"tsdae.py \| ReplaceComparisonOperator_GtE_Gt \| keep = \(torch.rand\(b, t, h, device=v.device\) >= p\)",
+        "a uniform draw equal to p has probability 2^-24 (float32): >= and > keep the same heads",
+    ),
     (
         r"diffcse.py \| ReplaceComparisonOperator_Lt_LtE \| \w+ = torch.from_numpy\(rng.random\(shape\) < ",
         "a uniform draw in [0, 1) equal to the threshold has probability 2^-53: < and <= choose the same tokens",

@@ -483,6 +483,73 @@ class TestAugmenters:
         assert aug.views(["a"], two_view=True) == (["a#0"], ["a#1"])
 
 
+class TestTSDAE:
+    """plugins/tsdae.py as ``TSDAE.train`` builds it."""
+
+    def test_recipe_defaults_beyond_the_papers_table(self):
+        from benchbench_plugins.tsdae import TSDAEConfig
+
+        c = TSDAEConfig()
+        assert (c.weight_decay, c.grad_accum, c.max_grad_norm, c.fast_cross_attention) == (0.0, 1, 1.0, True)
+        check_speed_knob_of(TSDAEConfig)
+
+    def test_the_one_vector_shortcut_drops_heads_without_bias_in_training(self):
+        """Averaged over many dropout draws, the shortcut's training output is its evaluation output:
+        each kept head scaled by 1 / (1 - p), the dense bias added once (checked before LayerNorm, with
+        random weights and biases so that a wrong scale or sign shows)."""
+        from benchbench_plugins.tsdae import OneVectorCrossAttention, TSDAEObjective, build_decoder
+
+        from benchbench import tiny_bert
+        from benchbench.train.noise import WordNoise
+
+        torch.manual_seed(0)
+        enc = tiny_bert(16, 1, 2, 32, pooling="cls", seed=1)
+        obj = TSDAEObjective(enc, build_decoder(enc, tie=True, fast_cross_attention=True), WordNoise("delete", 0.6))
+        blk = next(m for m in obj.modules() if isinstance(m, OneVectorCrossAttention))
+        blk.output.LayerNorm, blk.output.dropout = torch.nn.Identity(), torch.nn.Identity()
+        blk.self.dropout.p = 0.5
+        with torch.no_grad():
+            blk.self.value.weight.normal_(0.0, 0.5)
+            blk.output.dense.weight.normal_(0.0, 0.5)
+            blk.output.dense.bias.normal_(0.0, 2.0)
+        hidden, memory = torch.zeros(8000, 3, 16), torch.randn(1, 1, 16).expand(8000, 1, 16)
+        with torch.no_grad():
+            evaluated = blk.eval()(hidden[:1], encoder_hidden_states=memory[:1])[0][0]
+            trained = blk.train()(hidden, encoder_hidden_states=memory)[0].mean(0)
+            no_bias = evaluated - blk.output.dense.bias
+        assert no_bias.abs().max() > 1.0 and blk.output.dense.bias.abs().max() > 1.0
+        assert (trained - evaluated).abs().max() < 0.25, (trained - evaluated).abs().max()
+
+
+class TestCT:
+    """plugins/ct.py as ``CT.train`` builds it."""
+
+    def test_defaults_are_the_papers(self):
+        from benchbench_plugins.ct import CTConfig
+
+        c = CTConfig()
+        assert (c.steps, c.batch_size, c.lr, c.negatives, c.segment_steps) == (100_000, 8, 1e-5, 7, 500)
+        assert (c.grad_accum, c.dropout, c.max_grad_norm) == (1, True, 1.0)
+        check_speed_knob_of(CTConfig)
+
+    def test_the_segmented_schedule_steps_down_every_500_updates_and_stays_at_0_2(self):
+        from benchbench_plugins.ct import segmented_lr
+
+        f = segmented_lr()
+        got = [f(s) for s in (0, 499, 500, 999, 1000, 1499, 1500, 1999, 2000, 2500, 10_000)]
+        assert got == [1.0, 1.0, 0.8, 0.8, 0.6, 0.6, 0.4, 0.4, 0.2, 0.2, 0.2]
+
+    def test_collate_counts_the_tokens_of_both_encoders(self):
+        from benchbench_plugins.ct import CTObjective
+
+        from benchbench import tiny_bert
+
+        obj = CTObjective(tiny_bert(16, 1, 2, 32, pooling="mean"), CORPUS, negatives=3)
+        b = obj.collate(CORPUS[:2], np.random.default_rng(0))
+        assert b["n_tokens"] == int(b["a_attention_mask"].sum() + b["b_attention_mask"].sum())
+        assert int(b["b_attention_mask"].sum()) != 0
+
+
 class _Constant(Objective):
     """Loss = the sum of the micro-batch's items (+ 0 * w: a parameter for the optimizer); records the
     items it was given and one draw of each micro-batch's rng."""

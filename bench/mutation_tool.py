@@ -231,7 +231,7 @@ MODULES: dict[str, Target] = {
     "bsl": Target(
         "plugins/bsl.py",
         ("BSLConfig", "predictor", "BSLObjective", "symmetric_negative_cosine", "make_optimizer", "schedule"),
-        ("tests/test_bsl.py", "-k", "not registered"),
+        ("tests/test_bsl.py", K + "TestBSL", "-k", "not registered"),
     ),
     "trans_encoder": Target(
         "plugins/trans_encoder.py",
@@ -241,6 +241,7 @@ MODULES: dict[str, Target] = {
             "tests/test_trans_encoder.py::test_default_cross_rule_constants",
             "tests/test_trans_encoder.py::test_cycle_targets_and_refreshing",
             "tests/test_trans_encoder.py::test_mutual_labels_are_the_mean_over_models",
+            K + "TestTransEncoder",
         ),
     ),
 }
@@ -307,6 +308,26 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         "every TrainContext has a seed: the default is never read",
     ),
     (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
+    (
+        r"(bsl|trans_encoder).py \| ReplaceUnaryOperator_Delete_USub \| .*F.cosine_similarity\(.*dim=-1\)",
+        "both vectors are (batch x dim): dim 1 is dim -1",
+    ),
+    (
+        r"bsl.py \| ReplaceComparisonOperator_Lt_LtE \| if s < warm: -> if s <= warm:",
+        "at s = warm both branches give 1.0 (warm / warm = (steps - warm) / (steps - warm))",
+    ),
+    (
+        r"bsl.py \| NumberReplacer \| return s / max\(1, warm\) -> return s / max\( ?[02], warm\)",
+        "the branch runs only for s < warm: with warm = 1 only s = 0 (0 either way), with warm = 0 never",
+    ),
+    (
+        r"bsl.py \| NumberReplacer \| return max\(0.0, \(steps - s\).* -> return max\( -1.0,",
+        "LambdaLR never asks past s = steps, where (steps - s) is 0: the clamp at 0 never acts",
+    ),
+    (
+        r"trans_encoder.py \| NumberReplacer \| score_batch_size: int = 128",
+        "pairs scored per forward at dev selection: speed only, the same scores",
+    ),
     (
         r"ct.py \| ReplaceUnaryOperator_Delete_USub \| logits = \(a.float\(\) \* b.float\(\)\).sum\(-1\)",
         "a and b are (pairs x dim): dim 1 is dim -1",

@@ -550,6 +550,83 @@ class TestCT:
         assert int(b["b_attention_mask"].sum()) != 0
 
 
+class TestBSL:
+    """plugins/bsl.py as ``BSL.train`` builds it."""
+
+    def test_defaults_are_the_papers(self):
+        from benchbench_plugins.bsl import BSLConfig
+
+        c = BSLConfig()
+        assert (c.epochs, c.batch_size, c.two_view, c.max_seq_length, c.grad_accum, c.max_grad_norm) == (
+            1.0,
+            64,
+            True,
+            64,
+            1,
+            1.0,
+        )
+        check_speed_knob_of(BSLConfig)
+
+    def test_the_target_moves_by_ema_on_parameters_and_float_buffers_and_copies_the_rest(self):
+        from types import SimpleNamespace
+
+        from benchbench_plugins.bsl import BSLObjective
+
+        def net(value: float) -> torch.nn.Module:
+            m = torch.nn.Linear(2, 2)
+            with torch.no_grad():
+                m.weight.fill_(value)
+                m.bias.fill_(value)
+            m.register_buffer("stat", torch.full((2,), value))
+            m.register_buffer("count", torch.tensor(int(value)))
+            return m
+
+        target, online = net(1.0), net(3.0)
+        BSLObjective.ema_update(SimpleNamespace(momentum=0.75, target=target, encoder=online))
+        expected = 0.75 * 1.0 + 0.25 * 3.0  # m * target + (1 - m) * online (a swapped EMA would give 2.5)
+        assert torch.allclose(target.weight, torch.full((2, 2), expected))
+        assert torch.allclose(target.stat, torch.full((2,), expected)) and int(target.count) == 3
+
+    def test_the_reference_schedule_at_its_edges(self):
+        from benchbench_plugins.bsl import schedule
+
+        for steps, want in ((2, [0.0, 1.0, 0.0]), (1, [0.0, 0.0]), (20, [0.0, 0.5, 1.0, 0.5, 0.0])):
+            opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+            f = schedule(opt, "reference", steps).lr_lambdas[0]
+            at = [0, 1, 2, 11, 20] if steps == 20 else list(range(steps + 1))
+            assert [f(s) for s in at] == pytest.approx(want), steps
+
+    def test_collate_counts_the_tokens_of_both_views(self):
+        from benchbench_plugins.bsl import BSLObjective
+
+        from benchbench import tiny_bert
+
+        class Views:
+            def views(self, items, rng, two_view=True):
+                return list(items), [t + " and a much longer second view" for t in items]
+
+        obj = BSLObjective(tiny_bert(16, 1, 2, 32, pooling="mean"), Views(), 0.9, 2, True)
+        b = obj.collate(["a cat", "a dog"], np.random.default_rng(0))
+        assert b["n_tokens"] == int(b["view1"]["attention_mask"].sum() + b["view2"]["attention_mask"].sum())
+
+
+class TestTransEncoder:
+    """plugins/trans_encoder.py's protocol constants."""
+
+    def test_defaults_are_the_papers_or_named_departures(self):
+        from benchbench_plugins.trans_encoder import TransEncoderConfig
+
+        c = TransEncoderConfig()
+        assert (c.cross_max_length, c.bi_max_length, c.weight_decay, c.eval_every, c.dev_max_pairs) == (
+            64,
+            32,
+            0.01,
+            200,
+            1000,
+        )
+        assert c.select is True and c.eval_full_length is True
+
+
 class _Constant(Objective):
     """Loss = the sum of the micro-batch's items (+ 0 * w: a parameter for the optimizer); records the
     items it was given and one draw of each micro-batch's rng."""

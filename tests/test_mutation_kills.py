@@ -282,6 +282,27 @@ class TestSNCSE:
     def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
         check_mlp("sncse", tmp_path, monkeypatch)
 
+    def test_rows_are_sentence_positive_negation_in_that_order(self, tmp_path, monkeypatch):
+        """``embed`` reads the batch as collate lays it out: sentence i's x at row 3i, x+ at 3i+1, x- at 3i+2."""
+        import benchbench_plugins.sncse as mod
+
+        obj = _build("sncse", tmp_path, monkeypatch, steps=1)["obj"]
+        obj.mlp = torch.nn.Identity()
+        rows = torch.arange(9, dtype=torch.float32)[:, None].repeat(1, 4)
+        monkeypatch.setattr(mod, "mask_vectors", lambda model, ids, mask, pos: (rows, None))
+        z1, z2, z3 = obj.embed(torch.zeros(9, 2, dtype=torch.long), torch.ones(9, 2), torch.zeros(9))
+        assert z1[:, 0].tolist() == [0, 3, 6] and z2[:, 0].tolist() == [1, 4, 7] and z3[:, 0].tolist() == [2, 5, 8]
+
+    def test_prompt_batch_refuses_a_template_list_of_another_length(self, tmp_path, monkeypatch):
+        from benchbench_plugins.sncse import prompt_batch
+
+        obj = _build("sncse", tmp_path, monkeypatch, steps=1)["obj"]
+        with pytest.raises(ValueError):
+            prompt_batch(obj.encoder.tokenizer, ["a cat .", "a dog ."], [obj.templates[0]], 32)
+
+    def test_checkpoint_interval_is_not_in_the_result_key(self):
+        check_speed_knob("sncse")
+
     def test_a_prompt_with_no_room_keeps_the_template_and_no_sentence_token(self, tmp_path, monkeypatch):
         """``prompt_batch`` cuts the SENTENCE to ``max_length - overhead`` tokens, none when the template
         alone fills (or overfills) the length: the template and its [MASK] always stay whole."""
@@ -881,6 +902,18 @@ class TestNoise:
             ]
             assert set(outs) == {"alpha", "beta", "gamma", "delta"}, kind  # all four, nothing else
         assert WordNoise("replace", 1.0)(["!?"], np.random.default_rng(0)) == ["thethe"]  # no word at all: "the"
+
+    def test_swap_keeps_each_positions_spacing_and_a_one_word_text_draws_nothing(self):
+        from benchbench.train.noise import WordNoise, words
+
+        swap = WordNoise("swap", 1.0)
+        text = "first, second, third and fourth."
+        out = swap([text], np.random.default_rng(0))[0]
+        assert out != text and sorted(w for w, _ in words(out)) == sorted(w for w, _ in words(text))
+        assert [sp for _, sp in words(out)] == [sp for _, sp in words(text)]
+        long = "one two three four five six seven eight"
+        alone = WordNoise("swap", 0.5)([long], np.random.default_rng(1))[0]
+        assert WordNoise("swap", 0.5)(["word", long], np.random.default_rng(1))[1] == alone
 
     def test_swap_of_a_small_ratio_still_moves_two_words(self):
         from benchbench.train.noise import WordNoise

@@ -308,6 +308,11 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     ),
     (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
     (
+        r"tsdae.py \| ReplaceComparisonOperator_NotEq_Eq \| for g in length_groups\(\(target_ids != self.pad_id\).sum\(1\)\)",
+        "grouping by pad count instead of token count: pads = width - tokens, so the same groups, each still "
+        "trimmed to its own longest target (the next line): the same loss",
+    ),
+    (
         r"sncse.py \| ReplaceUnaryOperator_Delete_USub \| F.cosine_similarity\(z1, z2, dim=-1\), F.cosine_similarity\(z1, z3",
         "z1, z2 and z3 are (batch x dim): dim 1 is dim -1",
     ),

@@ -514,6 +514,29 @@ class TestTSDAE:
         assert (c.weight_decay, c.grad_accum, c.max_grad_norm, c.fast_cross_attention) == (0.0, 1, 1.0, True)
         check_speed_knob_of(TSDAEConfig)
 
+    def test_length_groups_are_trimmed_to_their_own_longest_member(self):
+        """A lone long sentence beside short ones: its group is trimmed to ITS length (not to the
+        group's size), so the grouped loss equals the plain one."""
+        from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
+
+        from benchbench import tiny_bert
+        from benchbench.train.noise import WordNoise
+
+        enc = tiny_bert(16, 1, 2, 32, pooling="cls", seed=1)
+        obj = TSDAEObjective(enc, build_decoder(enc, tie=True), WordNoise("delete", 0.1)).eval()
+        torch.manual_seed(0)
+        with torch.no_grad():  # weights large enough that the sentence vector visibly steers the decoder
+            for prm in obj.parameters():
+                prm.normal_(0.0, 0.5)
+        long = " ".join(f"word{i}" for i in range(25))
+        b = obj.collate(["a cat", "dogs bark", "it rains", long], np.random.default_rng(0))
+        b.pop("n_tokens")
+        with torch.no_grad():
+            plain = obj(**b)
+            obj.group_by_length = True
+            grouped = obj(**b)
+        assert abs(plain.item() - grouped.item()) < 1e-4
+
     def test_the_one_vector_shortcut_drops_heads_without_bias_in_training(self):
         """Averaged over many dropout draws, the shortcut's training output is its evaluation output:
         each kept head scaled by 1 / (1 - p), the dense bias added once (checked before LayerNorm, with
@@ -744,6 +767,8 @@ class TestLoop:
         c = LoopConfig.from_config(type("C", (), {"steps": 9, "batch_size": 4, "grad_accum": 3, "lr": 1.0})(), steps=5)
         assert (c.steps, c.batch_size, c.grad_accum, c.max_grad_norm, c.log_every) == (5, 4, 3, 1.0, 0)
         assert resolve_steps(None, 1, 8, 0.01) == 1  # a tiny share of an epoch is still one step
+        assert resolve_steps(None, 10, 8, 0.0) == 1  # and so is none
+        assert LoopConfig(steps=1, batch_size=1).keep_checkpoints is False  # a finished run removes its checkpoints
 
     def test_a_parameter_without_a_gradient_in_a_step_is_not_moved_by_adams_momentum(self, tmp_path):
         """Gradients are reset to None, not 0, after each update: AdamW skips a parameter no loss reached

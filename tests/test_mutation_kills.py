@@ -282,7 +282,7 @@ class TestSNCSE:
     def test_training_mlp_is_on_by_default_and_off_on_request(self, tmp_path, monkeypatch):
         check_mlp("sncse", tmp_path, monkeypatch)
 
-    def test_rows_are_sentence_positive_negation_in_that_order(self, tmp_path, monkeypatch):
+    def test_rows_are_sentence_positive_then_negated_one(self, tmp_path, monkeypatch):
         """``embed`` reads the batch as collate lays it out: sentence i's x at row 3i, x+ at 3i+1, x- at 3i+2."""
         import benchbench_plugins.sncse as mod
 

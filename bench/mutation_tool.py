@@ -308,6 +308,11 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     ),
     (r"loop.py \| NumberReplacer \| bar.update\(1\)", "the progress bar's display only"),
     (
+        r"loop.py \| ReplaceTrueWithFalse \| stop.honoured = True -> stop.honoured = False",
+        "set just before TrainingInterrupted is raised, and _StopRequest.__exit__ reads it only when no "
+        "exception left the block: a dead store on that path",
+    ),
+    (
         r"tsdae.py \| ReplaceComparisonOperator_NotEq_Eq \| for g in length_groups\(\(target_ids != self.pad_id\).sum\(1\)\)",
         "grouping by pad count instead of token count: pads = width - tokens, so the same groups, each still "
         "trimmed to its own longest target (the next line): the same loss",
@@ -332,10 +337,6 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     (
         r"(bsl|trans_encoder).py \| ReplaceUnaryOperator_Delete_USub \| .*F.cosine_similarity\(.*dim=-1\)",
         "both vectors are (batch x dim): dim 1 is dim -1",
-    ),
-    (
-        r"bsl.py \| ReplaceComparisonOperator_Lt_LtE \| if s < warm: -> if s <= warm:",
-        "at s = warm both branches give 1.0 (warm / warm = (steps - warm) / (steps - warm))",
     ),
     (
         r"bsl.py \| NumberReplacer \| return s / max\(1, warm\) -> return s / max\( ?[02], warm\)",

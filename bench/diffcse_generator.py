@@ -25,19 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def sts_sentences(limit: int) -> list[str]:
-    data = Path(os.environ.get("BENCHBENCH_DATA", REPO.parent / "shared" / "data"))
-    f = data / "sts" / "STSBenchmark" / "sts-train.csv"
-    if not f.is_file():
-        sys.exit(f"{f} missing: set BENCHBENCH_DATA to the offline data folder")
-    out: list[str] = []
-    for line in f.read_text().splitlines():
-        out += line.split("\t")[5:7]
-    return out[:limit]
+from _reference import sts_sentences
 
 
 def measure(generator: str, model: str, n: int, batch: int) -> dict:

@@ -31,20 +31,17 @@ also needs ``all_tied_weights_keys`` set on the reference's ``BertForCL`` (it ti
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
-import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+from _reference import function_source, sts_sentences
 
-REPO = Path(__file__).resolve().parents[1]
 MIRROR = "/work/.mirror/voidism+DiffCSE/repo"
 
 
@@ -60,25 +57,6 @@ def extract(mirror: str, dest: Path) -> str:
     return subprocess.run(
         ["git", "--git-dir", mirror, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()
-
-
-def function_source(path: Path, name: str) -> str:
-    src = path.read_text()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return textwrap.dedent(ast.get_source_segment(src, node))
-    raise LookupError(f"{name} not in {path}")
-
-
-def sts_sentences(limit: int) -> list[str]:
-    data = Path(os.environ.get("BENCHBENCH_DATA", REPO.parent / "shared" / "data"))
-    f = data / "sts" / "STSBenchmark" / "sts-train.csv"
-    if not f.is_file():
-        sys.exit(f"{f} missing: set BENCHBENCH_DATA to the offline data folder")
-    out: list[str] = []
-    for line in f.read_text().splitlines():
-        out += line.split("\t")[5:7]
-    return out[:limit]
 
 
 def no_dropout(module: torch.nn.Module) -> None:

@@ -26,9 +26,7 @@ never sets; it is set to ``{}`` (BertForCL without the MLM head ties nothing).
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
-import os
 import random
 import subprocess
 import sys
@@ -39,8 +37,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from _reference import function_source, sts_sentences
 
-REPO = Path(__file__).resolve().parents[1]
 MIRROR = "/work/.mirror/caskcsg+sentemb/repo"
 FILES = ["ESimCSE/esimcse/__init__.py", "ESimCSE/esimcse/models.py", "ESimCSE/esimcse/trainers.py"]
 FILES += ["ESimCSE/esimcse/tool.py", "ESimCSE/train.py"]
@@ -57,28 +55,6 @@ def extract(mirror: str, dest: Path) -> str:
     return subprocess.run(
         ["git", "--git-dir", mirror, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()
-
-
-def function_source(path: Path, name: str) -> str:
-    """The source of the (possibly nested or method) function ``name`` in ``path``, dedented."""
-    import textwrap
-
-    src = path.read_text()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return textwrap.dedent(ast.get_source_segment(src, node))
-    raise LookupError(f"{name} not in {path}")
-
-
-def sts_sentences(limit: int) -> list[str]:
-    data = Path(os.environ.get("BENCHBENCH_DATA", REPO.parent / "shared" / "data"))
-    f = data / "sts" / "STSBenchmark" / "sts-train.csv"
-    if not f.is_file():
-        sys.exit(f"{f} missing: set BENCHBENCH_DATA to the offline data folder")
-    out: list[str] = []
-    for line in f.read_text().splitlines():
-        out += line.split("\t")[5:7]
-    return out[:limit]
 
 
 def tiny(hidden=32, layers=2, heads=2, inter=64):

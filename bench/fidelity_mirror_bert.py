@@ -25,22 +25,19 @@ requirements.txt pins; ``--pml`` names a folder holding it, installed there with
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import copy
 import importlib.util
 import io
-import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import torch
+from _reference import function_source, sts_sentences
 
-REPO = Path(__file__).resolve().parents[1]
 MIRROR = "/work/.mirror/cambridgeltl+mirror-bert/repo"
 PML = "pytorch-metric-learning==0.9.98"
 
@@ -64,29 +61,10 @@ def load_module(path: Path, name: str):
     return mod
 
 
-def function_source(path: Path, name: str) -> str:
-    src = path.read_text()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return textwrap.dedent(ast.get_source_segment(src, node))
-    raise LookupError(f"{name} not in {path}")
-
-
 def ensure_pml(folder: str) -> None:
     if not (Path(folder) / "pytorch_metric_learning").is_dir():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", folder, PML], check=True)
     sys.path.insert(0, folder)
-
-
-def sts_sentences(limit: int) -> list[str]:
-    data = Path(os.environ.get("BENCHBENCH_DATA", REPO.parent / "shared" / "data"))
-    f = data / "sts" / "STSBenchmark" / "sts-train.csv"
-    if not f.is_file():
-        sys.exit(f"{f} missing: set BENCHBENCH_DATA to the offline data folder")
-    out: list[str] = []
-    for line in f.read_text().splitlines():
-        out += line.split("\t")[5:7]
-    return out[:limit]
 
 
 def batch_for(obj, sents, seed=0):

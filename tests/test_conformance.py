@@ -39,6 +39,12 @@ BUDGETS: dict[str, dict] = {
     "trans-encoder-mutual": {**_TINY_TENC, "models": ["tiny-bert:16:1:2:32", "tiny-bert:24:1:2:48"]},
 }
 GENERIC = {"steps": 3, "batch_size": 4}
+# options whose value is a pytest fixture (a model folder built offline): option -> fixture name
+FIXTURE_OPTIONS: dict[str, dict[str, str]] = {
+    # DiffCSE's default generator (distilbert-base-uncased) is a hub download: use a tiny masked LM
+    # with the encoder's vocabulary instead
+    "diffcse": {"generator": "generator_dir"},
+}
 # methods the kit cannot run on a tiny random BERT alone, with why (reported, never silently passed)
 NOT_HERE: dict[str, str] = {}
 
@@ -46,12 +52,15 @@ _REG = load_registry()
 
 
 @pytest.mark.parametrize("name", sorted(_REG.methods))
-def test_builtin_method_conforms(name, tmp_path):
+def test_builtin_method_conforms(name, tmp_path, request):
     if name in NOT_HERE:
         pytest.skip(NOT_HERE[name])
     cls = _REG.method(name)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     budget = {k: v for k, v in BUDGETS.get(name, GENERIC).items() if k in fields}
+    for option, fixture in FIXTURE_OPTIONS.get(name, {}).items():
+        assert option in fields, f"{name} has no option {option!r}"
+        budget[option] = str(request.getfixturevalue(fixture))
     report = check_method(cls, overrides=budget, tmp_dir=tmp_path)
     assert {"Config dataclass", "encoder contract", "finiteness", "determinism"} <= set(report["passed"])
     if cls.trains and "checkpoint_every" in fields:

@@ -6,7 +6,7 @@ The BSL augmentation ablation (leaderboards/bsl/) starts every row from this mod
 (back-translation, synonym, mlm, nli-entail) are compared from one start that has seen some language,
 and the ``mlm`` view comes from the start's own head (``--model`` = this folder).
 
-    python bench/pretrain_tiny_mlm.py --out ~/.cache/benchbench/tiny-mlm-nli --steps 3000
+    python bench/pretrain_tiny_mlm.py --out ~/.cache/benchbench/tiny-mlm-nli --steps 1000
 
 Standard BERT masking (15% of tokens; 80% [MASK], 10% random, 10% kept) via transformers'
 ``DataCollatorForLanguageModeling``; AdamW lr 5e-4, linear warm-up 10%, batch 64, max 64 tokens.
@@ -83,7 +83,10 @@ def main() -> None:
     out = Path(args.out).expanduser()
     model.eval().save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "pretrain_log.json").write_text(
+    # a hidden file: local_model_label skips hidden files, so the folder's label (the records' name for
+    # this model) hashes only what changes the vectors, and a rebuild that reproduces the weights gets the
+    # same label (the log holds timings and paths, which no two builds share)
+    (out / ".pretrain_log.json").write_text(
         json.dumps({"args": vars(args), "sentences": len(sentences), "log": log}, indent=1)
     )
     print(f"saved to {out} ({time.perf_counter() - t0:.0f} s)")

@@ -4,8 +4,10 @@ side by side in one run.
 Same model weights, same texts (every sentence of the chosen STS tasks, in evaluation order, with
 their natural repeats), same batch size, same threads. Reports, per pipeline, seconds, sentences/s, the
 ratio to sentence-transformers, useful FLOP/s (real tokens only, no padding: the transformer's matmuls
-and attention) as a % of a matmul peak measured in the same run (a large fp32 torch matmul on the
-same threads), and the largest vector difference and smallest cosine against torch fp32:
+and attention, over the texts each pipeline encodes: distinct ones for benchbench, every repeat for
+sentence-transformers) as a % of a matmul peak measured in the same run (the best of three large
+fp32 torch matmuls on the same threads), the largest vector difference and smallest cosine against
+torch fp32, and where torch eager's time goes by op (torch.profiler):
   (1) sentence-transformers encode,
   (2) benchbench embed(), torch eager fp32 (de-duplication + token-length sorting),
   (3) each --backends entry through benchbench embed(): onnx, openvino, onnx-int8 (lossy), torch-bf16,
@@ -28,10 +30,16 @@ import numpy as np
 import torch
 
 
-def matmul_peak(n: int = 2048, dtype: torch.dtype = torch.float32, device: str = "cpu", seconds: float = 2.0) -> float:
+def matmul_peak(
+    n: int | None = None, dtype: torch.dtype = torch.float32, device: str = "cpu", seconds: float = 2.0
+) -> float:
     """FLOP/s of a large square matmul on this device and thread count: the 'peak' MFU is taken against.
     Through ``F.linear`` (a @ b.T), the op a transformer's layers run: on CPUs without bf16 units a bf16
-    ``a @ b`` takes a slow path (1 GFLOP/s here against 10 for linear), which would put MFU over 100%."""
+    ``a @ b`` takes a slow path (1 GFLOP/s here against 10 for linear), which would put MFU over 100%.
+    ``n`` None: the best of 1024^3, 2048^3 and 4096^3 (on this 2-core CPU, quiet, 2026-11-27: 180, 160
+    and 160 GFLOP/s; one size alone would understate the peak and flatter every % taken against it)."""
+    if n is None:
+        return max(matmul_peak(size, dtype, device, seconds / 2) for size in (1024, 2048, 4096))
     a = torch.randn(n, n, dtype=dtype, device=device)
     b = torch.randn(n, n, dtype=dtype, device=device)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -47,9 +55,14 @@ def matmul_peak(n: int = 2048, dtype: torch.dtype = torch.float32, device: str =
     return 2 * n**3 / best
 
 
-def useful_flops(enc, texts: list[str]) -> float:
+def useful_flops(enc, texts: list[str], *, distinct: bool = False) -> float:
     """Forward FLOPs of a BERT-style encoder over ``texts`` counting real tokens only: per layer and
-    sequence of n tokens, 2n(4h^2 + 2hi) for the projections and feed-forward, 4n^2 h for attention."""
+    sequence of n tokens, 2n(4h^2 + 2hi) for the projections and feed-forward, 4n^2 h for attention.
+    ``distinct``: each distinct text once, the work benchbench's embed() does (it de-duplicates); a
+    pipeline that encodes every repeat (sentence-transformers) is counted over all of ``texts``, so
+    neither side's FLOP/s is inflated by work it skipped."""
+    if distinct:
+        texts = list(dict.fromkeys(texts))
     cfg = enc.model.config
     h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     n = np.asarray(enc.lengths(texts), dtype=np.float64)
@@ -75,6 +88,34 @@ def _compare(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     g, r = got.astype(np.float64), ref.astype(np.float64)
     cos = (g * r).sum(1) / np.maximum(np.linalg.norm(g, axis=1) * np.linalg.norm(r, axis=1), 1e-12)
     return float(np.abs(got - ref).max()), float(cos.min())
+
+
+def where_time_goes(ours, texts: list[str], batch_size: int, peak: float, n: int = 2000) -> str:
+    """torch eager's time by op over ``n`` distinct texts (torch.profiler): the share of the linear
+    layers' matmuls (aten::addmm) and the FLOP/s they reach at the model's own shapes (padding included:
+    what the kernels compute), beside attention and the rest. Says where the gap to the peak is."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchbench.encode.encoding import embed
+
+    sample = list(dict.fromkeys(texts))[:n]
+    embed(ours, sample[:batch_size], batch_size=batch_size, progress=False)  # warm-up
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        embed(ours, sample, batch_size=batch_size, progress=False)
+    rows = {e.key: e for e in prof.key_averages()}
+    total = sum(e.self_cpu_time_total for e in rows.values())
+    mm = rows.get("aten::addmm")
+    attn = sum(e.self_cpu_time_total for k, e in rows.items() if "attention" in k or k == "aten::bmm")
+    if mm is None or not total:
+        return "profile: no aten::addmm rows (not a torch eager BERT?)"
+    mm_s = mm.self_cpu_time_total / 1e6
+    return (
+        f"where torch eager's time goes ({len(sample)} distinct texts, batch {batch_size}, torch.profiler): "
+        f"linear-layer matmuls {100 * mm.self_cpu_time_total / total:.0f}% of op time at "
+        f"{mm.flops / mm_s / 1e9:.1f} GFLOP/s ({100 * mm.flops / mm_s / peak:.0f}% of the peak, padding "
+        f"included); attention {100 * attn / total:.0f}%; the rest (GELU, copies, LayerNorm, adds) "
+        f"{100 * (total - mm.self_cpu_time_total - attn) / total:.0f}%"
+    )
 
 
 def sweep(ours, texts: list[str]) -> None:
@@ -127,7 +168,8 @@ def main() -> None:
         sweep(ours, texts)
         return
     peak = matmul_peak()
-    flops = useful_flops(ours, texts)
+    flops_all = useful_flops(ours, texts)  # what sentence-transformers encodes: every text, repeats too
+    flops_distinct = useful_flops(ours, texts, distinct=True)  # what embed() encodes
     print(
         f"{len(texts)} texts ({len(set(texts))} distinct) from {args.tasks}; batch size {args.batch_size}; "
         f"torch threads {torch.get_num_threads()}; device cpu; load {os.getloadavg()[0]:.2f} (shared machine)"
@@ -182,15 +224,19 @@ def main() -> None:
     )
     for name, sec in best.items():
         diff, cos = _compare(vecs[name], ref)
+        flops = flops_all if name.startswith("sentence") else flops_distinct
         rate = "" if "cache" in name else f"{flops / sec / 1e9:8.1f} {100 * flops / sec / peak:6.1f}%"
         print(
             f"{name:38s} {sec:8.2f} {n / sec:8.1f} {t_st / sec:6.2f}x {rate:>16s} {diff:9.2e} {cos:9.6f}",
             flush=True,
         )
+    print(where_time_goes(ours, texts, args.batch_size, peak))
     print(
-        f"% peak: useful FLOP/s over an fp32 matmul peak of {peak / 1e9:.1f} GFLOP/s (2048^3, best of before and "
-        f"after; int8 rows can pass 100%: their matmuls are not fp32). Useful FLOPs count real tokens only:\n"
-        f"{flops / 1e9:.1f} GFLOP for the {n} texts. max|diff| and min cos: against benchbench torch eager fp32 "
+        f"% peak: useful FLOP/s over an fp32 matmul peak of {peak / 1e9:.1f} GFLOP/s (the best of 1024^3, 2048^3 "
+        f"and 4096^3, before and after; int8 rows can pass 100%: their matmuls are not fp32). Useful FLOPs count "
+        f"real tokens only, of the texts each pipeline encodes: {flops_distinct / 1e9:.1f} GFLOP for the "
+        f"{len(set(texts))} distinct texts benchbench encodes, {flops_all / 1e9:.1f} GFLOP for all {n} that "
+        f"sentence-transformers encodes.\nmax|diff| and min cos: against benchbench torch eager fp32 "
         f"(the exact reference). Timings: best of {args.repeats}; load at the end {os.getloadavg()[0]:.2f}."
     )
 

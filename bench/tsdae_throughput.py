@@ -10,8 +10,9 @@ must agree to |diff| < 1e-3 (the script exits 1 otherwise).
 
     python bench/tsdae_throughput.py --model all-MiniLM-L6-v2 --steps 20 --batch-size 8
 
-On CUDA both sides run under bf16 autocast, and the script reports model FLOP utilisation (FLOPs of
-one benchbench step counted by torch's FlopCounterMode, times steps/s, over --peak-tflops).
+On CUDA both sides run under bf16 autocast. The script reports model FLOP utilisation: FLOPs of the
+timed benchbench steps counted by torch's FlopCounterMode, times steps/s, over --peak-tflops on CUDA
+and over the fp32 matmul peak measured in the same run on the CPU.
 """
 
 from __future__ import annotations
@@ -196,19 +197,33 @@ def main() -> int:
         "loss_benchbench": l_ours,
         "max_abs_loss_diff": max(diffs),
     }
-    if device.type == "cuda":
-        from torch.utils.flop_counter import FlopCounterMode
+    # model FLOPs (torch's FlopCounterMode: the matmuls of forward and backward, padding included, no
+    # optimizer) over the very batches timed, so FLOPs and seconds cover the same work. The peak: the
+    # GPU's bf16 dense figure (--peak-tflops) on CUDA; on the CPU the fp32 matmul peak measured now
+    # (bench/encode_throughput.py's matmul_peak), since the CPU steps run in fp32.
+    from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as fc:
+    timed = batches[1 + args.warmup :]
+    with FlopCounterMode(display=False) as fc:
+        for b in timed:
             with amp:
-                loss = our_loss(*batches[1])
+                loss = our_loss(*b)
             loss.backward()
-        flops = fc.get_total_flops()
-        mfu = flops * rate["benchbench"] / (args.peak_tflops * 1e12)
-        out.update(flops_per_step=flops, mfu=mfu)
-        print(
-            f"  model FLOPs per benchbench step {flops / 1e9:.1f} GFLOP; MFU {100 * mfu:.2f}% of {args.peak_tflops} TFLOPS"
-        )
+    ours.zero_grad(set_to_none=True)
+    flops = fc.get_total_flops() / len(timed)
+    if device.type == "cuda":
+        peak, peak_name = args.peak_tflops * 1e12, f"{args.peak_tflops} TFLOPS (bf16, given)"
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from encode_throughput import matmul_peak
+
+        peak = matmul_peak()
+        peak_name = f"{peak / 1e9:.1f} GFLOP/s (fp32 matmul peak, measured now)"
+    mfu = flops * rate["benchbench"] / peak
+    out.update(flops_per_step=flops, mfu=mfu, peak_flops=peak)
+    print(
+        f"  model FLOPs per benchbench step {flops / 1e9:.1f} GFLOP (mean of the timed batches); MFU {100 * mfu:.1f}% of {peak_name}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

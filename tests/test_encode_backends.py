@@ -116,7 +116,7 @@ def test_bf16_on_cpu_is_close_to_fp32_and_returns_float32(reference, stsb):
     assert info == {"backend": "torch", "dtype": "bf16", "device": "cpu", "attention": "sdpa", "lossy": False}
     assert next(got_enc.model.parameters()).dtype == torch.bfloat16  # really computed in bf16 ...
     assert next(enc.model.parameters()).dtype == torch.float32  # ... on a copy: the trained encoder is untouched
-    n = 200  # bf16 matmuls are emulated on CPUs without bf16 units (this one: AVX2): a subset keeps it seconds
+    n = 200  # bf16 matmuls are emulated on CPUs without bf16 units: a subset keeps it seconds there
     got = embed(got_enc, texts[:n], progress=False)
     assert got.dtype == np.float32
     cos = _cosines(got, ref[:n])

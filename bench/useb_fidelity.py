@@ -30,6 +30,10 @@ is compared at full size even where no model's vectors are cached. The scores ar
 model's, so only the agreement and the timings mean anything, not the numbers themselves:
 
     BENCHBENCH_DATA=/work/shared/data python bench/useb_fidelity.py --tasks cqadupstack --vectors bow
+
+``--search faiss,int8-probe`` runs benchbench's CQADupStack evaluator twice per repeat, side by side
+with useb's: once with its own faiss search, once with ``bench/int8_search_probe.py``'s exact int8
+two-stage search patched in (a probe, not adopted; see leaderboards/speed/cqadupstack_vs_useb.md).
 """
 
 from __future__ import annotations
@@ -197,6 +201,13 @@ def worker(args) -> None:
                 ad.spec, params={**ad.spec.params, "forums": json.loads(forums_file.read_text())}
             )
         look = LookupEncoder(table, vecs)
+        if args.worker_search == "int8-probe":  # bench/int8_search_probe.py's exact two-stage search instead
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from int8_search_probe import two_stage_topk
+
+            module = sys.modules[type(ad).__module__]
+            if getattr(module, "search_topk", None) is not None:
+                module.search_topk = two_stage_topk
         search = _count_search(ad)
         for split in SPLITS[args.task]:
             out["splits"][split] = _ours_scores(
@@ -352,7 +363,10 @@ def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
 
 
 def run_worker(side: str, task: str, work: Path, root: Path, fixture: bool) -> dict:
+    """One evaluator in a fresh process. ``side``: "useb", or "ours:<search>" (see --search)."""
+    side, _, search = side.partition(":")
     cmd = [sys.executable, __file__, "--worker", side, "--task", task, "--work", str(work), "--root", str(root)]
+    cmd += ["--worker-search", search or "faiss"]
     if fixture:
         cmd.append("--fixture")
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
@@ -378,6 +392,47 @@ def _median_run(runs: list[dict]) -> dict:
     }
 
 
+def _report_side(task, label, fixture, ours, theirs, prep, rows, timing, notes, floors, worst) -> float:
+    """Add one benchbench evaluator's agreement rows and timing row (against useb's) to the report;
+    returns the largest difference so far."""
+    for split in SPLITS[task]:
+        o, u = ours["splits"][split], theirs["splits"][split]
+        extra = sorted(set(u) - set(o))
+        if extra:  # SciDocs' euclidean variants: useb extras the paper does not report
+            notes.append(f"{task} {split}: useb-only metrics not computed by benchbench: {', '.join(extra)}")
+        for m in sorted(o):
+            d = abs(o[m] - u[m]) if m in u else np.inf
+            worst = max(worst, d)
+            rows.append(
+                [
+                    label + ("" if not fixture else " (fixture)"),
+                    split,
+                    m,
+                    f"{o[m]:.4f}",
+                    f"{u.get(m, np.nan):.4f}",
+                    f"{d:.4f}",
+                    "ok" if d <= 0.01 else "FAIL",
+                ]
+            )
+    timing.append(
+        [
+            label,
+            f"{ours['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in ours['all_seconds'])})",
+            f"{theirs['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in theirs['all_seconds'])})",
+            f"{theirs['seconds'] / ours['seconds']:.1f}x",
+            f"{ours['net_seconds']:.2f} / {theirs['net_seconds']:.2f}",
+            f"{theirs['net_seconds'] / ours['net_seconds']:.1f}x",
+            f"{ours['cpu_seconds']:.1f} / {theirs['cpu_seconds']:.1f} ({theirs['cpu_seconds'] / ours['cpu_seconds']:.1f}x)",
+            f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
+            f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})",
+            f"{prep:.0f}",
+        ]
+    )
+    if ours.get("search_flops"):
+        floors.append((label, ours))
+    return worst
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="twitterpara,cqadupstack,askubuntu,scidocs")
@@ -395,7 +450,14 @@ def main() -> int:
         "--repeats", type=int, default=3, help="runs of each evaluator (alternated); the median time is reported"
     )
     ap.add_argument("--keep", default=None, help="keep the work folder here")
+    ap.add_argument(
+        "--search",
+        default="faiss",
+        help="benchbench's top-k search for CQADupStack, or a comma list run side by side: faiss (the "
+        "evaluator's), int8-probe (bench/int8_search_probe.py's exact two-stage search, not adopted)",
+    )
     ap.add_argument("--worker", choices=["ours", "useb"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker-search", choices=["faiss", "int8-probe"], default="faiss", help=argparse.SUPPRESS)
     ap.add_argument("--task", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
@@ -411,6 +473,9 @@ def main() -> int:
     from benchbench.encode.models import load_encoder
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    searches = [x.strip() for x in args.search.split(",") if x.strip()]
+    if not searches or set(searches) - {"faiss", "int8-probe"}:
+        ap.error(f"--search: a comma list of faiss, int8-probe; got {args.search!r}")
     real = Path(args.data_dir) if args.data_dir else None
     if real is None and any(t in ("twitterpara", "cqadupstack") for t in tasks):
         print("set BENCHBENCH_DATA (or --data-dir) for TwitterPara and CQADupStack", file=sys.stderr)
@@ -452,46 +517,16 @@ def main() -> int:
         build_vectors(task, ad, embedder, work, forums)
         convert(task, _make_adapter(task, root, fixture), work, forums)
         prep = time.perf_counter() - t0
-        runs = {"ours": [], "useb": []}
+        ours_sides = [f"ours:{x}" for x in searches] if task == "cqadupstack" else ["ours:faiss"]
+        runs: dict[str, list[dict]] = {side: [] for side in [*ours_sides, "useb"]}
         for _ in range(max(1, args.repeats)):  # alternated, each in a fresh process; the median time is reported
-            for side in ("ours", "useb"):
+            for side in runs:
                 runs[side].append(run_worker(side, task, work, root, fixture))
-        ours, theirs = (_median_run(runs[side]) for side in ("ours", "useb"))
-        for split in SPLITS[task]:
-            o, u = ours["splits"][split], theirs["splits"][split]
-            extra = sorted(set(u) - set(o))
-            if extra:  # SciDocs' euclidean variants: useb extras the paper does not report
-                notes.append(f"{task} {split}: useb-only metrics not computed by benchbench: {', '.join(extra)}")
-            for m in sorted(o):
-                d = abs(o[m] - u[m]) if m in u else np.inf
-                worst = max(worst, d)
-                rows.append(
-                    [
-                        task + ("" if not fixture else " (fixture)"),
-                        split,
-                        m,
-                        f"{o[m]:.4f}",
-                        f"{u.get(m, np.nan):.4f}",
-                        f"{d:.4f}",
-                        "ok" if d <= 0.01 else "FAIL",
-                    ]
-                )
-        timing.append(
-            [
-                task,
-                f"{ours['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in ours['all_seconds'])})",
-                f"{theirs['seconds']:.2f} ({'/'.join(f'{x:.2f}' for x in theirs['all_seconds'])})",
-                f"{theirs['seconds'] / ours['seconds']:.1f}x",
-                f"{ours['net_seconds']:.2f} / {theirs['net_seconds']:.2f}",
-                f"{theirs['net_seconds'] / ours['net_seconds']:.1f}x",
-                f"{ours['cpu_seconds']:.1f} / {theirs['cpu_seconds']:.1f} ({theirs['cpu_seconds'] / ours['cpu_seconds']:.1f}x)",
-                f"{ours['peak_mb']:.0f} (+{ours['peak_mb'] - ours['rss_before_mb']:.0f})",
-                f"{theirs['peak_mb']:.0f} (+{theirs['peak_mb'] - theirs['rss_before_mb']:.0f})",
-                f"{prep:.0f}",
-            ]
-        )
-        if ours.get("search_flops"):
-            floors.append((task, ours))
+        theirs = _median_run(runs["useb"])
+        for side in ours_sides:
+            ours = _median_run(runs[side])
+            label = task + ("" if side == "ours:faiss" else f" [{side.partition(':')[2]}]")
+            worst = _report_side(task, label, fixture, ours, theirs, prep, rows, timing, notes, floors, worst)
         if task == "cqadupstack":
             notes.append(
                 f"cqadupstack forums compared: {', '.join(forums or ad.available_forums('test'))} "

@@ -19,7 +19,9 @@ Layouts (``params.layout``):
 from __future__ import annotations
 
 import copy
+import os
 import pickle
+import pickletools
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,44 @@ from benchbench.evaluate.adapters.base import TaskAdapter, TaskResult
 from benchbench.store.data import PARSE_ERRORS, read_lines
 
 PARTS = {"train": "train", "dev": "valid", "test": "test"}  # our name -> SentEval's file stem
+# what pickletools and pickle's loader raise on damaged bytes besides UnpicklingError (found by
+# fuzzing: an unknown opcode, protocol or extension code, an unparsable FLOAT, a length beyond the file
+# or sys.maxsize, a bad memo index)
+_DAMAGED_PICKLE = (ValueError, OverflowError, IndexError, AttributeError, UnicodeDecodeError)
+
+
+class _Bounded:
+    """A binary file whose ``read(n)`` never asks for more than the file has left, so a damaged length
+    costs no allocation beyond the file's size (``pickletools.genops`` reads through it)."""
+
+    def __init__(self, f: Any):
+        self.f, self.size = f, os.fstat(f.fileno()).st_size
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.size - self.f.tell()
+        return self.f.read(left if n is None or n < 0 else min(n, left))
+
+    def readline(self) -> bytes:
+        return self.f.readline()
+
+
+def _check_pickle_sizes(f: Any) -> None:
+    """Walk the pickle's opcodes without building anything, and refuse sizes the file cannot back.
+
+    pickle's C loader allocates what a length field claims before it reads. It also grows its memo
+    to whatever index a PUT names, zero-filling it. A damaged FRAME, BINBYTES8 or LONG_BINPUT could
+    therefore ask for gigabytes, and the process would be killed instead of getting an error. Each
+    size is checked against the bytes left in the file, and each memo index against the opcodes seen
+    so far: a pickler numbers its memo from 0, one entry per opcode at most. Raises ValueError."""
+    src = _Bounded(f)
+    for n, (op, arg, pos) in enumerate(pickletools.genops(src)):
+        if op.name == "FRAME" and arg > src.size - pos - 9:
+            raise ValueError(f"a frame of {arg} bytes at byte {pos}, beyond the file's end")
+        if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and int(arg) > n:
+            raise ValueError(f"memo index {arg} at byte {pos}, after only {n} opcodes")
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -66,9 +106,11 @@ def load_senteval_pickle(path: Path, captions_per_image: int = 5) -> tuple[np.nd
     """(image features repeated once per caption, captions) in SentEval's order."""
     try:
         with open(path, "rb") as f:
+            _check_pickle_sizes(f)
+            f.seek(0)
             data = _SafeUnpickler(f, encoding="latin1").load()
         feats, img2cap, caps = data["features"], data["image_to_caption_ids"], data["captions"]
-    except (OSError, pickle.UnpicklingError, KeyError, EOFError, TypeError) as e:
+    except (OSError, pickle.UnpicklingError, KeyError, EOFError, TypeError, *_DAMAGED_PICKLE) as e:
         raise DataError(
             f"{path}: not a SentEval COCO pickle (dict with features, image_to_caption_ids, captions): {e}"
         ) from e

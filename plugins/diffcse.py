@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -243,6 +244,10 @@ class DiffCSE(Method):
     Config = DiffCSEConfig
     description = "DiffCSE: SimCSE + replaced-token detection conditioned on the sentence vector (frozen MLM generator)"
 
+    def provenance(self) -> dict[str, Any]:
+        """The generator's label: its folder's weights hash (``model_label_of``), not the option's text."""
+        return {"diffcse_generator": model_label_of(os.path.expanduser(self.config.generator))}
+
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         if c.temperature <= 0:
@@ -279,7 +284,7 @@ class DiffCSE(Method):
             make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
         )
         s = obj.stats
-        ctx.accounting["diffcse_generator"] = model_label_of(os.path.expanduser(c.generator))
+        ctx.accounting.update(self.provenance())
         if s["tokens"]:  # over every training token seen in this process (a resumed run: since the resume)
             ctx.accounting["diffcse_replaced_share"] = round(s["replaced"] / s["tokens"], 4)
             ctx.accounting["diffcse_discriminator_accuracy"] = round(s["correct"] / s["tokens"], 4)

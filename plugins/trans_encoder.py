@@ -543,6 +543,18 @@ class TransEncoder(Method):
             f"Methods: {', '.join(methods) or '(no registry: run through the benchbench runner)'}."
         )
 
+    def provenance(self) -> dict[str, Any]:
+        """Labels of the weights a folder-valued option names (``start`` as a saved encoder, ``plm``),
+        as ``train`` records them: the options' text alone would let new weights in the same folder
+        meet an old result. A start METHOD is trained under its own key, and the base model is in
+        the result key already."""
+        c, out = self.config, {}
+        if c.start and Path(c.start).is_dir():
+            out["start"] = {"model": model_label_of(c.start)}
+        if c.plm:
+            out["plm"] = model_label_of(c.plm)
+        return out
+
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         """(label, start weights, PLM weights) per base model."""
         c = self.config
@@ -557,13 +569,15 @@ class TransEncoder(Method):
         start, start_info = self._resolve_start(ctx)
         self._resolved_start = start  # what _tracks loads: resolved (and a start method trained) once
         ctx.accounting["start"] = start_info
+        if c.plm:
+            ctx.accounting["plm"] = model_label_of(c.plm)
         cache_dir = None
         if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks
-            key = hashlib.sha256(
-                json.dumps(
-                    [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name, start], default=str
-                ).encode()
-            ).hexdigest()[:16]
+            payload = [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name, start]
+            folders = [f for f in (c.start, c.plm) if f and Path(f).is_dir()]
+            if folders:  # option-named folders: their weights, not only their paths (else the key is as before)
+                payload.append([model_label_of(f) for f in folders])
+            key = hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()[:16]
             cache_dir = Path(ctx.output_dir).parent / f"sts-pool-{key}"
             if (cache_dir / ".complete").is_file():
                 log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
@@ -786,6 +800,18 @@ class TransEncoderMutual(TransEncoder):
                 f"{self.name}: options start/start_set apply to one model; name the starts in models=... instead."
             )
         return ctx.model, {"models": models}
+
+    def provenance(self) -> dict[str, Any]:
+        """Labels of the weights a folder-valued option names (``start`` as a saved encoder, ``plm``),
+        as ``train`` records them: the options' text alone would let new weights in the same folder
+        meet an old result. A start METHOD is trained under its own key, and the base model is in
+        the result key already."""
+        c, out = self.config, {}
+        if c.start and Path(c.start).is_dir():
+            out["start"] = {"model": model_label_of(c.start)}
+        if c.plm:
+            out["plm"] = model_label_of(c.plm)
+        return out
 
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         c = self.config

@@ -333,6 +333,29 @@ def test_the_default_rule_moves_the_cross_encoder_to_its_teacher(tmp_path):
     assert mean["default"] - mean["old"] > 0.005, mean
 
 
+def test_the_sts_pool_training_is_not_reused_for_new_weights_in_the_start_folder(tmp_path, monkeypatch):
+    """The shared STS-pool training is keyed by the options' text and, for a folder-valued ``start`` or
+    ``plm``, by the folder's weights: new weights saved into the same start folder train again (and the
+    record says which weights); the same weights reuse the pool training."""
+    model = _tiny_dir(tmp_path)
+    start = _tiny_dir(tmp_path, seed=3, name="start")
+    monkeypatch.setattr(te.TransEncoder, "_pairs", lambda self, ctx: (list(PAIRS), "sts-all (test pool)"))
+
+    def train(run):
+        ctx = _ctx(tmp_path, model)
+        ctx.output_dir = tmp_path / run
+        _method(start=start, plm=start).train([], ctx)
+        return ctx.accounting
+
+    first = train("run1")
+    assert first["start"] == {"model": model_label_of(start)} and first["plm"] == model_label_of(start)
+    assert train("run2")["reused_sts_pool"].startswith("sts-pool-")  # same weights: reused
+    _tiny_dir(tmp_path, seed=4, name="start")  # other weights, the same folder
+    third = train("run3")
+    assert "reused_sts_pool" not in third and third["start"]["model"] != first["start"]["model"]
+    assert third["plm"] == third["start"]["model"]
+
+
 def test_a_task_that_reuses_the_sts_pool_training_reports_its_training_seconds(tmp_path, monkeypatch):
     """The STS pool is trained once and reused by the other STS tasks: their records must carry the
     training's seconds (from the saved accounting), not the second or so the reload takes."""

@@ -46,6 +46,16 @@ class Method:
     def train(self, corpus: list[str], ctx: TrainContext):
         raise NotImplementedError
 
+    def provenance(self) -> dict[str, Any]:
+        """What the options name by path or name that their text cannot pin: the labels of external
+        weights (a generator, a start folder), each under the key and in the form ``train`` puts it
+        into the record's training accounting (``ctx.accounting``).
+
+        Results are keyed by the options' text, so new weights under the same path would meet the old
+        result. Before reusing a stored record or a stored encoder, the runner compares these labels
+        with the stored ones and refuses on a difference. Empty (the default): nothing to compare."""
+        return {}
+
 
 def validate_method_class(obj: Any, name: str, plugin: str) -> None:
     if not isinstance(obj, type) or not callable(getattr(obj, "train", None)):

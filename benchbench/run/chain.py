@@ -114,7 +114,10 @@ def train_method(
     )
     plugin = reg.owner.get(("methods", name), "?")
     rank, _ = process_rank()
-    _, info = train_or_reuse(method_cls(config), adapter, sub, plugin, seed_dir, False, {}, main=rank == 0)
+    method = method_cls(config)
+    _, info = train_or_reuse(
+        method, adapter, sub, plugin, seed_dir, False, {}, main=rank == 0, provenance=method.provenance()
+    )
     path = Path(sub.output_dir) / "encoder"  # train_or_reuse points sub.output_dir at its run folder
     if rank == 0 and not (path / ".complete").is_file():
         raise ConfigError(

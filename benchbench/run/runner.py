@@ -195,6 +195,7 @@ class _RunPlan:
     store: ResultStore
     rank: int
     method: Any
+    provenance: dict[str, Any]  # the method's labels of weights its options name (Method.provenance)
     shared_encoder: Any = None
 
     def key(self, seed: int, task: str, version: Any) -> ResultKey:
@@ -249,6 +250,8 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     data = DataStore(opts.data_dir)
     cache, store = _open_stores(opts)
     rank, _ = process_rank()
+    method = method_cls(config)
+    provenance = _call_plugin(plugin, opts.method, "labelling the weights its options name", method.provenance)
     return _RunPlan(
         opts=opts,
         reg=reg,
@@ -269,7 +272,8 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
         cache=cache,
         store=store,
         rank=rank,
-        method=method_cls(config),
+        method=method,
+        provenance=dict(provenance or {}),
     )
 
 
@@ -374,6 +378,9 @@ def _run_task(
     if existing is None:
         _note_other_weights(plan, key)
     else:
+        check_provenance(
+            plan.provenance, existing.get("train"), opts.method, f"the stored result {plan.store.path(key)}"
+        )
         _check_items(plan, existing, report)
         splits = _splits_to_evaluate(existing, splits, adapter, opts)
         if not splits:
@@ -576,6 +583,7 @@ def _encoder(
             trained,
             main=rank == 0,
             corpus_path=opts.corpus,
+            provenance=plan.provenance,
         )
         train_info.setdefault("seconds", time.perf_counter() - t0)
         return (encoder, train_info) if rank == 0 else None
@@ -826,12 +834,14 @@ def train_or_reuse(
     trained: dict[str, tuple[Any, dict]],
     main: bool = True,
     corpus_path: str | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> tuple[Any, dict]:
     """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
     ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
     SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
     method with a task-independent corpus trains once for all tasks; an interrupted run resumes at
-    evaluation). The folder is keyed by a hash of the training data, not the task."""
+    evaluation). The folder is keyed by a hash of the training data, not the task. A stored encoder
+    whose accounting names other weights than ``provenance`` (``Method.provenance``) is refused."""
     from benchbench.train.corpora import training_corpus
 
     corpus = subsample_corpus(
@@ -852,7 +862,7 @@ def train_or_reuse(
     # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
     # second waits, then reuses the encoder the first marked complete
     with hold(run_dir.parent / f".{run_dir.name}.lock", f"run folder {run_dir}") if main else contextlib.nullcontext():
-        return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main)
+        return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main, provenance)
 
 
 def _train_in(
@@ -866,6 +876,7 @@ def _train_in(
     force: bool,
     trained: dict[str, tuple[Any, dict]],
     main: bool,
+    provenance: dict[str, Any] | None = None,
 ) -> tuple[Any, dict]:
     """The body of ``train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
     encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
@@ -877,6 +888,7 @@ def _train_in(
     done = run_dir / "encoder" / ".complete"
     if done.is_file() and not force:
         info = json.loads(done.read_text() or "{}")
+        check_provenance(provenance, info, method.name, f"the stored encoder {run_dir / 'encoder'}")
         enc = load_encoder(str(run_dir / "encoder"))
         trained[data_id] = (enc, info)
         return enc, {**info, "reused_from_disk": True}
@@ -908,6 +920,23 @@ def _train_in(
         remove_checkpoints(ctx.checkpoint_dir)
     trained[data_id] = (encoder, info)
     return encoder, info
+
+
+def check_provenance(provenance: dict[str, Any] | None, stored: Any, method: str, what: str) -> None:
+    """Refuse to reuse ``what`` (a stored result or encoder) when its training accounting ``stored``
+    names other weights than the options name now (``Method.provenance``). A label the store does
+    not hold (a record from before it was recorded) is not compared."""
+    if not provenance or not isinstance(stored, dict):
+        return
+    for name, current in provenance.items():
+        if name in stored and stored[name] != current:
+            raise ConfigError(
+                f"Method {method!r}: {what} was trained with {name} = {stored[name]!r}, but the options now name "
+                f"{current!r}: other weights under the same option. Results are keyed by the option's text, so "
+                "reusing it would report the old weights' score for the new ones. Use another --output "
+                "folder for the new weights, or move the stored folder away to recompute it; nothing was "
+                "changed."
+            )
 
 
 def _device_label(device: str | None) -> str:

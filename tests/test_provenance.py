@@ -110,3 +110,15 @@ def test_check_provenance_compares_only_what_the_store_holds():
     check_provenance({}, {"diffcse_generator": "other"}, "m", "x")  # nothing stated
     with pytest.raises(ConfigError, match=r"start = \{'model': 's@2'\}.*\{'model': 's@1'\}"):
         check_provenance(now, {"start": {"model": "s@2"}}, "m", "the stored result R")
+
+
+def test_a_method_class_without_provenance_states_none():
+    """A plugin's class need only have ``train`` and ``Config``: no provenance means nothing to compare."""
+    from benchbench.core.methods import provenance_of
+
+    class Bare:
+        def train(self, corpus, ctx):
+            raise NotImplementedError
+
+    assert provenance_of(Bare()) == {}
+    assert provenance_of(DiffCSE(DiffCSEConfig())) == {"diffcse_generator": "distilbert-base-uncased"}

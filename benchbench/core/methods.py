@@ -57,6 +57,13 @@ class Method:
         return {}
 
 
+def provenance_of(method: Any) -> dict[str, Any]:
+    """``method.provenance()`` (see ``Method.provenance``); {} for a plugin class that does not derive
+    from ``Method`` and defines none."""
+    stated = getattr(method, "provenance", None)
+    return dict(stated() or {}) if callable(stated) else {}
+
+
 def validate_method_class(obj: Any, name: str, plugin: str) -> None:
     if not isinstance(obj, type) or not callable(getattr(obj, "train", None)):
         raise PluginError(

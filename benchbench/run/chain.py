@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import ConfigError
-from benchbench.core.methods import build_config, config_hash
+from benchbench.core.methods import build_config, config_hash, provenance_of
 from benchbench.train.context import TrainContext
 
 
@@ -116,7 +116,7 @@ def train_method(
     rank, _ = process_rank()
     method = method_cls(config)
     _, info = train_or_reuse(
-        method, adapter, sub, plugin, seed_dir, False, {}, main=rank == 0, provenance=method.provenance()
+        method, adapter, sub, plugin, seed_dir, False, {}, main=rank == 0, provenance=provenance_of(method)
     )
     path = Path(sub.output_dir) / "encoder"  # train_or_reuse points sub.output_dir at its run folder
     if rank == 0 and not (path / ".complete").is_file():

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError, ConfigError, DataError, PluginError
-from benchbench.core.methods import build_config, config_hash
+from benchbench.core.methods import build_config, config_hash, provenance_of
 from benchbench.core.registry import Registry, call_observers, get_registry
 from benchbench.core.tasks import spec_for_adapter_class
 from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
@@ -251,7 +251,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     cache, store = _open_stores(opts)
     rank, _ = process_rank()
     method = method_cls(config)
-    provenance = _call_plugin(plugin, opts.method, "labelling the weights its options name", method.provenance)
+    provenance = _call_plugin(plugin, opts.method, "labelling the weights its options name", provenance_of, method)
     return _RunPlan(
         opts=opts,
         reg=reg,
@@ -273,7 +273,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
         store=store,
         rank=rank,
         method=method,
-        provenance=dict(provenance or {}),
+        provenance=provenance,
     )
 
 

@@ -569,12 +569,11 @@ class TransEncoder(Method):
         start, start_info = self._resolve_start(ctx)
         self._resolved_start = start  # what _tracks loads: resolved (and a start method trained) once
         ctx.accounting["start"] = start_info
-        if c.plm:
-            ctx.accounting["plm"] = model_label_of(c.plm)
+        ctx.accounting.update(self.provenance())  # the weights' labels the runner checks before reuse
         cache_dir = None
         if pool.startswith("sts-all") and ctx.output_dir is not None:  # one training shared by all STS tasks
             payload = [pool, len(pairs), pairs[:50], ctx.seed, ctx.model, repr(c), self.name, start]
-            folders = [f for f in (c.start, c.plm) if f and Path(f).is_dir()]
+            folders = [f for f in (c.start, c.plm, *getattr(c, "models", ())) if f and Path(f).is_dir()]
             if folders:  # option-named folders: their weights, not only their paths (else the key is as before)
                 payload.append([model_label_of(f) for f in folders])
             key = hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()[:16]
@@ -802,16 +801,13 @@ class TransEncoderMutual(TransEncoder):
         return ctx.model, {"models": models}
 
     def provenance(self) -> dict[str, Any]:
-        """Labels of the weights a folder-valued option names (``start`` as a saved encoder, ``plm``),
-        as ``train`` records them: the options' text alone would let new weights in the same folder
-        meet an old result. A start METHOD is trained under its own key, and the base model is in
-        the result key already."""
-        c, out = self.config, {}
-        if c.start and Path(c.start).is_dir():
-            out["start"] = {"model": model_label_of(c.start)}
-        if c.plm:
-            out["plm"] = model_label_of(c.plm)
-        return out
+        """The labels of ``models`` when one of them is a folder (recorded as ``model_labels``; the
+        record's ``start`` names them as given). No models option: the base model and the packaged
+        mpnet, whose names are their identity."""
+        models = list(self.config.models)
+        if not any(Path(m).is_dir() for m in models):
+            return {}
+        return {"model_labels": [model_label_of(m) for m in models]}
 
     def _tracks(self, ctx: TrainContext) -> list[tuple[str, str, str]]:
         c = self.config

@@ -102,6 +102,19 @@ def test_trans_encoder_states_folder_valued_start_and_plm(generator_dir, tmp_pat
     assert TransEncoder(TransEncoderConfig(start="simcse")).provenance() == {}  # a start method has its own key
 
 
+def test_mutual_states_the_labels_of_folder_models(generator_dir, tmp_path):
+    from benchbench_plugins.trans_encoder import TransEncoderMutual
+
+    a = tmp_path / "a"
+    shutil.copytree(generator_dir, a)
+    cfg = TransEncoderMutual.Config(models=[str(a), "all-MiniLM-L6-v2"])
+    assert TransEncoderMutual(cfg).provenance() == {
+        "model_labels": [model_label_of(str(a)), "sentence-transformers/all-MiniLM-L6-v2"]
+    }
+    assert TransEncoderMutual(TransEncoderMutual.Config()).provenance() == {}
+    assert TransEncoderMutual(TransEncoderMutual.Config(models=["all-MiniLM-L6-v2"])).provenance() == {}
+
+
 def test_check_provenance_compares_only_what_the_store_holds():
     now = {"diffcse_generator": "g@aaaaaaaaaaaa", "start": {"model": "s@1"}}
     check_provenance(now, {"diffcse_generator": "g@aaaaaaaaaaaa"}, "m", "x")  # equal

@@ -115,3 +115,18 @@ def test_rows_that_int8_ranks_last_but_truly_rank_first_are_found(layout):
     got_s, got_i = probe.two_stage_topk(q, blocks, 60)
     assert true_topk_ok(q, c, got_i, 60)
     assert set(range(201, 251)) <= set(got_i[0].tolist())
+
+
+def test_exact_ties_rank_as_the_evaluators_search_ranks_them():
+    """Small-integer vectors score exactly in any kernel, so many rows tie: the scores must equal the
+    evaluator's faiss search bit for bit, and within a tie the later row comes first (its heap order);
+    only which rows of a tie group cut at k stay may differ."""
+    from test_cqadupstack_search import assert_same_ranking
+
+    rng = np.random.default_rng(11)
+    corpus = rng.integers(-2, 3, size=(6000, 16)).astype(np.float32)
+    corpus[rng.integers(0, 6000, size=1200)] = corpus[rng.integers(0, 6000, size=1200)]
+    queries = rng.integers(-2, 3, size=(40, 16)).astype(np.float32)
+    blocks = [corpus[s : s + 2500] for s in range(0, 6000, 2500)]
+    got = probe.two_stage_topk(queries, blocks, 100)
+    assert_same_ranking(got, search_topk(queries, blocks, 100), corpus, queries)

@@ -35,3 +35,8 @@ class PluginError(BenchbenchError):
 
 class ConfigError(BenchbenchError):
     """A bad option value or task spec."""
+
+
+class UnsafePathError(BenchbenchError):
+    """A write refused because its path is a symlink, or resolves outside the folder it belongs to:
+    benchbench never writes through a link (it could overwrite any file the user can write)."""

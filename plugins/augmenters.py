@@ -317,7 +317,10 @@ class MLMSubstitute(CachedAugmenter):
                     f"augmenter 'mlm': model {self.model_name!r} has no usable MLM head ({note}); "
                     f"use a model with a masked-LM head (BERT/RoBERTa checkpoints)."
                 )
-            self._model, self._tok = model.eval(), AutoTokenizer.from_pretrained(checkpoint_source(self.model_name))
+            self._model, self._tok = (
+                model.eval(),
+                AutoTokenizer.from_pretrained(checkpoint_source(self.model_name), trust_remote_code=False),
+            )
         return self._model, self._tok
 
     def config(self) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def load_generator(name: str, encoder: TransformerEncoder) -> torch.nn.Module:
             f"masked LM with the encoder's vocabulary (the paper: distilbert-base-uncased for BERT). Offline, "
             f"build one with `python bench/pretrain_tiny_mlm.py --out DIR` and pass `--set generator=DIR`."
         )
-    gen_vocab = AutoTokenizer.from_pretrained(checkpoint_source(name)).get_vocab()
+    gen_vocab = AutoTokenizer.from_pretrained(checkpoint_source(name), trust_remote_code=False).get_vocab()
     if gen_vocab != encoder.tokenizer.get_vocab():
         raise ConfigError(
             f"diffcse: generator {model_label_of(name)!r} has a different vocabulary ({len(gen_vocab)} tokens) "

@@ -120,7 +120,7 @@ class CrossEncoderScorer(torch.nn.Module):
             encoder.model.save_pretrained(d)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
-                model = AutoModelForSequenceClassification.from_pretrained(d, num_labels=1)
+                model = AutoModelForSequenceClassification.from_pretrained(d, num_labels=1, trust_remote_code=False)
         return cls(model, encoder.tokenizer, max_length=max_length)
 
     @classmethod
@@ -133,9 +133,11 @@ class CrossEncoderScorer(torch.nn.Module):
             if (path / "benchbench_cross.json").is_file()
             else {}
         )
-        model = AutoModelForSequenceClassification.from_pretrained(str(path))
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), trust_remote_code=False)
         return cls(
-            model.eval(), AutoTokenizer.from_pretrained(str(path)), max_length=max_length or meta.get("max_length", 64)
+            model.eval(),
+            AutoTokenizer.from_pretrained(str(path), trust_remote_code=False),
+            max_length=max_length or meta.get("max_length", 64),
         )
 
     def head_names(self) -> set[str]:

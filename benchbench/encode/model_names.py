@@ -12,6 +12,7 @@ import difflib
 import functools
 import importlib.metadata as md
 import importlib.util
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -190,6 +191,52 @@ def _offline_listing() -> str:
     return ", ".join(have)
 
 
+# the files through which transformers picks code from a model folder (``auto_map`` -> a module in the folder)
+CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
+
+
+def model_subfolders(folder: Path) -> list[Path]:
+    """The folder and, for a sentence-transformers layout, its Transformer module's folder."""
+    out = [folder]
+    modules = folder / "modules.json"
+    if modules.is_file():
+        try:
+            mods = json.loads(modules.read_text(encoding="utf-8"))
+            tdir = next((m.get("path", "") for m in mods if str(m.get("type", "")).endswith("Transformer")), "")
+        except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as e:
+            raise ConfigError(
+                f"Model folder {str(folder)!r}: {modules} is not sentence-transformers JSON ({e})."
+            ) from e
+        if tdir:
+            out.append(folder / tdir)
+    return out
+
+
+def refuse_custom_code(folder: str | Path) -> None:
+    """A model folder that asks transformers to import code from it (``auto_map`` in its config or
+    tokenizer config) is refused before transformers sees it: asked without ``trust_remote_code``,
+    transformers prompts "run the custom code? [y/N]" and one ``y`` (or a pipe) runs the folder's
+    Python. benchbench loads with ``trust_remote_code=False`` too; this check runs first so the error
+    names the folder and the key instead of a transformers traceback, before torch loads."""
+    root = Path(folder)
+    for sub in model_subfolders(root):
+        for fname in CUSTOM_CODE_FILES:
+            f = sub / fname
+            if not f.is_file():
+                continue
+            try:
+                cfg = json.loads(f.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise ConfigError(f"Model folder {str(root)!r}: {f} is not valid JSON ({e}).") from e
+            if isinstance(cfg, dict) and "auto_map" in cfg:
+                raise ConfigError(
+                    f"Model folder {str(root)!r}: {f} has 'auto_map' (custom code: "
+                    f"{json.dumps(cfg['auto_map'])[:200]}), and benchbench never runs code from a model folder. "
+                    f"Use a model whose architecture transformers ships (remove 'auto_map' only if the "
+                    f"model_type is one transformers knows)."
+                )
+
+
 def check_model_name(name: str) -> bool:
     """Raise a ConfigError, before anything heavy loads, for a ``--model`` that cannot load: a path
     that is no folder, or, with the hub unreachable (or ``HF_HUB_OFFLINE=1``), a name that is neither
@@ -198,7 +245,10 @@ def check_model_name(name: str) -> bool:
     is left to the hub (a real id loads there). Returns whether the hub was found offline, so that the
     caller sets ``HF_HUB_OFFLINE=1`` before transformers is imported (a cached model then loads without
     retries)."""
-    if not name or TINY.match(name) or os.path.isdir(name):
+    if not name or TINY.match(name):
+        return False
+    if os.path.isdir(name):
+        refuse_custom_code(name)
         return False
     if name.startswith((".", "/", "~")):
         raise ConfigError(f"--model {name!r}: no such directory. Pass an existing model folder or a model name.")

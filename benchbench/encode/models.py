@@ -235,7 +235,7 @@ class TransformerEncoder(torch.nn.Module):
         if m:
             dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
             return tiny_bert(*dims, pooling=pooling or "cls", max_seq_length=max_seq_length or 128, **kw)
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel
 
         path = resolve_model_path(name)
         p = Path(path)
@@ -258,15 +258,18 @@ class TransformerEncoder(torch.nn.Module):
             tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
             path = str(p / tdir) if tdir else path
         _refuse_pickled_weights(name, path)
+        _refuse_custom_code(name, path)
         try:
-            tok = AutoTokenizer.from_pretrained(path)
+            tok = _load_tokenizer(name, path)
             model = (
-                AutoModel.from_pretrained(path, add_pooling_layer=False)
+                AutoModel.from_pretrained(path, add_pooling_layer=False, **NO_REMOTE_CODE)
                 if _is_bert(path)
-                else AutoModel.from_pretrained(path)
+                else AutoModel.from_pretrained(path, **NO_REMOTE_CODE)
             )
         except pickle.UnpicklingError:  # torch refused a pickle (a hub model): its advice is to trust it
             raise _pickle_refused(name, path) from None
+        except ValueError as e:  # a hub model whose config needs custom code (trust_remote_code=False refuses it)
+            raise ConfigError(f"Model {name!r} could not be loaded from {path!r}: {e}") from e
         except OSError as e:
             close = [c for c in suggest_models(name) if c.lower() != name.lower()]
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -275,6 +278,7 @@ class TransformerEncoder(torch.nn.Module):
                 f"directory or a packaged model (all-MiniLM-L6-v2)."
             ) from e
         msl = max_seq_length or st_len or min(getattr(tok, "model_max_length", 512) or 512, 512)
+        check_max_length(name, int(msl), model.config)
         enc = cls(
             model,
             tok,
@@ -470,9 +474,79 @@ def _is_bert(path: str) -> bool:
     try:
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(path).model_type == "bert"
+        return AutoConfig.from_pretrained(path, **NO_REMOTE_CODE).model_type == "bert"
     except Exception:
         return False
+
+
+# every transformers load passes this: nothing in a model folder (or a hub repo) is imported or run
+NO_REMOTE_CODE: dict[str, Any] = {"trust_remote_code": False}
+
+
+def _refuse_custom_code(name: str, path: str) -> None:
+    """A local folder that needs code transformers does not ship is refused before transformers sees
+    it: ``auto_map`` (``refuse_custom_code``), or a ``model_type`` transformers does not know (which
+    only a folder's own code could build)."""
+    from benchbench.encode.model_names import model_subfolders, refuse_custom_code
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return
+    refuse_custom_code(folder)
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    for sub in model_subfolders(folder):
+        f = sub / "config.json"
+        cfg = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+        kind = cfg.get("model_type") if isinstance(cfg, dict) else None
+        if kind is not None and kind not in CONFIG_MAPPING_NAMES:
+            raise ConfigError(
+                f"Model {name!r}: {f} names model_type {kind!r}, which transformers does not ship; only code "
+                f"from the folder could build it, and benchbench never runs code from a model folder."
+            )
+
+
+def _load_tokenizer(name: str, path: str) -> Any:
+    """AutoTokenizer without remote code; a damaged tokenizer file is named (the tokenizers library's
+    own error names no file)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, **NO_REMOTE_CODE)
+    except (OSError, ValueError):
+        raise
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed tokenizer.json
+        where = Path(path) / "tokenizer.json" if (Path(path) / "tokenizer.json").is_file() else Path(path)
+        raise ConfigError(
+            f"Model {name!r}: the tokenizer in {where} could not be read ({type(e).__name__}: {e}); the file is "
+            f"damaged or from an incompatible tokenizers version. Replace it with a copy from the model's source."
+        ) from e
+
+
+def model_positions(config: Any) -> int | None:
+    """How many tokens the model's position embeddings cover (RoBERTa-style models reserve
+    ``pad_token_id + 1`` of their ``max_position_embeddings``); None when the config does not say."""
+    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
+    n, kind, pad = get("max_position_embeddings"), get("model_type"), get("pad_token_id")
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    if kind in OFFSET_POSITION_MODELS and isinstance(pad, int):
+        n -= pad + 1
+    return n
+
+
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
+
+
+def check_max_length(name: str, max_seq_length: int, config: Any) -> None:
+    """A max length beyond the position embeddings fails late, inside the forward pass, with a
+    tensor-size error: refuse it up front, naming both numbers."""
+    positions = model_positions(config)
+    if positions is not None and max_seq_length > positions:
+        raise ConfigError(
+            f"--max-seq-length {max_seq_length} is above model {name!r}'s {positions} positions "
+            f"(max_position_embeddings); pass --max-seq-length {positions} or less."
+        )
 
 
 def checkpoint_source(name: str) -> str | None:
@@ -484,6 +558,8 @@ def checkpoint_source(name: str) -> str | None:
         return None
     path = resolve_model_path(name)
     p = Path(path)
+    if p.is_dir():  # plugins load tokenizers and heads from here: a folder that needs custom code stops now
+        _refuse_custom_code(name, path)
     if (p / "modules.json").is_file():
         mods = json.loads((p / "modules.json").read_text())
         tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
@@ -513,8 +589,11 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
             )
     kw = {"config": config} if config is not None else {}
     _refuse_pickled_weights(name, src)
+    _refuse_custom_code(name, src)
     try:
-        model, info = getattr(transformers, auto_class).from_pretrained(src, output_loading_info=True, **kw)
+        model, info = getattr(transformers, auto_class).from_pretrained(
+            src, output_loading_info=True, **kw, **NO_REMOTE_CODE
+        )
     except pickle.UnpicklingError:
         raise _pickle_refused(name, src) from None
     except (OSError, ValueError) as e:

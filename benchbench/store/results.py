@@ -16,11 +16,12 @@ spec (and bumping its ``version``) never passes old records off as current.
 Files are written to a temp file in the same folder and renamed, so a record is either whole or absent;
 writers of one key are serialised by a lock (``benchbench.store.locks``).
 
-File names are an injective encoding of the key (``_name``): a field made only of ``[A-Za-z0-9._=-]``
-is its own name (so every record written before keeps its path), any other field is its old slug
-plus ``~`` and a short hash of the field (``~`` is never in a plain name, so ``coll a`` and
-``coll_a`` no longer share ``coll_a.json``). A record written under the old slug is still found there
-(``ResultStore.path``) as long as it holds that key.
+File names are an injective encoding of the key (``benchbench.store.files.slug``): a field made only
+of ``[A-Za-z0-9._=-]`` is its own name (so every record written before keeps its path), any other field
+is its old slug plus ``~`` and a short hash of the field (``~`` is never in a plain name, so ``coll a``
+and ``coll_a`` no longer share ``coll_a.json``); a field over 80 characters is cut, with the hash, so a
+long task or method name never exceeds the file system's name limit (the record holds it whole). A
+record written under the old slug is still found there (``ResultStore.path``) as long as it holds that key.
 
 Damage is detected on read (``read_record``): a file that is not JSON (truncated, flipped bytes,
 merge-conflict markers), lacks key fields, has a ``checksum`` that does not match its contents
@@ -40,7 +41,6 @@ import logging
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import DataError
+from benchbench.store.files import atomic_write_text, atomic_writer, check_inside, sha256_file, slug
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
-_SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
 _NOT_RECORDS = (".locks", QUARANTINE, "runs")  # folders of a store that hold no records (runs: trained encoders)
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
@@ -82,13 +82,13 @@ class ResultKey:
     task_version: int = 1
 
     def relpath(self) -> Path:
-        """The record's path under a store: one name per key (``_name`` is injective)."""
-        return self._layout(_name, _name)
+        """The record's path under a store: one name per key (``slug`` is injective)."""
+        return self._layout(slug, slug)
 
     def legacy_relpath(self) -> Path:
-        """The path the key had before names were injective (``_slug``; the config hash as it was):
-        records written then are still found there (``ResultStore.path``)."""
-        return self._layout(_slug, str)
+        """The path the key had before names were injective (``_legacy_name``; the config hash as it
+        was): records written then are still found there (``ResultStore.path``)."""
+        return self._layout(_legacy_name, str)
 
     def _layout(self, name, hash_name) -> Path:
         task = name(self.task) if self.task_version == 1 else f"{name(self.task)}@v{self.task_version}"
@@ -152,20 +152,10 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _slug(s: str) -> str:
-    """The pre-injective file name of a key field (``/`` -> ``__``, other unsafe runs -> ``_``): many
-    fields share one slug, so it is used only as the readable part of ``_name`` and to find old records."""
-    return _SAFE.sub("_", s.replace("/", "__")).strip("_") or "_"
-
-
-def _name(s: str) -> str:
-    """The file name of one key field, injective: the field itself when it needs no escaping (records
-    written before keep their paths), else its slug + ``~`` + a short hash of the field (``~`` is not
-    in any plain name). A leading dot is escaped too: ``..`` must not climb out of the store, and
-    ``.locks``/``.quarantine`` are the store's own folders."""
-    if _slug(s) == s and not s.startswith("."):
-        return s
-    return f"{_slug(s)}~{hashlib.sha256(s.encode()).hexdigest()[:10]}"
+def _legacy_name(s: str) -> str:
+    """The pre-injective file name of a key field: the readable part of its ``slug`` (before the
+    ``~hash``), which many fields share; used only to find records written before names were injective."""
+    return slug(s, max_len=4096).partition("~")[0]
 
 
 def checksum(record: dict[str, Any]) -> str:
@@ -297,11 +287,12 @@ class ResultStore:
         n = 1
         while dest.exists():
             dest, n = self.root / QUARANTINE / f"{rel}.{stamp}-{n}", n + 1
+        check_inside(dest, self.root)  # a symlinked .quarantine must not carry records out of the store
         dest.parent.mkdir(parents=True, exist_ok=True)
         for item in sorted(path.parent.glob(f"{glob.escape(path.stem)}.items.*.json.gz")):
             os.replace(item, dest.parent / f"{item.name}{dest.name.removeprefix(path.name)}")
         os.replace(path, dest)
-        dest.with_name(dest.name + ".why").write_text(f"{path}: {why}\n")
+        atomic_write_text(dest.with_name(dest.name + ".why"), f"{path}: {why}\n", root=self.root)
         return dest
 
     def lock(self, key: ResultKey):
@@ -325,35 +316,22 @@ class ResultStore:
         split the record has but ``items`` lacks keeps a file only if it was not re-evaluated (see
         :func:`merge`). A damaged record in the way is moved to quarantine, never overwritten."""
         key = key_of(record)
-        path = self._free_path(key)
+        path = check_inside(self._free_path(key), self.root)
         path.parent.mkdir(parents=True, exist_ok=True)
         if items:
             from benchbench.store.items import items_filename, write_items
 
-            names = {s: items_filename(path.stem, _slug(s)) for s in items}
+            names = {s: items_filename(path.stem, slug(s)) for s in items}
             for s, it in items.items():
                 write_items(path.parent / names[s], it)
             record["items"] = {**(record.get("items") or {}), **names}
             record["items_sha256"] = {
                 **(record.get("items_sha256") or {}),
-                **{s: _file_sha256(path.parent / n) for s, n in names.items()},
+                **{s: sha256_file(path.parent / n) for s, n in names.items()},
             }
         record["checksum"] = checksum(record)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(
-                    record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False
-                )  # NaN is not JSON
-                f.flush()
-                os.fsync(f.fileno())
-            umask = os.umask(0o022)
-            os.umask(umask)  # mkstemp makes 0600: records are as readable as any file the user writes
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with atomic_writer(path, "w", root=self.root) as f:
+            json.dump(record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False)  # NaN is not JSON
         return path
 
     def _free_path(self, key: ResultKey) -> Path:
@@ -411,17 +389,9 @@ def items_problem(path: Path, sha256: str | None) -> str | None:
     very bytes written). Truncation, flipped bytes and another task's file all change the sha256."""
     if not path.is_file():
         return f"{path} is missing"
-    if sha256 and _file_sha256(path) != sha256:
+    if sha256 and sha256_file(path) != sha256:
         return f"{path} is not the file written with its record (sha256 differs: damaged, or replaced by another file)"
     return None
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _json_default(o: Any) -> Any:

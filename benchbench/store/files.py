@@ -66,19 +66,24 @@ def check_inside(path: str | Path, root: str | Path | None) -> Path:
     return path
 
 
+def _open_new(path: str, flags: int) -> int:
+    return os.open(path, _OPEN_FLAGS, 0o666)  # not ``flags``: never follow a link, never reuse a file
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "wb", *, root: str | Path | None = None) -> Iterator[IO[Any]]:
     """A file opened for writing (``mode`` "wb" or "w", UTF-8) whose content replaces ``path`` only when
     the block ends without an exception; for writers that stream (numpy, gzip, safetensors) rather
     than hand over bytes. The temp file is ``.<name>.<random>.tmp`` beside ``path`` (removed on any
-    failure) and gets the permissions of any file the user creates (umask applies)."""
+    failure; ``f.name`` is its path, so a caller can verify the bytes before they replace ``path``) and
+    gets the permissions of any file the user creates (umask applies)."""
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_writer mode must be 'wb' or 'w', not {mode!r}")
     path = check_inside(path, root)
     tmp = path.parent / f".{path.name[:200]}.{secrets.token_hex(4)}.tmp"  # 200: the temp name stays under NAME_MAX
-    fd = os.open(tmp, _OPEN_FLAGS, 0o666)
+    f = open(tmp, mode, encoding="utf-8" if mode == "w" else None, opener=_open_new)  # O_EXCL: opened only by us
     try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+        with f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -27,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from benchbench.core.errors import BenchbenchError
+from benchbench.store.files import atomic_write_json, check_inside
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +57,20 @@ def holder(lock_path: Path) -> str:
 
 
 @contextmanager
-def hold(lock_path: str | Path, what: str) -> Iterator[None]:
+def hold(lock_path: str | Path, what: str, *, root: str | Path | None = None) -> Iterator[None]:
     """Hold the advisory lock ``lock_path`` (created with its folder) while the block runs.
-    ``what`` names the protected thing in messages ("run folder ...", "result ...")."""
+    ``what`` names the protected thing in messages ("run folder ...", "result ..."). A symlinked lock
+    or owner note (or, given ``root``, a symlinked folder between ``root`` and them) is refused with
+    ``UnsafePathError`` before anything is opened: the lock file is opened for writing and the note
+    rewritten, and either would otherwise reach the link's target."""
     lock_path = Path(lock_path)
+    owner = Path(f"{lock_path}.owner")
+    check_inside(lock_path, root)
+    check_inside(owner, root)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_path), thread_local=False)
     try:
-        lock.acquire(timeout=0)
+        _acquire(lock, lock_path, what, 0)
     except Timeout:
         limit = _timeout()
         log.warning(
@@ -73,7 +80,7 @@ def hold(lock_path: str | Path, what: str) -> Iterator[None]:
             f"; giving up after {limit:g}s" if limit >= 0 else "",
         )
         try:
-            lock.acquire(timeout=limit)
+            _acquire(lock, lock_path, what, limit)
         except Timeout:
             raise LockedError(
                 f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
@@ -81,11 +88,25 @@ def hold(lock_path: str | Path, what: str) -> Iterator[None]:
             ) from None
     try:
         with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
-            Path(f"{lock_path}.owner").write_text(
-                json.dumps(
-                    {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                )
+            atomic_write_json(
+                owner,
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                root=root,
             )
         yield
     finally:
         lock.release()
+
+
+def _acquire(lock: FileLock, lock_path: Path, what: str, timeout: float) -> None:
+    """``lock.acquire``, with an OSError (a link put in place after the check, a read-only folder)
+    turned into an error naming the lock file instead of filelock's traceback."""
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:  # a subclass of OSError: the caller reports who holds the lock
+        raise
+    except OSError as e:
+        raise BenchbenchError(
+            f"cannot take the lock of {what}: {lock_path}: {e.strerror or e}. The folder must be writable and "
+            "the lock a regular file (remove it if it is a link; no run holds a lock file that is not one)."
+        ) from e

@@ -299,7 +299,9 @@ class ResultStore:
         """The advisory lock of one result key (held while its record is read, evaluated and written)."""
         from benchbench.store.locks import hold
 
-        return hold(self.root / ".locks" / key.relpath().with_suffix(".lock"), f"result {key.relpath()}")
+        return hold(
+            self.root / ".locks" / key.relpath().with_suffix(".lock"), f"result {key.relpath()}", root=self.root
+        )
 
     def clean_stale(self, key: ResultKey) -> None:
         """Remove temp files a killed writer of ``key`` left behind. Call only while holding

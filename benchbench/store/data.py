@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -13,6 +12,7 @@ from pathlib import Path
 from benchbench.core.errors import DataError
 from benchbench.core.paths import default_data_cache
 from benchbench.core.tasks import FileEntry, data_path_problem, url_problem
+from benchbench.store.files import atomic_writer, sha256_file
 
 __all__ = ["DataStore", "FileEntry", "default_data_cache"]
 
@@ -153,14 +153,6 @@ def ensure_writable_dir(path: str | Path, what: str) -> Path:
     return p
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class DataStore:
     """Resolve relative dataset paths. Order: ``data_dir`` (``--data-dir`` or ``BENCHBENCH_DATA``),
     then the user cache, then download into the cache (verified against sha256 before it is kept)."""
@@ -251,17 +243,19 @@ class DataStore:
         self.candidates(entry.path)  # refuses a path that would leave the cache
         target = self.cache_dir / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")
         try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=self.timeout) as resp:
+            with (
+                atomic_writer(target, root=self.cache_dir) as out,
+                urllib.request.urlopen(entry.url, timeout=self.timeout) as resp,
+            ):
                 shutil.copyfileobj(resp, out)
-            digest = sha256_file(Path(tmp))
-            if entry.sha256 and digest != entry.sha256:
-                raise DataError(
-                    f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
-                    f"not kept. Put a verified copy at {target}."
-                )
-            os.replace(tmp, target)
+                out.flush()
+                digest = sha256_file(out.name)  # the temp file: a wrong download never takes the name
+                if entry.sha256 and digest != entry.sha256:
+                    raise DataError(
+                        f"Downloaded {entry.url} for {entry.path!r} has sha256 {digest}, expected {entry.sha256}; "
+                        f"not kept. Put a verified copy at {target}."
+                    )
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             raise DataError(
                 f"Missing data file {entry.path!r} (sha256 {entry.sha256 or 'unknown'}) and its download from "
@@ -269,8 +263,5 @@ class DataStore:
                 + (f" or {self.data_dir / entry.path}" if self.data_dir else "")
                 + "."
             ) from e
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         self.used[entry.path] = digest
         return target

@@ -50,3 +50,5 @@ _.domain  # TaskSpec.domain: read by the report layer and tests (benchbench.enco
 _.hub_id  # ModelCard fields: data of the base-model cards, read by reports and tests
 _.revision
 model_card  # encode.models: card lookup for a --model name, public for reports and tests
+flags_for  # report.contamination: the study view's per-cell contamination flags, and bench/contamination_table.py
+corpus_ref  # report.contamination: a record's train.corpus as a CorpusRef, for the study view and the bench

@@ -11,6 +11,10 @@ of datasets, each naming the *sources* it drew its text from (ids of ``SOURCES``
 * ``[[pretraining]]``: general language-model text (Wikipedia, BookCorpus, Gigaword). Recorded, never
   counted: as in MTEB, a model is not called non-zero-shot for having read Wikipedia.
 
+``text_corpus`` (optional) names a benchbench corpus holding the very text the model trained on, for
+a model benchbench built itself (tiny-mlm-nli): its overlap with a test set is then measured from
+text (``benchbench.report.contamination``), not only matched by source name.
+
 A card's source covers a task's source when they are equal or the task's is more specific (card
 ``stackexchange`` covers task ``stackexchange:askubuntu.com``), never the other way round.
 
@@ -78,6 +82,7 @@ SOURCES: dict[str, str] = {
     "sick": "SICK (SemEval-2014 Task 1)",
     "flickr8k": "Flickr 8K image descriptions (Rashtchian et al. 2010; Hodosh et al. 2013)",
     "msr-video": "MSR Video Paraphrase descriptions",
+    "pascal-sentences": "PASCAL VOC-2008 image descriptions (Rashtchian et al. 2010; STS 2014 images)",
     "msr-paraphrase": "Microsoft Research Paraphrase Corpus (news)",
     "europarl": "Europarl machine-translation pairs",
     "ontonotes-wordnet": "OntoNotes / FrameNet / WordNet sense glosses",
@@ -140,6 +145,7 @@ class ModelCard:
     parameters: int = 0
     base_model: str = ""
     saw_nothing: bool = False
+    text_corpus: str = ""  # a benchbench corpus holding the very text it trained on (measured overlap)
     training: tuple[CardDataset, ...] = ()
     pretraining: tuple[CardDataset, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -155,6 +161,7 @@ _CARD_KEYS = {
     "base_model",
     "card",
     "saw_nothing",
+    "text_corpus",
     "notes",
     "training",
     "pretraining",
@@ -206,6 +213,8 @@ def load_card(path: Path) -> ModelCard:
     for req in ("name", "card"):
         if not isinstance(raw.get(req), str) or not raw[req]:
             raise ConfigError(f"Model card {path}: missing {req!r}.")
+    if not isinstance(raw.get("text_corpus", ""), str):
+        raise ConfigError(f"Model card {path}: text_corpus must be a corpus name (a string).")
     params = raw.get("parameters", 0)
     if isinstance(params, bool) or not isinstance(params, int) or params < 0:
         raise ConfigError(f"Model card {path}: parameters must be a count (got {params!r}).")
@@ -220,6 +229,7 @@ def load_card(path: Path) -> ModelCard:
         parameters=params,
         base_model=raw.get("base_model", ""),
         saw_nothing=bool(raw.get("saw_nothing", False)),
+        text_corpus=raw.get("text_corpus", ""),
         training=_datasets(raw.get("training", []), path, "training", raw["card"]),
         pretraining=_datasets(raw.get("pretraining", []), path, "pretraining", raw["card"]),
         notes=tuple(raw.get("notes", [])),

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import DataError
+from benchbench.store.files import atomic_writer
 
 ITEMS_FORMAT = 1
 
@@ -42,17 +41,12 @@ def items_filename(record_stem: str, split: str) -> str:
 
 
 def write_items(path: Path, items: dict[str, Any]) -> Path:
-    """Atomic write (temp file + rename), so a killed run never leaves half a file under the name."""
+    """Atomic write (temp file + rename, never through a symlink), so a killed run never leaves half a
+    file under the name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-            f.write(json.dumps(items, sort_keys=True, allow_nan=False).encode())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    # filename="": the gzip header would otherwise name the random temp file, and equal items would differ
+    with atomic_writer(path) as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(json.dumps(items, sort_keys=True, allow_nan=False).encode())
     return path
 
 

@@ -14,6 +14,7 @@ from helpers import FIXTURES, local_plugin_workdir
 from benchbench.cli.main import main
 from benchbench.report import aggregate, site
 from benchbench.report.aggregate import RecordConflict
+from benchbench.store.results import checksum
 
 
 def rec(method: str, task: str, score: float, seed: int = 1, chash: str = "h", **extra) -> dict:
@@ -43,7 +44,7 @@ def write_store(root: Path, records: list[dict]) -> list[Path]:
     for r in records:
         p = root / key_of(r).relpath()
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(r))
+        p.write_text(json.dumps({**r, "checksum": checksum(r)}))  # schema 2 records carry one
         paths.append(p)
     return paths
 
@@ -98,7 +99,8 @@ def test_a_conflicting_copy_is_an_error_naming_both_paths(tmp_path: Path, capsys
     assert str(a) in err and str(b) in err
     assert main(["leaderboard", "--results", str(tmp_path), "--out", str(tmp_path / "lb")]) == 2
     # float noise between re-evaluations of the same weights is no conflict (the first path wins)
-    b.write_text(json.dumps(rec("sbert", "stsb", 75.0 + aggregate.CONFLICT_TOLERANCE / 2)))
+    noisy = rec("sbert", "stsb", 75.0 + aggregate.CONFLICT_TOLERANCE / 2)
+    b.write_text(json.dumps({**noisy, "checksum": checksum(noisy)}))
     (r,) = aggregate.load_records(tmp_path)
     assert r["_path"] == b.relative_to(tmp_path).as_posix()
 

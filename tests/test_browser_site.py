@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchbench.report import site, studies
+from benchbench.store.results import checksum
 
 XSS = "<img src=x onerror=alert(1)>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,7 +42,7 @@ def test_site_in_chromium(tmp_path: Path) -> None:
     recs = [_rec("alpha", 70.0), _rec("beta", 50.0), _rec("gamma", 60.0), _rec(XSS, 40.0), _rec("alpha", 72.0, seed=2)]
     for i, r in enumerate(recs):
         (tmp_path / "r").mkdir(exist_ok=True)
-        (tmp_path / "r" / f"{i}.json").write_text(json.dumps(r))
+        (tmp_path / "r" / f"{i}.json").write_text(json.dumps({**r, "checksum": checksum(r)}))  # as written
     site.build(tmp_path / "r", tmp_path / "lb")
     index = tmp_path / "lb" / "site" / "index.html"
     errors: list[str] = []

@@ -205,7 +205,9 @@ def test_records_written_under_the_old_names_still_resume(workdir, capsys):
     (new,) = _record_files()
     legacy = new.with_name("coll_a.json")
     r = json.loads(new.read_text())
-    r.pop("checksum", None)  # as the old main wrote it
+    r.pop("checksum", None)  # as the old main wrote it, before checksums began
+    r["created_at"] = "2026-11-23T05:00:00+0000"
+    r["evaluated"] = {s: {**e, "created_at": r["created_at"]} for s, e in r["evaluated"].items()}
     legacy.write_text(json.dumps(r))
     new.unlink()
     capsys.readouterr()
@@ -297,12 +299,15 @@ def test_drill_record_damage_never_shows_or_stores_a_wrong_number(workdir, capsy
 
 
 def test_drill_limit_an_edited_record_without_checksum_cannot_be_told(workdir, capsys):
-    """What the drill cannot detect: a record written before checksums (none stored) that is valid JSON,
-    at its own path, with only a score edited. It loads as genuine; this test pins that limit."""
+    """What the drill cannot detect: a record written before checksums (schema 2's first day, dated so)
+    that is valid JSON, at its own path, with only a score edited. It loads as genuine; this test pins
+    that limit. Deleting the checksum of a newer record is caught (tests/test_items_integrity.py)."""
     assert _run() == 0
     (path,) = _record_files()
     r = json.loads(path.read_text())
     r.pop("checksum", None)
+    r["created_at"] = "2026-11-23T05:00:00+0000"
+    r["evaluated"] = {s: {**e, "created_at": r["created_at"]} for s, e in r["evaluated"].items()}
     r["splits"]["test"]["main_score"] = WRONG
     path.write_text(json.dumps(r))
     assert f"{WRONG:.2f}" in _table(capsys)

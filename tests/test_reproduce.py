@@ -10,6 +10,7 @@ from pathlib import Path
 
 from benchbench.report import mteb_io, reproduce
 from benchbench.report.reproduce import Budget
+from benchbench.store.results import checksum
 
 REQUIRED = {"tsdae-table2", "tsdae-table3", "qt-table1", "bsl-table1", "tenc-table1", "tenc-pairs"}
 
@@ -66,7 +67,7 @@ def test_dry_run_and_compare(tmp_path: Path) -> None:
     res = tmp_path / "res"
     res.mkdir()
     for i, r in enumerate([_rec("tsdae", "twitterpara", 70.0, 200), _rec("tsdae", "cqadupstack", 20.0, 2000)]):
-        (res / f"{i}.json").write_text(json.dumps(r))
+        (res / f"{i}.json").write_text(json.dumps({**r, "checksum": checksum(r)}))  # schema 2 records carry one
     out: list[str] = []
     b = Budget(model="all-MiniLM-L6-v2", steps=200)
     assert reproduce.reproduce(str(_spec(tmp_path)), str(res), b, dry_run=True, echo=out.append) == 0
@@ -86,7 +87,7 @@ def test_mteb_roundtrip(tmp_path: Path) -> None:
     res = tmp_path / "res"
     res.mkdir()
     r = _rec("sbert", "stsb", 82.5, None)
-    (res / "a.json").write_text(json.dumps(r))
+    (res / "a.json").write_text(json.dumps({**r, "checksum": checksum(r)}))
     files = mteb_io.export(res, tmp_path / "mteb")
     assert len(files) == 1
     doc = json.loads(files[0].read_text())

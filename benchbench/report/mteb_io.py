@@ -114,6 +114,8 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
 
 def import_dir(src: str | Path, out: str | Path, model: str | None = None) -> list[Path]:
     """Import every MTEB result JSON under ``src`` into ``out/imported/...`` as records."""
+    from benchbench.store.results import checksum
+
     written = []
     for p in sorted(Path(src).rglob("*.json")):
         if p.name == "model_meta.json":
@@ -122,6 +124,7 @@ def import_dir(src: str | Path, out: str | Path, model: str | None = None) -> li
             d = Path(out) / "imported" / _slug(rec["model"])
             d.mkdir(parents=True, exist_ok=True)
             q = d / f"{rec['task']}.json"
+            rec["checksum"] = checksum(rec)  # as every schema-2 record: one without it is refused on read
             q.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
             written.append(q)
     return written

@@ -70,7 +70,7 @@ def report(
     resamples: int = 2000,
 ) -> str:
     from benchbench.report.stats import TEST_NAMES, dagger, format_mean_std, paired_bootstrap_items, paired_test
-    from benchbench.store.results import record_items
+    from benchbench.store.results import DamagedItems, record_items
 
     def scores(m: str) -> dict[int, float]:
         return {s: float(r["splits"][split]["main_score"]) for s, r in chosen[m].items()}
@@ -107,6 +107,8 @@ def report(
                 )
                 dropped = f", {b.dropped} undefined resamples dropped" if b.dropped else ""
                 boots.append(f"seed {s}: {b.mean_diff:+.2f} (p {b.p_value:.3g}{dropped})")
+            except DamagedItems as e:  # named in full: a damaged file must not pass as a missing test
+                boots.append(f"seed {s}: n/a (damaged per-item file {e.path}: recompute it with --store-items)")
             except (DataError, ConfigError) as e:
                 boots.append(f"seed {s}: n/a ({str(e).splitlines()[0][:80]})")
         lines.append(f"| {r} | {','.join(map(str, shared))} | {diff} | {tp} | {'; '.join(boots)} |")

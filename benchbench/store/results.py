@@ -24,12 +24,14 @@ long task or method name never exceeds the file system's name limit (the record 
 record written under the old slug is still found there (``ResultStore.path``) as long as it holds that key.
 
 Damage is detected on read (``read_record``): a file that is not JSON (truncated, flipped bytes,
-merge-conflict markers), lacks key fields, has a ``checksum`` that does not match its contents
-(records written since the checksum was added; older ones without it still load), or sits at a
-path its key fields do not name. ``run`` moves such a record aside (``ResultStore.quarantine``:
+merge-conflict markers), lacks key fields, has a ``checksum`` that does not match its contents, has
+none though its dates say it was written after checksums began (``CHECKSUMS_SINCE``: only schema 1
+and the first day of schema 2 predate them), or sits at a path its key fields do not name. ``run`` moves such a record aside (``ResultStore.quarantine``:
 ``<root>/.quarantine/<relative path>.<time>``, never deleted) and recomputes it; tables leave it
-out with a warning naming it. A record that is valid JSON, has no checksum, and was edited without
-touching its key fields cannot be told from a genuine one.
+out with a warning naming it. A record from before checksums that was edited without touching its key
+fields cannot be told from a genuine one. Per-item files are held to their record the same way
+(``record_items``: the sha256 in the checksummed record, then their subsets); a damaged one is
+``DamagedItems``, naming the file.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,9 @@ from benchbench.store.files import atomic_write_text, atomic_writer, check_insid
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
+# when records began to carry a ``checksum`` (commit 2211999): a schema-2 record without one must say
+# it was written before this (``_predates_checksums``)
+CHECKSUMS_SINCE = "2026-11-23T17:16:45+0000"
 QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
 _NOT_RECORDS = (".locks", QUARANTINE, "runs")  # folders of a store that hold no records (runs: trained encoders)
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
@@ -219,7 +225,31 @@ def _checked(path: Path, record: dict[str, Any]) -> dict[str, Any]:
         raise DamagedRecord(
             path, "does not match its checksum: it was edited or damaged after it was written (a score may be wrong)"
         )
+    if version == SCHEMA_VERSION and "checksum" not in record and not _predates_checksums(record):
+        raise DamagedRecord(
+            path,
+            f"has no checksum, yet says it was written after checksums began ({CHECKSUMS_SINCE}): its checksum "
+            "was deleted, so an edit of any score cannot be ruled out",
+        )
     return migrate(record)
+
+
+def _predates_checksums(record: dict[str, Any]) -> bool:
+    """Whether a schema-2 record says it was written before this benchbench wrote checksums: every
+    ``created_at`` in it (the record's and each split's) is earlier than :data:`CHECKSUMS_SINCE`.
+    Schema 2 began a day before checksums did, and 683 committed records come from that day, so the
+    schema number alone cannot tell a genuine old record from one whose checksum was deleted; the
+    dates can, short of a deliberate forgery (which could as well recompute the unkeyed checksum)."""
+    if record.get("created_at") is None:  # every writer of schema 2 stamped it
+        return False
+    stamps = [record["created_at"]]
+    stamps += [e.get("created_at") for e in (record.get("evaluated") or {}).values() if isinstance(e, dict)]
+    try:
+        times = [datetime.strptime(s, "%Y-%m-%dT%H:%M:%S%z") for s in stamps if s is not None]
+    except (TypeError, ValueError):
+        return False
+    since = datetime.strptime(CHECKSUMS_SINCE, "%Y-%m-%dT%H:%M:%S%z")
+    return all(t < since for t in times)
 
 
 def misplaced(record: dict[str, Any], relpath: Path) -> str | None:
@@ -351,11 +381,12 @@ class ResultStore:
 
     def items_problems(self, record: dict[str, Any]) -> dict[str, str]:
         """{split: what is wrong} for the per-item files ``record`` names: missing, or not the bytes
-        written with it (``items_sha256``; records written before it are checked only for presence)."""
+        written with it (``items_sha256``; records from before it, which have no checksum either, are
+        checked only for presence)."""
         folder = self.path(key_of(record)).parent
         problems = {}
         for split, name in (record.get("items") or {}).items():
-            problem = items_problem(folder / name, (record.get("items_sha256") or {}).get(split))
+            problem = items_problem(folder / name, _items_sha256(record, split))
             if problem:
                 problems[split] = problem
         return problems
@@ -386,11 +417,34 @@ class ResultStore:
                 yield r
 
 
-def items_problem(path: Path, sha256: str | None) -> str | None:
+class DamagedItems(DataError):
+    """A per-item scores file that cannot be used for its record: ``path`` names it, ``why`` says
+    what is wrong. Readers must report it, never fall back to another test in silence."""
+
+    def __init__(self, path: Path, message: str, why: str):
+        super().__init__(message)
+        self.path, self.why = Path(path), why
+
+
+_NO_SHA = object()  # a checksummed record that names an items file without its sha256
+
+
+def _items_sha256(record: dict[str, Any], split: str) -> str | object | None:
+    """The sha256 the record holds for ``split``'s items file; ``_NO_SHA`` when the record has a
+    checksum (so it was written when every items file got its sha256) yet lacks it: it was edited."""
+    sha = (record.get("items_sha256") or {}).get(split)
+    if sha is None and "checksum" in record:
+        return _NO_SHA
+    return sha
+
+
+def items_problem(path: Path, sha256: str | object | None) -> str | None:
     """What is wrong with the per-item file ``path`` (None: present and, when ``sha256`` is known, the
     very bytes written). Truncation, flipped bytes and another task's file all change the sha256."""
     if not path.is_file():
         return f"{path} is missing"
+    if sha256 is _NO_SHA:
+        return f"{path} has no sha256 in its record (items_sha256), which every checksummed record holds: the record was edited"
     if sha256 and sha256_file(path) != sha256:
         return f"{path} is not the file written with its record (sha256 differs: damaged, or replaced by another file)"
     return None
@@ -479,7 +533,10 @@ def to_mteb(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_items(record: dict[str, Any], root: str | Path, split: str = "test") -> dict[str, Any]:
-    """The per-item scores stored with ``record`` (a record from a ``ResultStore`` under ``root``)."""
+    """The per-item scores stored with ``record`` (a record from a ``ResultStore`` under ``root``),
+    verified against it: the file's sha256 is the one the (checksummed) record holds, it reads as
+    per-item scores, and its subsets are the record's. ``DamagedItems`` naming the file otherwise: a
+    caller reports it (a table's tie test must not switch to another test in silence)."""
     name = (record.get("items") or {}).get(split)
     if not name:
         raise DataError(
@@ -489,11 +546,26 @@ def record_items(record: dict[str, Any], root: str | Path, split: str = "test") 
     from benchbench.store.items import read_items
 
     path = ResultStore(root).path(key_of(record)).parent / name
-    problem = items_problem(path, (record.get("items_sha256") or {}).get(split))
+    what = f"Per-item scores of {record.get('method')}/{record.get('task')} seed {record.get('seed')}, split {split!r}"
+    cure = "Nothing was computed from it; recompute it with `benchbench run --store-items` (the damaged file is moved aside first)."
+    problem = items_problem(path, _items_sha256(record, split))
+    if problem is None:
+        try:
+            items = read_items(path)
+        except DataError as e:
+            problem = str(e)
+        else:
+            problem = _items_mismatch(path, items, record, split)
     if problem:
-        raise DataError(
-            f"Per-item scores of {record.get('method')}/{record.get('task')} seed {record.get('seed')}, split "
-            f"{split!r}: {problem}. Nothing was computed from it; recompute it with "
-            "`benchbench run --store-items` (the damaged file is moved aside first)."
-        )
-    return read_items(path)
+        raise DamagedItems(path, f"{what}: {problem}. {cure}", problem)
+    return items
+
+
+def _items_mismatch(path: Path, items: dict[str, Any], record: dict[str, Any], split: str) -> str | None:
+    """Why ``items`` cannot be ``record``'s (its subsets are not the record's), for records too old to
+    hold a sha256 of their items: another task's file copied over this one is told apart this way."""
+    want = sorted(((record.get("splits") or {}).get(split) or {}).get("subsets") or {})
+    have = sorted(items.get("subsets") or {})
+    if (want and have != want) or (not want and len(have) != 1):
+        return f"{path} holds subsets {have}, but its record's split {split!r} has {want or 'one (no subsets)'}: it is another task's file"
+    return None

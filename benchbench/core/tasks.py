@@ -63,6 +63,7 @@ class FileEntry:
     path: str  # relative to the data root, e.g. "sts/STS12/STS.gs.MSRpar.txt"
     sha256: str | None = None
     url: str | None = None
+    size: int | None = None  # bytes of its contents as read (decompressed): readers stop there (store.data)
 
 
 _TASK_KEYS = {
@@ -387,7 +388,10 @@ def _files(t: dict[str, Any], where: str) -> dict[str, FileEntry]:
         url = meta.get("url") or (f"{url_base}/{remote}" if url_base and remote else None)
         if url is not None:
             _check_url(url, where, f"files.{rel!r}.url" if meta.get("url") else f"url_base + remote of {rel!r}")
-        files[rel] = FileEntry(rel, meta.get("sha256"), url)
+        size = meta.get("size")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
+            raise ConfigError(f"{where}: files.{rel!r}.size must be a positive number of bytes, not {size!r}.")
+        files[rel] = FileEntry(rel, meta.get("sha256"), url, size)
     return files
 
 

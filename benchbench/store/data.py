@@ -37,15 +37,84 @@ def open_text(path, encoding: str = "utf-8"):
     return _gzip().open(path, "rt", encoding=encoding)
 
 
-def read_bytes(path) -> bytes:
-    """A file's bytes, decompressed when its name ends in .gz."""
-    data = Path(path).read_bytes()
+# How much of a task file is read into memory. The default for a .gz is what its compressed size can
+# honestly inflate to (real task data inflates 3-4x; a gzip bomb 1000x), never under the floor (small
+# files) nor over the cap; a spec's declared ``size`` is exact; the environment variable overrides both.
+READ_LIMIT_ENV = "BENCHBENCH_MAX_READ_BYTES"
+GZ_RATIO = 20
+READ_FLOOR = 64 << 20
+READ_CAP = 4 << 30
+_DECLARED_SIZES: dict[str, int] = {}  # absolute path -> the spec's declared size (DataStore.fetch fills it)
+
+
+def _parse_bytes(text: str) -> int:
+    """``2000000``, ``512K``, ``64M``, ``2G`` -> bytes."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    n = int(float(t[:-1] if mult > 1 else t) * mult)
+    if n <= 0:
+        raise ValueError("must be positive")
+    return n
+
+
+def read_limit(path) -> tuple[int, str]:
+    """(the most bytes ``path``'s contents may have as read, where that limit comes from)."""
+    env = os.environ.get(READ_LIMIT_ENV)
+    if env:
+        try:
+            return _parse_bytes(env), f"{READ_LIMIT_ENV}={env}"
+        except (ValueError, IndexError) as e:
+            raise DataError(f"{READ_LIMIT_ENV}={env!r} is not a byte count (e.g. 500M, 2G): {e}.") from e
+    declared = _DECLARED_SIZES.get(os.path.abspath(path))
+    if declared is not None:
+        return declared, "the size its task spec declares"
     if not str(path).endswith(".gz"):
-        return data
+        return READ_CAP, "the default cap"
+    compressed = Path(path).stat().st_size
+    limit = min(READ_CAP, max(READ_FLOOR, GZ_RATIO * compressed))
+    return limit, f"{GZ_RATIO}x its compressed size, at least {READ_FLOOR >> 20} MiB, at most {READ_CAP >> 30} GiB"
+
+
+def declare_size(path, size: int) -> None:
+    """The spec's declared size of ``path``'s contents: reading stops there."""
+    _DECLARED_SIZES[os.path.abspath(path)] = int(size)
+
+
+def _too_big(path, limit: int, why: str, size: int | None = None) -> DataError:
+    got = f"holds {size:,} bytes" if size is not None else "decompresses past it"
+    return DataError(
+        f"{path}: {got}, over the read limit of {limit:,} bytes ({why}); reading stopped. A task file this "
+        f"large is damaged or not the published file (a compressed file that inflates this far is a "
+        f"decompression bomb). If it is genuine, raise the limit: set {READ_LIMIT_ENV} (e.g. 8G) or declare "
+        f"its size in the task spec (files.<path>.size)."
+    )
+
+
+def read_bytes(path, limit: int | None = None) -> bytes:
+    """A file's bytes, decompressed when its name ends in .gz, never more than ``read_limit``: a
+    gzip bomb stops at the limit instead of inflating whole into memory (streamed 1 MiB at a time)."""
+    why = "the caller's limit"
+    if limit is None:
+        limit, why = read_limit(path)
+    p = Path(path)
+    if not str(path).endswith(".gz"):
+        size = p.stat().st_size
+        if size > limit:
+            raise _too_big(path, limit, why, size)
+        return p.read_bytes()
+    chunks, total = [], 0
     try:
-        return _gzip().decompress(data)
+        with _gzip().open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                total += len(chunk)
+                if total > limit:
+                    raise _too_big(path, limit, why)
+                chunks.append(chunk)
     except (OSError, EOFError) as e:
+        if isinstance(e, FileNotFoundError | PermissionError | IsADirectoryError):
+            raise
         raise DataError(f"{path}: not a readable gzip file ({e})") from e
+    return b"".join(chunks)
 
 
 def _decode_error_line(path, encoding: str) -> tuple[int, str] | None:
@@ -104,13 +173,18 @@ def read_text(path, encoding: str = "utf-8") -> str:
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from e
     try:
-        return raw.decode(encoding)
+        text = raw.decode(encoding)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise DataError(
             f"{path}:{line}: byte {raw[e.start : e.start + 1]!r} is not valid {encoding}. "
             f"Is it the published file, unmodified?"
         ) from e
+    nul = text.find("\x00")
+    if nul >= 0:  # no text data file holds one: a NUL is damage (or an attack), and it changes the tokens
+        line = text.count("\n", 0, nul) + 1
+        raise DataError(f"{path}:{line}: a NUL byte (\\x00) in a text data file. Is it the published file, unmodified?")
+    return text
 
 
 def read_lines(path, encoding: str = "utf-8") -> list[str]:
@@ -211,9 +285,14 @@ class DataStore:
         path = self.locate(entry.path)
         if path is not None:
             self._check(path, entry)
+            if entry.size is not None:
+                declare_size(path, entry.size)
             return path
         if entry.url and self.allow_download:
-            return self._download(entry)
+            path = self._download(entry)
+            if entry.size is not None:
+                declare_size(path, entry.size)
+            return path
         where = " or ".join(str(p) for p in self.candidates(entry.path)) or f"<data dir>/{entry.path}"
         how = (
             f" Download: {entry.url}"

@@ -19,6 +19,7 @@ official HF-Trainer default), max length 32 (training only: the saved encoder ke
 | gradient clipping | not stated | HF Trainer: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 | MLP init | - | BERT init (normal 0.02, zero bias) | same |
 | two views | - | one forward pass on the doubled batch | same |
+| SimCSE++ ingredients | - | - | ``off_dropout_negatives`` and ``dcl_weight``/``dcl_temperature`` (plugins/_contrastive.py; off by default and then out of the result key); ``simcse-plus-plus`` is this method with both on |
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from benchbench_plugins._contrastive import (
+    check_ingredients,
+    dimension_contrastive_loss,
+    dropout_off,
+    off_dropout_infonce,
+)
 
 from benchbench import (
     ConfigError,
@@ -71,6 +78,11 @@ class SimCSEConfig:
     grad_accum: int = 1
     max_grad_norm: float = 1.0  # HF Trainer (SimCSE's official trainer) clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
+    # SimCSE++'s two ingredients (plugins/_contrastive.py), off by default; while they hold their
+    # defaults they stay out of the result key, so simcse results stored before they existed keep theirs
+    off_dropout_negatives: bool = field(default=False, metadata={"hash": "unless_default"})
+    dcl_weight: float = field(default=0.0, metadata={"hash": "unless_default"})  # 0 = no dimension-wise term
+    dcl_temperature: float = field(default=5.0, metadata={"hash": "unless_default"})
 
 
 MLP_KINDS = ("train_and_test", "train_only", "none")
@@ -137,10 +149,20 @@ def load_mlp_encoder(base: TransformerEncoder, path: str | Path) -> MLPEncoder:
 
 
 class SimCSEObjective(Objective):
-    def __init__(self, encoder: TransformerEncoder, temperature: float, mlp: bool):
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        temperature: float,
+        mlp: bool,
+        off_dropout_negatives: bool = False,
+        dcl_weight: float = 0.0,
+        dcl_temperature: float = 5.0,
+    ):
         super().__init__()
         self.encoder = encoder
         self.temperature = temperature
+        self.off_dropout_negatives = off_dropout_negatives
+        self.dcl_weight, self.dcl_temperature = float(dcl_weight), float(dcl_temperature)
         self.mlp = make_mlp(encoder) if mlp else torch.nn.Identity()
         self.keep_mlp = False  # set by SimCSE.train: the MLP is part of the returned encoder ("train_and_test")
         self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
@@ -166,10 +188,22 @@ class SimCSEObjective(Objective):
         z = self.mlp(self.encoder(**doubled)["sentence_embedding"])
         return z[:n], z[n:]
 
+    def negatives(self, **tok) -> torch.Tensor:
+        """SimCSE++'s negatives: the sentences encoded once more with dropout off, with gradient; after
+        the two views, so the views' dropout masks are drawn as without it."""
+        with dropout_off(self):
+            return self.mlp(self.encoder(**tok)["sentence_embedding"])
+
     def forward(self, **tok) -> torch.Tensor:
         z1, z2 = self.views(**tok)
-        sim = F.cosine_similarity(z1.float()[:, None], z2.float()[None], dim=-1) / self.temperature
-        return F.cross_entropy(sim, torch.arange(len(z1), device=sim.device))
+        if self.off_dropout_negatives:
+            loss = off_dropout_infonce(z1, z2, self.negatives(**tok), self.temperature)
+        else:
+            sim = F.cosine_similarity(z1.float()[:, None], z2.float()[None], dim=-1) / self.temperature
+            loss = F.cross_entropy(sim, torch.arange(len(z1), device=sim.device))
+        if self.dcl_weight:
+            loss = loss + self.dcl_weight * dimension_contrastive_loss(z1, z2, self.dcl_temperature)
+        return loss
 
 
 class SimCSE(Method):
@@ -183,12 +217,15 @@ class SimCSE(Method):
             raise ConfigError(f"simcse: option 'temperature' must be > 0 (got {c.temperature}).")
         if c.mlp not in MLP_KINDS:
             raise ConfigError(f"simcse: option 'mlp' must be one of {MLP_KINDS} (got {c.mlp!r}).")
+        check_ingredients(self.name, c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature)
         seed_everything(ctx.seed)
         encoder = ctx.load_encoder(pooling=c.pooling)
         eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
         if c.max_seq_length:
             encoder.max_seq_length = int(c.max_seq_length)  # SimCSE's training truncation only
-        obj = SimCSEObjective(encoder, c.temperature, c.mlp != "none")
+        obj = SimCSEObjective(
+            encoder, c.temperature, c.mlp != "none", c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature
+        )
         obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None

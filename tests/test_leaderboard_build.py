@@ -8,8 +8,15 @@ from pathlib import Path
 
 from benchbench.cli.board import cmd_leaderboard
 from benchbench.report import site
+from benchbench.store.results import checksum
 
 XSS = "<img src=x onerror=alert(1)>"
+PNG = b"\x89PNG\r\n\x1a\n" + b"a screenshot"
+
+
+def shoot(index: Path, png: Path) -> None:
+    """Stands in for headless Chromium (``site.screenshot``)."""
+    png.write_bytes(PNG)
 
 
 def rec(
@@ -52,7 +59,7 @@ def write(root: Path, records: list[dict]) -> None:
             / f"{r['config_hash']}-{r['seed']}-{r['task']}.json"
         )
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(r))
+        p.write_text(json.dumps({**r, "checksum": checksum(r)}))  # schema 2 records carry one
 
 
 def records() -> list[dict]:
@@ -83,7 +90,9 @@ def records() -> list[dict]:
 
 
 def test_labels_marks_and_means(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(site, "method_defaults", lambda m: {"steps": 100000, "lr": 3e-5} if m == "tsdae" else None)
+    monkeypatch.setattr(
+        site.tables, "method_defaults", lambda m: {"steps": 100000, "lr": 3e-5} if m == "tsdae" else None
+    )
     write(tmp_path, records())
     rows = site.build_rows(site.load_records(tmp_path))
     labels = {r.label for r in rows}
@@ -108,8 +117,8 @@ def test_build_escapes_everywhere_and_is_deterministic(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     site.build(tmp_path / "results", a)
     site.build(tmp_path / "results", b)
-    fa = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    assert fa == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    fa = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file() and ".lock" not in p.name)  # the lock: no output
+    assert fa == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file() and ".lock" not in p.name)
     for rel in fa:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     html = "".join((a / rel).read_text() for rel in fa if rel.suffix in (".html", ".md", ".tex", ".svg"))
@@ -133,7 +142,7 @@ def test_staleness_check_names_the_file(tmp_path: Path, capsys) -> None:
     out = tmp_path / "lb"
     (out / "topic").mkdir(parents=True)
     (out / "topic" / "hand.md").write_text("hand-written")
-    site.build(tmp_path, out)
+    site.build(tmp_path, out, shoot=shoot)
     assert site.check(tmp_path, out) == []
     assert (out / "topic" / "hand.md").read_text() == "hand-written"  # others' files untouched
     p = next((tmp_path / "results" / "sbert").glob("*.json"))
@@ -152,14 +161,19 @@ def test_staleness_check_names_the_file(tmp_path: Path, capsys) -> None:
     assert any("old.html" in m for m in site.check(tmp_path, out))
 
 
-def test_screenshot_not_checked_and_kept(tmp_path: Path) -> None:
+def test_screenshot_kept_and_checked(tmp_path: Path) -> None:
+    """The screenshot (taken of the new site by ``shoot``) is carried over by a build that takes none;
+    ``check`` wants it (a regular PNG file the manifest lists), not its bytes (they depend on fonts)."""
     write(tmp_path, records())
     out = tmp_path / "lb"
+    site.build(tmp_path, out, shoot=shoot)
     site.build(tmp_path, out)
-    (out / "site" / "screenshot.png").write_bytes(b"png")
-    site.build(tmp_path, out)
-    assert (out / "site" / "screenshot.png").read_bytes() == b"png"
+    assert (out / "site" / "screenshot.png").read_bytes() == PNG
     assert site.check(tmp_path, out) == []
+    (out / "site" / "screenshot.png").write_bytes(PNG + b"other fonts")
+    assert site.check(tmp_path, out) == []
+    (out / "site" / "screenshot.png").unlink()
+    assert site.check(tmp_path, out) == [f"{out / 'site' / 'screenshot.png'}: missing (rebuild with --screenshot)"]
 
 
 def test_escape_latex() -> None:

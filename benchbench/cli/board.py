@@ -96,11 +96,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             return 1
         print("leaderboard up to date")
         return 0
-    written = build(args.results, args.out)
+    notes: list[str] = []
+    written = build(args.results, args.out, shoot=screenshot if args.screenshot else None, notes=notes)
     print(f"wrote {len(written)} files under {args.out}")
-    if args.screenshot:
-        why = screenshot(Path(args.out) / "site" / "index.html", Path(args.out) / "site" / "screenshot.png")
-        print(why or f"screenshot: {Path(args.out) / 'site' / 'screenshot.png'}")
+    for why in notes:  # the screenshot could not be taken: the old one (if any) was kept
+        print(f"screenshot not taken: {why}", file=sys.stderr)
     return 0
 
 

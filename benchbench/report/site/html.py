@@ -1,0 +1,236 @@
+"""The static HTML site: ``index.html`` (the studies), ``all.html`` (every stored record, the plots),
+a page per method and per task. Every name is escaped (``report.escaping``); the page script and
+style sheet are package data (``benchbench/resources/site/``), copied into ``site/assets/`` so the
+site works from ``file://`` with no CDN."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from benchbench.report import study_view as studies
+from benchbench.report.aggregate import Row, num
+from benchbench.report.escaping import escape_html
+from benchbench.report.site.tables import SPLIT, StudySection, Table, provenance_line
+from benchbench.store.files import slug
+
+
+def _asset(name: str) -> str:
+    return resources.files("benchbench.resources").joinpath("site").joinpath(name).read_text(encoding="utf-8")
+
+
+def anchor(s: str) -> str:
+    """An element id inside a page (``#t-sts``): lowercase words joined by ``-``. Not a file name:
+    file names come from ``store.files.slug``."""
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") or "x"
+
+
+def page_name(name: str) -> str:
+    """The file name of a method's or task's page (``store.files.slug``: the name itself when plain,
+    else a readable part and a hash, so two names never share a page)."""
+    return slug(name)
+
+
+def _page(title: str, body: str, depth: int = 0) -> str:
+    up = "../" * depth
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape_html(title)}</title>'
+        f'<link rel="icon" href="data:,">'
+        f'<link rel="stylesheet" href="{up}assets/style.css"><script src="{up}assets/sort.js"></script>'
+        f'</head><body><p class="nav"><a href="{up}index.html">studies</a> · '
+        f'<a href="{up}all.html">every stored record</a></p>\n{body}\n</body></html>\n'
+    )
+
+
+def _html_table(t: Table, depth: int, only: Row | None = None) -> str:
+    up = "../" * depth
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in t.headers)
+    body = []
+    for row, cells, vals in t.rows:
+        if only is not None and row is not only:
+            continue
+        tds = []
+        for i, (c, v) in enumerate(zip(cells, vals, strict=True)):
+            sort_v = escape_html(c if v is None else f"{v:.6f}") if c != "" else ""
+            if i == 0:
+                inner = f'<a href="{up}methods/{page_name(row.method)}.html">{escape_html(c)}</a>'
+            else:
+                inner = escape_html(c)
+            cls = ' class="num"' if i >= 2 else ""
+            tds.append(f'<td data-v="{sort_v}"{cls}>{inner}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (
+        f'<table class="sortable" id="t-{anchor(t.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def _code_spans(text: str) -> str:
+    """``text`` escaped for HTML, its Markdown `code` spans (the commands to run) as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape_html(text))
+
+
+def _study_html(v: studies.StudyView, pages: set[str]) -> str:
+    """One study's section of the front page: the table ``studies.view`` made, cells rendered by
+    ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
+    st = v.study
+    state = "empty" if v.stored == 0 else "partial" if v.stored < v.total else "complete"
+    head = "<th>method</th>" + "".join(f"<th>{escape_html(t)}</th>" for t in v.tasks) + "<th>avg</th>"
+    body = []
+    for row in v.rows:
+        name = escape_html(row.label)
+        if row.method in pages:
+            name = f'<a href="methods/{page_name(row.method)}.html">{name}</a>'
+        tds = [f'<td class="label" data-v="{escape_html(row.label)}">{name}</td>']
+        for c in row.cells:
+            sort_v = "" if c.sort is None else f"{c.sort:.6f}"
+            tds.append(f'<td class="num" data-v="{sort_v}">{studies.render_cell(c, "html")}</td>')
+        avg = "" if row.avg is None else f"{row.avg:.2f}"
+        tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    parts = [
+        f'<section class="study" id="study-{anchor(st.name)}"><h2>{escape_html(st.name)} (v{st.version})</h2>',
+        f"<p>{escape_html(st.description)}</p>",
+        f'<p class="status {state}">{_code_spans(v.status)}</p>',
+        f'<p class="notes">{escape_html(v.conditions)}</p>',
+        f'<table class="sortable study-table" id="t-study-{anchor(st.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>",
+        '<ul class="notes">' + "".join(f"<li>{escape_html(n)}</li>" for n in v.notes) + "</ul>",
+    ]
+    if v.missing and v.stored:
+        parts.append(
+            '<details class="notes missing"><summary>missing cells</summary><ul>'
+            + "".join(f"<li>{escape_html(x)}</li>" for x in v.missing)
+            + "</ul></details>"
+        )
+    return "\n".join(parts) + "</section>"
+
+
+def _studies_page(sections: list[StudySection], pages: set[str], n_tables: int) -> str:
+    """The front page: the studies, and the way to every stored record (``all.html``)."""
+    parts = [
+        "<h1>benchbench: studies</h1>",
+        "<p>Declared comparisons: each study fixes one base model, one training budget and &ge; 3 seeds for "
+        "every method (<code>benchbench/run/studies/*.toml</code>); a column's tie group (bold, rank 1) is "
+        "every method a paired test cannot separate from the column's best. Scores x100 on the test split.</p>",
+        '<p class="all"><a href="all.html">Every stored record &rarr;</a> '
+        f"{n_tables} suite tables (USEB, STS, SentEval, ...), plots, a page per method and task</p>",
+        "<ul>"
+        + "".join(
+            f'<li><a href="#study-{anchor(sec.name)}">{escape_html(sec.name)}</a>'
+            + (f": {sec.view.stored} of {sec.view.total} cells stored" if sec.view else ": cannot be shown")
+            + "</li>"
+            for sec in sections
+        )
+        + "</ul>",
+    ]
+    if not sections:
+        parts.append('<p class="notes">no study files</p>')
+    for sec in sections:
+        if sec.view is None:
+            parts.append(
+                f'<section class="study" id="study-{anchor(sec.name)}"><h2>{escape_html(sec.name)}</h2>'
+                f'<p class="status empty">Cannot be shown: {escape_html(sec.error)}</p></section>'
+            )
+        else:
+            parts.append(_study_html(sec.view, pages))
+    parts.append(
+        '<p class="notes">Generated by <code>benchbench leaderboard</code> from stored records; '
+        '<a href="all.html">every stored record</a>.</p>'
+    )
+    return _page("benchbench: studies", "\n".join(parts))
+
+
+def render_site(
+    tables: list[Table],
+    rows: list[Row],
+    plots: dict[str, tuple[str, str]],
+    sections: list[StudySection] | None = None,
+) -> dict[str, str]:
+    """relative path -> file text of the static site: ``index.html`` the studies, ``all.html`` every
+    stored record (suite tables, plots, links to a page per method and task)."""
+    files = {"assets/sort.js": _asset("sort.js"), "assets/style.css": _asset("style.css")}
+    for name, (_, svg) in plots.items():
+        files[f"plots/{name}.svg"] = svg
+    parts = [
+        "<h1>Every stored record</h1>",
+        '<p class="notes">The <a href="index.html">studies</a> are the controlled comparisons; this page is '
+        "every record under the results folder, by suite. Scores x100 (test split), mean ± sample std over distinct "
+        "seeds (± only with 2 or more seeds); avg only over complete rows; click a header to sort. * partial, "
+        "[T] transductive, [S] selects checkpoints on task labels, ! did not learn, ‡ not zero-shot, (imported: ...) "
+        "from other harnesses. Generated by "
+        "<code>benchbench leaderboard</code> from stored records.</p>",
+        "<h2>Suites</h2><ul>",
+    ]
+    parts += [f'<li><a href="#s-{anchor(t.name)}">{escape_html(t.name)}</a> ({len(t.rows)} rows)</li>' for t in tables]
+    parts.append("</ul>")
+    for t in tables:
+        parts.append(f'<h2 id="s-{anchor(t.name)}">{escape_html(t.name)}</h2>')
+        if not t.rows:
+            parts.append('<p class="notes">no records yet</p>')
+            continue
+        parts.append(_html_table(t, 0))
+        parts.append('<div class="notes">' + "<br>".join(escape_html(n) for n in t.notes) + "</div>")
+        parts.append(
+            '<details class="prov"><summary>provenance</summary><ul>'
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row, _, _ in t.rows)
+            + "</ul></details>"
+        )
+        tl = [f'<a href="tasks/{page_name(task)}.html">{escape_html(task)}</a>' for task in t.tasks]
+        parts.append('<p class="notes">tasks: ' + ", ".join(tl) + "</p>")
+    parts.append("<h2>Plots</h2>")
+    parts += [
+        f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}">'
+        f"<figcaption>{escape_html(title)}</figcaption></figure>"
+        for n, (title, _) in plots.items()
+    ]
+    methods = sorted({row.method for row in rows})
+    parts.append(
+        "<h2>Methods</h2><ul>"
+        + "".join(f'<li><a href="methods/{page_name(m)}.html">{escape_html(m)}</a></li>' for m in methods)
+        + "</ul>"
+    )
+    files["all.html"] = _page("benchbench: every stored record", "\n".join(parts))
+    files["index.html"] = _studies_page(sections or [], set(methods), len(tables))
+    # a page per method
+    for m in methods:
+        body = [f"<h1>method: {escape_html(m)}</h1>"]
+        for t in tables:
+            mine = [row for row, _, _ in t.rows if row.method == m]
+            if mine:
+                sub = Table(t.name, t.tasks, t.headers, [x for x in t.rows if x[0].method == m], t.notes)
+                body += [f"<h2>{escape_html(t.name)}</h2>", _html_table(sub, 1)]
+        body.append(
+            "<h2>Provenance</h2><ul>"
+            + "".join(f"<li>{escape_html(provenance_line(row))}</li>" for row in rows if row.method == m)
+            + "</ul>"
+        )
+        files[f"methods/{page_name(m)}.html"] = _page(f"method {m}", "\n".join(body), 1)
+    for task in sorted({r["task"] for row in rows for r in row.records}):
+        files[f"tasks/{page_name(task)}.html"] = _task_page(task, rows)
+    return files
+
+
+def _task_page(task: str, rows: list[Row]) -> str:
+    """A task's page: every row's per-seed scores and sub-scores."""
+    trs = []
+    for row in rows:
+        for r in sorted(row.records, key=lambda r: r.get("seed", 0)):
+            if r["task"] != task:
+                continue
+            res = r["splits"].get(SPLIT) or {}
+            sc = ", ".join(f"{k}={v:.2f}" for k, v in sorted(res.get("scores", {}).items()) if num(v) is not None)
+            ms = num(res.get("main_score"))
+            trs.append(
+                f'<tr><td data-v="{escape_html(row.label)}"><a href="../methods/{page_name(row.method)}.html">'
+                f'{escape_html(row.label)}</a></td><td data-v="{escape_html(row.model)}">{escape_html(row.model)}</td>'
+                f'<td data-v="{r.get("seed", "")}">{escape_html(r.get("seed", ""))}</td>'
+                f'<td class="num" data-v="{"" if ms is None else f"{ms:.6f}"}">'
+                f"{'' if ms is None else f'{ms:.2f}'}{'*' if res.get('partial') else ''}</td>"
+                f'<td data-v="">{escape_html(sc)}</td></tr>'
+            )
+    body = (
+        f'<h1>task: {escape_html(task)}</h1><table class="sortable"><thead><tr><th>method</th><th>model</th>'
+        f"<th>seed</th><th>main score</th><th>all scores</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
+    )
+    return _page(f"task {task}", body, 1)

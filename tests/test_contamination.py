@@ -148,3 +148,16 @@ def test_real_data_sts15_images_in_the_starts_mlm_text(real_data, tmp_path):
     got = {(f.subset, f.kind): (f.count, f.denominator) for f in flags if f.kind != "declared"}
     assert got == {("images", "verbatim"): (32, 898), ("images", "ngram"): (21, 1047)}
     assert time.perf_counter() - t0 < 30
+
+
+def test_the_start_text_comes_from_the_card(tmp_path):
+    from benchbench.core.errors import ConfigError
+    from benchbench.encode.cards import load_card
+
+    assert [c.name for c in C.start_corpora("tiny-mlm-nli@e7d4e08212c3", None)] == ["nli:snli-devtest+xnli-en-devtest"]
+    assert C.start_corpora("all-MiniLM-L6-v2", None) == []  # its 1B pairs are not at hand: declared flags only
+    assert C.corpus_ref(None, data=None) is None  # no training (the start row)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\ncard = "y"\ntext_corpus = 3\n')
+    with pytest.raises(ConfigError, match="text_corpus must be a corpus name"):
+        load_card(bad)

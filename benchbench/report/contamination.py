@@ -35,7 +35,7 @@ from typing import Any
 from benchbench.core.errors import ConfigError, DataError
 from benchbench.core.paths import default_data_cache
 from benchbench.encode.cards import CORPUS_SOURCES, SOURCES, TRAIN_FILE_SOURCES, card_for
-from benchbench.evaluate.analysis.overlap import MIN_WORDS, NGRAM, Overlap, cached_index, measure
+from benchbench.evaluate.analysis.overlap import MIN_WORDS, NGRAM, Overlap, OverlapIndex, cached_index, measure
 
 RELATIONS_FILE = Path(__file__).parent.parent / "resources" / "source_relations.toml"
 KINDS = ("verbatim", "ngram", "declared")
@@ -186,28 +186,34 @@ def default_cache_dir() -> Path:
     return default_data_cache().parent / "overlap"
 
 
-def _index(corpus: CorpusRef, cache_dir: Path | None, n: int):
-    """The corpus's overlap index; a corpus whose text at hand is not the one the record names (another
-    sha256) is an error, never a silently different count."""
+_INDICES: dict[tuple[str, int, str], OverlapIndex] = {}  # (sha256, n, cache dir) -> index, per process
+_MEASURED: dict[tuple, Overlap] = {}  # (test text sha256, corpus sha256, min_words, n) -> overlap, per process
+
+
+def _index(corpus: CorpusRef, cache_dir: Path | None, n: int) -> tuple[str, OverlapIndex]:
+    """(sha256, index) of the corpus; a corpus whose text at hand is not the one the record names
+    (another sha256) is an error, never a silently different count."""
     if corpus.load is None:
         raise DataError(f"corpus {corpus.name!r}: its text is not at hand.")
-    loaded: dict[str, Any] = {}
-
-    def text() -> Sequence[str]:
-        sentences, sha = corpus.load()  # type: ignore[misc]
-        if corpus.sha256 and sha != corpus.sha256:
-            raise DataError(
-                f"corpus {corpus.name!r}: the record says sha256 {corpus.sha256}, the text at hand has {sha}: "
-                "it is not the text that was trained on (another data version?); its overlap is not measured."
-            )
-        loaded["sha"] = sha
-        return sentences
-
+    text: Sequence[str] | None = None
     sha = corpus.sha256
-    if not sha:
-        sentences = text()
-        return cached_index(loaded["sha"], lambda: sentences, cache_dir, n)
-    return cached_index(sha, text, cache_dir, n)
+    if not sha:  # a corpus no record names (the start's text): its hash comes from its text
+        text, sha = corpus.load()
+    if (sha, n, str(cache_dir)) not in _INDICES:
+
+        def read() -> Sequence[str]:
+            sentences, got = corpus.load()  # type: ignore[misc]
+            if got != sha:
+                raise DataError(
+                    f"corpus {corpus.name!r}: the record says sha256 {sha}, the text at hand has {got}: it is not "
+                    "the text that was trained on (another data version?); its overlap is not measured."
+                )
+            return sentences
+
+        _INDICES[(sha, n, str(cache_dir))] = cached_index(
+            sha, (lambda: text) if text is not None else read, cache_dir, n
+        )
+    return sha, _INDICES[(sha, n, str(cache_dir))]
 
 
 def _measured(sub: str | None, ov: Overlap, corpus: CorpusRef) -> list[Flag]:
@@ -237,9 +243,12 @@ def measured_flags(
     for corpus in corpora:
         if corpus.load is None or (corpus.kind == "pairs" and corpus.name == f"task:{task}"):
             continue
-        index = _index(corpus, cache_dir, n)
+        sha, index = _index(corpus, cache_dir, n)
         for sub, sentences in test_sets.items():
-            out += _measured(sub, measure(sentences, index, min_words), corpus)
+            k = (_sha_of(sentences), sha, min_words, n)
+            if k not in _MEASURED:
+                _MEASURED[k] = measure(sentences, index, min_words)
+            out += _measured(sub, _MEASURED[k], corpus)
     return out
 
 
@@ -256,6 +265,9 @@ def _sha_of(sentences: Iterable[str], pairs: Iterable[tuple[str, str]] = ()) -> 
     return h.hexdigest()
 
 
+_NAMED: dict[tuple[str, str], tuple[Sequence[str], str]] = {}
+
+
 def _named_loader(name: str, data: Any) -> Callable[[], tuple[Sequence[str], str]] | None:
     from benchbench.train.nli import CORPUS_NAME, load_general_corpus
     from benchbench.train.ordered import load_ordered
@@ -265,8 +277,11 @@ def _named_loader(name: str, data: Any) -> Callable[[], tuple[Sequence[str], str
         return None
 
     def load() -> tuple[Sequence[str], str]:
-        c = loaders[name](data, None)
-        return c.sentences, str(c.sha256)
+        k = (str(getattr(data, "data_dir", "")), name)
+        if k not in _NAMED:  # read once per process: every cell of a study asks for the start's text
+            c = loaders[name](data, None)
+            _NAMED[k] = (c.sentences, str(c.sha256))
+        return _NAMED[k]
 
     return load
 

@@ -159,14 +159,15 @@ def measure(test_sentences: Iterable[str], index: OverlapIndex, min_words: int =
     long_keys = [k for k in distinct if len(k.split(" ")) >= min_words]
     hit = _contains(index.sentences, [_h64(k) for k in long_keys])
     verbatim = {k for k, h in zip(long_keys, hit) if h}
-    ngram, eligible_ngram = [], 0
-    for k in distinct:
-        ws = k.split(" ")
-        if len(ws) < index.n:
-            continue
-        eligible_ngram += 1
-        if k not in verbatim and _contains(index.ngrams, [_h64(g) for g in _ngrams(ws, index.n)]).any():
-            ngram.append(distinct[k])
+    owners, grams = [], []  # every n-gram of every eligible sentence, looked up at once
+    span_keys = [k for k in distinct if len(k.split(" ")) >= index.n]
+    for i, k in enumerate(span_keys):
+        for g in _ngrams(k.split(" "), index.n):
+            owners.append(i)
+            grams.append(_h64(g))
+    found = set(np.asarray(owners, dtype=np.int64)[_contains(index.ngrams, grams)].tolist())
+    ngram = [distinct[k] for i, k in enumerate(span_keys) if i in found and k not in verbatim]
+    eligible_ngram = len(span_keys)
     return Overlap(
         verbatim=tuple(distinct[k] for k in long_keys if k in verbatim),
         ngram=tuple(ngram),

@@ -1,0 +1,151 @@
+"""Fixtures where a protocol constant or a selection rule shows (issue 41, item 11).
+
+The old fixtures let realistic one-line bugs pass: every CQADupStack fixture forum held about six
+documents (AP cut at 10 or at 100 agreed), and the SentEval classifier's fixture was perfectly
+separable (every L2 tied, so selecting on the wrong rows chose the same). Here a forum ranks its
+relevant documents 11th to 101st, and noisy data makes SentEval's own L2 grid choose differently per
+fold; selection is also checked never to read a row it is later scored on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import fixture_adapter
+from sklearn.model_selection import StratifiedKFold
+
+from benchbench.encode.encoding import Embedder
+from benchbench.evaluate.adapters import _classifier as C
+
+# ---- CQADupStack: MAP@100 over the top 100, relevant documents ranked 11-101 ---------------------------
+N_DOCS = 150
+RELEVANT_RANKS = (11, 50, 100, 101)  # 1-based ranks of the query's duplicates; 101 is just outside the top 100
+
+
+class AngleEncoder:
+    """2-d unit vectors: the query at angle 0, the document ranked r at angle 0.01 r, so the cosine
+    ranking is exactly the rank in its text (and no two documents tie)."""
+
+    fingerprint = "angle-encoder"
+
+    def encode(self, texts):
+        angles = [0.0 if t == "the query" else 0.01 * int(t.split()[-1]) for t in texts]
+        return np.array([[np.cos(a), np.sin(a)] for a in angles], dtype=np.float32)
+
+
+def _forum(root) -> None:
+    forum = root / "beir" / "cqadupstack" / "android"
+    (forum / "qrels").mkdir(parents=True)
+    ranks = np.random.default_rng(0).permutation(np.arange(1, N_DOCS + 1))  # file order is not rank order
+    with gzip.open(forum / "corpus.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps({"_id": f"d{r}", "title": f"document {r}", "text": ""}) + "\n" for r in ranks)
+    with gzip.open(forum / "queries.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"_id": "q1", "text": "the query"}) + "\n")
+    (forum / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q1\td{r}\t1\n" for r in RELEVANT_RANKS)
+    )
+
+
+def test_cqadupstack_map_counts_relevant_documents_down_to_rank_100_and_no_further(registry, tmp_path):
+    """USEB's MAP@100: scikit-learn's AP over the top 100 only, so its denominator is the relevant
+    documents retrieved there (3 here, not 4). A cut at 10 scores 0; a cut at 1000 (or the full
+    ranking) averages in rank 101; an off-by-one cut at 99 loses rank 100."""
+    _forum(tmp_path)
+    ad = fixture_adapter(registry, "cqadupstack", tmp_path)
+    r = ad.evaluate(Embedder(AngleEncoder()), "test")
+    expected = 100 * (1 / 11 + 2 / 50 + 3 / 100) / 3
+    assert r.subsets["android"]["map@100"] == pytest.approx(expected, abs=1e-6)
+    assert r.subsets["android"]["ndcg@10"] == 0.0  # nothing relevant in the top 10
+    assert r.items["subsets"]["android"]["values"] == pytest.approx([expected], abs=1e-4)
+
+
+# ---- SentEval: the inner L2 selection on noisy data ------------------------------------------------------
+@pytest.fixture(scope="module")
+def noisy():
+    """Non-separable data (60 dimensions, 240 rows, label noise) on which SentEval's own L2 grid picks
+    different values in different folds."""
+    rng = np.random.RandomState(2)
+    X = rng.randn(240, 60).astype(np.float32)
+    y = ((X @ rng.randn(60) + 3.0 * rng.randn(240)) > 0).astype(np.int64)
+    return X, y
+
+
+SETTING = C.with_overrides("prototyping", kfold=3, max_epoch=30, workers=1)
+
+
+def _outer(y):
+    return list(StratifiedKFold(n_splits=SETTING.kfold, shuffle=True, random_state=1111).split(np.zeros(len(y)), y))
+
+
+def test_inner_kfold_chooses_l2_as_senteval_does_and_the_choices_differ(noisy):
+    """The chosen L2 per outer fold equals SentEval's rule computed here from the one-model-at-a-time
+    reference fit: inner folds of the outer TRAINING rows only, mean dev accuracy rounded to 2
+    decimals, first maximum. On this data the folds choose differently (a rule that reads other rows
+    cannot agree by accident, as it did on separable data)."""
+    X, y = noisy
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = C.inner_kfold(X, y, 2, SETTING)
+        want = []
+        for tr, _ in _outer(y):
+            inner = StratifiedKFold(n_splits=SETTING.kfold, shuffle=True, random_state=1111).split(tr, y[tr])
+            folds = list(inner)
+            scores = [
+                round(
+                    100 * np.mean([C.senteval_sequential_fit(X, y, tr[i], tr[d], l2, SETTING)[0] for i, d in folds]), 2
+                )
+                for l2 in SETTING.l2_grid
+            ]
+            want.append(SETTING.l2_grid[int(np.argmax(scores))])
+    finally:
+        torch.set_num_threads(threads)
+    assert out["l2"] == want
+    assert len(set(want)) > 1
+
+
+def test_inner_kfold_selection_never_reads_the_outer_test_fold(noisy, monkeypatch):
+    """Poisoning the features of outer fold 0's test rows leaves fold 0's chosen L2 unchanged (folds
+    1 and 2 train on those rows and may change); and no selection stream of fold o trains or
+    early-stops on fold o's test rows."""
+    X, y = noisy
+    outer = _outer(y)
+    clean = C.inner_kfold(X, y, 2, SETTING)["l2"]
+    poisoned = X.copy()
+    poisoned[outer[0][1]] *= -1.0
+    assert C.inner_kfold(poisoned, y, 2, SETTING)["l2"][0] == clean[0]
+
+    seen: list[list[C.Stream]] = []
+    real = C.train_streams
+
+    def spy(Xt, yt, streams, nclasses, s):
+        seen.append(list(streams))
+        return real(Xt, yt, streams, nclasses, s)
+
+    monkeypatch.setattr(C, "train_streams", spy)
+    C.inner_kfold(X, y, 2, SETTING)
+    selection, finals = seen
+    assert len(selection) == SETTING.kfold**2 and len(finals) == SETTING.kfold
+    for o, (_, te) in enumerate(outer):
+        for stream in [*selection[o * SETTING.kfold : (o + 1) * SETTING.kfold], finals[o]]:
+            assert not set(te) & (set(stream.train) | set(stream.dev)), f"outer fold {o}"
+
+
+def test_kfold_and_split_select_l2_without_the_test_set(noisy):
+    """TREC/MRPC (k-fold on train) and SST/SICK-E (dev): test features and labels replaced by noise,
+    the chosen L2 and the selection scores stay the same."""
+    X, y = noisy
+    tr, te = slice(0, 180), slice(180, 240)
+    rng = np.random.RandomState(9)
+    junk_X, junk_y = rng.randn(60, 60).astype(np.float32), 1 - y[te]
+    a = C.kfold(X[tr], y[tr], X[te], y[te], 2, SETTING)
+    b = C.kfold(X[tr], y[tr], junk_X, junk_y, 2, SETTING)
+    assert (a["l2"], a["cv_scores"]) == (b["l2"], b["cv_scores"]) and a["acc"] != b["acc"]
+    dv = slice(120, 180)
+    a = C.split(X[:120], y[:120], X[dv], y[dv], X[te], y[te], 2, SETTING)
+    b = C.split(X[:120], y[:120], X[dv], y[dv], junk_X, junk_y, 2, SETTING)
+    assert (a["l2"], a["dev_scores"]) == (b["l2"], b["dev_scores"]) and a["acc"] != b["acc"]

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from benchbench.core.errors import ConfigError, DataError
+from benchbench.store.files import atomic_write_json, check_inside, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +311,7 @@ def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
         f = ckpt / name
         if not f.is_file():
             return f"{f} is missing"
-        if _sha256(f) != files[name]:
+        if sha256_file(f) != files[name]:
             return f"{f} does not match its checksum in {META} (damaged or edited)"
     return None
 
@@ -340,14 +341,6 @@ def _pick_checkpoint(root: Path, fingerprint: str, max_step: int, rank: int) -> 
     if passed:
         log.warning("no intact checkpoint left in %s: this training starts from step 0", root)
     return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # -- a state dict as safetensors + JSON: tensors go to the safetensors file under generated names, the
@@ -728,8 +721,8 @@ def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopSt
     RNG state, into a temporary folder that the main process renames into place once the state file
     (with every file's checksum, and its own) is written; then all but the KEEP_CHECKPOINTS newest are
     dropped. A write that fails (a full disk) removes the temporary folder and keeps the others."""
-    final = root / f"step-{state.step:09d}"
-    tmp = root / f".tmp-step-{state.step:09d}"
+    final = check_inside(root / f"step-{state.step:09d}", root)  # a linked step folder is refused, never
+    tmp = check_inside(root / f".tmp-step-{state.step:09d}", root)  # written through or deleted through
     try:
         _write_checkpoint(acc, model, optimizer, scheduler, tmp, state, fingerprint)
     except Exception as e:
@@ -767,13 +760,11 @@ def _write_checkpoint(acc, model, optimizer, scheduler, tmp: Path, state: LoopSt
             "fingerprint": fingerprint,
             "step": state.step,
             "processes": acc.num_processes,
-            "files": {f.name: _sha256(f) for f in sorted(tmp.iterdir()) if f.is_file()},
+            "files": {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()},
             "state": dataclasses.asdict(state),
         }
         meta["checksum"] = _meta_checksum(meta)
-        meta_tmp = tmp / f"{META}.tmp"
-        meta_tmp.write_text(json.dumps(meta))
-        os.replace(meta_tmp, tmp / META)
+        atomic_write_json(tmp / META, meta, root=tmp)
 
 
 def _prune(root: Path, step: int) -> None:

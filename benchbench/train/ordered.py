@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,19 +31,12 @@ from typing import Any
 import numpy as np
 
 from benchbench.core.errors import ConfigError, DataError
+from benchbench.store.files import atomic_write_json, atomic_writer, sha256_file
 from benchbench.train.corpora import Corpus, register_corpus_loader
 
 JANEAUSTEN = "corpora/janeausten"
 SPLITTER = "pysbd-0.3"  # part of the cache key: a different splitter makes a different corpus
 _CHUNK = 1 << 20
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _cache_root(data: Any) -> Path:
@@ -59,9 +51,8 @@ def _cache_root(data: Any) -> Path:
 def build_line_index(path: Path, out: Path) -> Path:
     """Write the byte offsets of every line start of ``path`` (plus the end offset) to ``out`` as
     int64, streaming in 1 MiB blocks (numpy finds the newlines; no line is ever decoded here)."""
-    tmp = out.with_suffix(out.suffix + f".tmp{os.getpid()}")
     size = path.stat().st_size
-    with open(path, "rb") as f, open(tmp, "wb") as w:
+    with open(path, "rb") as f, atomic_writer(out) as w:
         np.zeros(1, dtype=np.int64).tofile(w)  # first line starts at 0
         pos = 0
         for block in iter(lambda: f.read(_CHUNK), b""):
@@ -69,7 +60,6 @@ def build_line_index(path: Path, out: Path) -> Path:
             nl[nl < size].tofile(w)  # a newline ending the file starts no line
             pos += len(block)
         np.array([size], dtype=np.int64).tofile(w)
-    os.replace(tmp, out)
     return out
 
 
@@ -158,15 +148,13 @@ def split_running_text(sources: list[Path], out: Path) -> Path:
     except ImportError as e:
         raise ConfigError("ordered corpora of running text need pysbd (pip install pysbd).") from e
     seg = pysbd.Segmenter(language="en", clean=False)
-    tmp = out.with_suffix(out.suffix + f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as w:
+    with atomic_writer(out, "w") as w:
         for src in sources:
             for para in _paragraphs(src):
                 for s in seg.segment(para.replace("_", "")):
                     s = " ".join(s.split())
                     if s:
                         w.write(s + "\n")
-    os.replace(tmp, out)
     return out
 
 
@@ -191,7 +179,7 @@ def open_ordered(sources: list[Path], name: str, cache: Path) -> Corpus:
     else:
         h = hashlib.sha256()
         for p in sources:
-            h.update(_sha256_file(p).encode())
+            h.update(sha256_file(p).encode())
         per_line = len(sources) == 1 and is_sentence_per_line(sources[0])
         if per_line:
             text = sources[0]
@@ -204,9 +192,7 @@ def open_ordered(sources: list[Path], name: str, cache: Path) -> Corpus:
             "files": [str(p) for p in sources],
         }
         build_line_index(Path(text), cache / f"{key}.idx")
-        tmp = meta_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(meta))
-        os.replace(tmp, meta_path)
+        atomic_write_json(meta_path, meta)
     seq = LineSequence(Path(meta["text"]), cache / f"{key}.idx")
     info = {"format": meta["format"], "files": [Path(f).name for f in meta["files"]]}
     return Corpus(kind="ordered", name=name, sentences=seq, sha256=meta["sha256"], ordered=True, info=info)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.report import site, studies
+from benchbench.report import site
+from benchbench.run import study as study_spec
 from benchbench.store.results import checksum
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -56,7 +57,7 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         page.goto(index.as_uri())
         page.wait_for_load_state("load")
         shown = page.eval_on_selector_all("table.study-table", "ts => ts.map(t => t.offsetHeight)")
-        assert len(shown) == len(studies.available()) and all(h > 0 for h in shown)
+        assert len(shown) == len(study_spec.available()) and all(h > 0 for h in shown)
         page.click("p.all a")  # the front page's way to every stored record
         page.wait_for_load_state("load")
         assert page.url.endswith("/all.html")

@@ -96,6 +96,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
         f'<table class="sortable study-table" id="t-study-{anchor(st.name)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>",
         '<ul class="notes">' + "".join(f"<li>{escape_html(n)}</li>" for n in v.notes) + "</ul>",
+        studies.published_html(v),  # the papers' numbers, apart from the study's cells
     ]
     if v.missing and v.stored:
         parts.append(

@@ -161,9 +161,7 @@ def study_sections(
             notes += [
                 f"{m}: no cell can match, the study's options do not fit it ({why})." for m, why in broken.items()
             ]
-            out.append(
-                StudySection(st.name, studies.view(st, table, model_label=label, extra_notes=notes, results=results))
-            )
+            out.append(StudySection(st.name, studies.view(st, table, model_label=label, extra_notes=notes)))
         except BenchbenchError as e:
             out.append(StudySection(Path(name).stem, None, str(e)))
     return out

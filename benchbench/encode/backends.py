@@ -26,7 +26,6 @@ import contextlib
 import copy
 import hashlib
 import logging
-import os
 import shutil
 import tempfile
 import warnings
@@ -38,6 +37,7 @@ import torch
 
 from benchbench.core.errors import ConfigError
 from benchbench.encode.models import TransformerEncoder, hash_weights
+from benchbench.store.files import atomic_writer, is_complete, mark_complete
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ def export_onnx(encoder: TransformerEncoder) -> Path:
     """The fp32 ONNX graph of ``encoder`` (token ids -> pooled vector, dynamic batch and length),
     exported once per weights and reused from the cache afterwards."""
     final = export_dir() / export_key(encoder)
-    if (final / ".complete").is_file():
+    if is_complete(final):
         return final / "model.onnx"
     names = _input_names(encoder)
     example = encoder.tokenize(["a short one", "a somewhat longer example sentence, with padding in the batch"])
@@ -283,11 +283,11 @@ def export_onnx(encoder: TransformerEncoder) -> Path:
                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); evaluate it with "
                 f"--encode-backend torch."
             ) from e
-        (out / ".complete").write_text(final.name)
+        mark_complete(out, final.name)
         try:
             out.rename(final)
         except OSError:  # another process finished the same export first: use its copy
-            if not (final / ".complete").is_file():
+            if not is_complete(final):
                 shutil.rmtree(final, ignore_errors=True)
                 out.rename(final)
     return final / "model.onnx"
@@ -336,10 +336,10 @@ def quantized_onnx(encoder: TransformerEncoder) -> Path:
     src = export_onnx(encoder)
     dst = src.with_name("model-int8.onnx")
     if not dst.is_file():
-        tmp = src.with_name(f".int8-{os.getpid()}.onnx")
-        with _quiet():
-            quantize_dynamic(src, tmp, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
-        os.replace(tmp, dst)
+        with atomic_writer(dst) as f, _quiet():  # the quantiser writes the temp file by its name
+            quantize_dynamic(
+                src, f.name, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+            )
     return dst
 
 

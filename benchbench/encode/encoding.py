@@ -30,6 +30,7 @@ from typing import BinaryIO, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from benchbench.core.errors import PluginError
+from benchbench.store.files import atomic_write_json, atomic_writer
 
 log = logging.getLogger(__name__)
 
@@ -219,33 +220,11 @@ def _new_shard_name() -> str:
     return f"{CHECKSUMMED}{time.time_ns():016x}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def _fsynced_tmp(final: Path, write: Callable[[BinaryIO], None], created: list[Path]) -> Path:
-    """``write`` into a temp file beside ``final``, flushed to disk; the caller renames it into place."""
-    tmp = final.with_name(f".{final.name}.tmp")
-    created.append(tmp)
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    return tmp
-
-
-def _publish(tmp: Path, final: Path, created: list[Path]) -> None:
-    os.replace(tmp, final)  # atomic: readers see a whole file or none
-    created[created.index(tmp)] = final
-
-
-def _save_npy(final: Path, arr: np.ndarray, created: list[Path]) -> tuple[Path, str]:
-    """(temp file, its checksum) holding ``arr`` as .npy."""
-    out: list[str] = []
-
-    def write(f: BinaryIO) -> None:
-        w = _CrcWriter(f)
-        np.save(w, arr)  # type: ignore[arg-type]
-        out.append(w.checksum)
-
-    tmp = _fsynced_tmp(final, write, created)
-    return tmp, out[0]
+def _save_npy(f: BinaryIO, arr: np.ndarray) -> str:
+    """Write ``arr`` as .npy into ``f``; its checksum."""
+    w = _CrcWriter(f)
+    np.save(w, arr)  # type: ignore[arg-type]
+    return w.checksum
 
 
 def _as_disk_full(e: OSError, folder: Path, needed: int) -> OSError:
@@ -552,15 +531,19 @@ class EmbeddingCache:
 
     @staticmethod
     def _write_shard(stem: Path, karr: np.ndarray, varr: np.ndarray, created: list[Path]) -> None:
-        """Vectors, checksums, keys: the keys file lands last, so a shard with keys has its checksum."""
+        """Vectors, checksums, keys, each written atomically and never through a symlink: the keys
+        file lands last, so a shard with keys has its checksum. ``created``: what was published, for
+        the caller to remove if a later file fails."""
         path = {suffix: stem.with_name(stem.name + suffix) for suffix in (VECS, KEYS, SUMS)}
-        vtmp, vsum = _save_npy(path[VECS], varr, created)
-        _publish(vtmp, path[VECS], created)
-        ktmp, ksum = _save_npy(path[KEYS], karr, created)
-        meta = {"format": 1, "rows": int(varr.shape[0]), "dim": int(varr.shape[1]), "keys": ksum, "vecs": vsum}
-        stmp = _fsynced_tmp(path[SUMS], lambda f: f.write(json.dumps(meta).encode()), created)
-        _publish(stmp, path[SUMS], created)
-        _publish(ktmp, path[KEYS], created)
+        with atomic_writer(path[VECS]) as f:
+            vsum = _save_npy(f, varr)
+        created.append(path[VECS])
+        with atomic_writer(path[KEYS]) as f:
+            ksum = _save_npy(f, karr)
+            meta = {"format": 1, "rows": int(varr.shape[0]), "dim": int(varr.shape[1]), "keys": ksum, "vecs": vsum}
+            atomic_write_json(path[SUMS], meta)  # renamed before the keys file
+            created.append(path[SUMS])
+        created.append(path[KEYS])
 
     def count(self, fingerprint: str) -> int:
         return len(self._load(fingerprint))

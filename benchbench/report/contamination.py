@@ -163,7 +163,7 @@ def declared_flags(
     """One flag per (subset, training source) that shares text with one of the subset's sources (the
     shortest relation chain, :func:`shared_text`); the datasets of one source are named together."""
     rel = load_relations()
-    found: dict[tuple[str | None, str, str], list[str]] = {}
+    found: dict[tuple[str | None, str], dict[str, list[str]]] = {}  # (subset, how) -> where -> datasets
     for dataset, sources, where in _training_sources(model, corpora):
         for sub, test_sources in subset_sources.items():
             for a in sources:
@@ -172,11 +172,12 @@ def declared_flags(
                     continue
                 chain, b = min(hits, key=lambda h: len(h[0]))
                 how = f"trained on {a}, tested on {b}" + (f": {'; '.join(chain)}" if chain else "")
-                found.setdefault((sub, how, where), []).append(dataset)
-    return [
-        Flag(sub, "declared", None, None, f"{how} [{', '.join(dict.fromkeys(ds))}]", where)
-        for (sub, how, where), ds in found.items()
-    ]
+                found.setdefault((sub, how), {}).setdefault(where, []).append(dataset)
+    out = []
+    for (sub, how), by_where in found.items():
+        datasets = dict.fromkeys(d for ds in by_where.values() for d in ds)
+        out.append(Flag(sub, "declared", None, None, f"{how} [{', '.join(datasets)}]", "; ".join(by_where)))
+    return out
 
 
 # ---- measured overlap -------------------------------------------------------------------------
@@ -216,8 +217,7 @@ def _index(corpus: CorpusRef, cache_dir: Path | None, n: int) -> tuple[str, Over
     return sha, _INDICES[(sha, n, str(cache_dir))]
 
 
-def _measured(sub: str | None, ov: Overlap, corpus: CorpusRef) -> list[Flag]:
-    src = f"{corpus.name}, " + ("the start's own training text" if corpus.via == START else "training corpus")
+def _measured(sub: str | None, ov: Overlap, src: str) -> list[Flag]:
     out = []
     if ov.verbatim:
         what = f"of >= {ov.min_words} words occur verbatim"
@@ -239,16 +239,21 @@ def measured_flags(
 ) -> list[Flag]:
     """Verbatim and n-gram flags of each subset's test sentences against each corpus whose text is at
     hand (the evaluated task's own pairs excepted: see the module docstring)."""
-    out: list[Flag] = []
+    seen: dict[str, tuple[OverlapIndex, list[CorpusRef]]] = {}  # one text under two names is measured once
     for corpus in corpora:
         if corpus.load is None or (corpus.kind == "pairs" and corpus.name == f"task:{task}"):
             continue
         sha, index = _index(corpus, cache_dir, n)
+        seen.setdefault(sha, (index, []))[1].append(corpus)
+    out: list[Flag] = []
+    for sha, (index, refs) in seen.items():
+        names = " = ".join(dict.fromkeys(c.name for c in refs))
+        vias = " and ".join(dict.fromkeys("the start's own training text" if c.via == START else c.via for c in refs))
         for sub, sentences in test_sets.items():
             k = (_sha_of(sentences), sha, min_words, n)
             if k not in _MEASURED:
                 _MEASURED[k] = measure(sentences, index, min_words)
-            out += _measured(sub, _MEASURED[k], corpus)
+            out += _measured(sub, _MEASURED[k], f"{names}, {vias}")
     return out
 
 
@@ -388,3 +393,38 @@ def flags_for(
     out += declared_flags(model, subset_sources(task, tests, registry), corpora)
     order = {s: i for i, s in enumerate(tests)}
     return sorted(out, key=lambda f: (order.get(f.subset, -1), KINDS.index(f.kind)))
+
+
+def overlap_flags(
+    records: Iterable[Mapping[str, Any]], *, data: Any = None, registry: Any = None, cache_dir: Path | None = None
+) -> Callable[[str, str], list[str]]:
+    """``(method, task) -> [Flag.text(), ...]`` over a study's records (the study view's
+    ``overlap_flags``): each cell's base model (the records' ``model``) and the distinct training
+    corpora of its records (``train.corpus``, one per sha256), computed on first use. The start's
+    own-text flags are the same for every method of a column."""
+    cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        cells.setdefault((str(r.get("method")), str(r.get("task"))), []).append(r)
+    done: dict[tuple[str, str], list[str]] = {}
+
+    def flags(method: str, task: str) -> list[str]:
+        if (method, task) not in done:
+            rs = cells.get((method, task), [])
+            models = sorted({str(r.get("model")) for r in rs})
+            if len(models) > 1:
+                raise DataError(f"study cell {method} / {task}: its records name {len(models)} base models {models}.")
+            corpora = {}
+            for r in rs:
+                c = (r.get("train") or {}).get("corpus")
+                if c:
+                    corpora.setdefault(c.get("sha256") or c.get("name"), c)
+            refs = [corpus_ref(c, data=data, registry=registry) for c in corpora.values()]
+            found = (
+                flags_for(models[0], task, [x for x in refs if x], data=data, registry=registry, cache_dir=cache_dir)
+                if models
+                else []
+            )
+            done[(method, task)] = [f.text() for f in found]
+        return done[(method, task)]
+
+    return flags

@@ -36,6 +36,8 @@ METHODS: dict[str, dict] = {
     # the paper's generator (DistilBERT) is not available offline: the studies' tiny-mlm-nli (2 layers,
     # 64 wide) is far cheaper, so DiffCSE's figure here holds its two BERT passes, not a DistilBERT one
     "diffcse": {"generator": "~/.cache/benchbench/tiny-mlm-nli"},
+    "simcse-plus-plus": {},  # SimCSE + a third, dropout-free pass for the negatives + the d x d DCL term
+    "whitenedcse": {},  # 3 views a sentence; 128 groups need a hidden size that is a multiple (MiniLM: 384)
 }
 
 

@@ -187,7 +187,33 @@ MODULES: dict[str, Target] = {
             "tests/test_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
             "tests/test_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
             K + "TestSimCSE",
+            "tests/test_simcse_plus_plus.py",  # the SimCSE++ ingredients' branches of SimCSEObjective
+            "-k",
+            "not cli_run and not conformance and not registered",
         ),
+    ),
+    "_contrastive": Target(
+        "plugins/_contrastive.py",
+        ("BN_EPS", "dropout_off", "off_dropout_infonce", "dimension_contrastive_loss", "check_ingredients"),
+        ("tests/test_simcse_plus_plus.py", "-k", "not cli_run and not conformance and not registered"),
+    ),
+    "simcse_plus_plus": Target(
+        "plugins/simcse_plus_plus.py",
+        ("SimCSEPlusPlusConfig",),
+        ("tests/test_simcse_plus_plus.py", "-k", "defaults or result_key or bad_options or builds"),
+    ),
+    "whitenedcse": Target(
+        "plugins/whitenedcse.py",
+        (
+            "WHITEN_ROWS",
+            "WhitenedCSEConfig",
+            "whiten_groups",
+            "shuffled_group_whitening",
+            "WhitenedCSEObjective",
+            "whitenedcse_loss",
+            "WhitenedCSE._check",
+        ),
+        ("tests/test_whitenedcse.py", "-k", "not cli_run and not conformance and not registered"),
     ),
     "views": Target(
         "benchbench/train/views.py",

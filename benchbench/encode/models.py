@@ -37,6 +37,7 @@ from benchbench.encode.model_names import (
     suggest_models,
 )
 from benchbench.encode.model_names import TINY as _TINY
+from benchbench.encode.sizes import BERT_POSITIONS, Shape, check_model_fits, model_positions
 from benchbench.store.files import is_complete, mark_complete
 
 log = logging.getLogger(__name__)
@@ -514,29 +515,16 @@ def _load_tokenizer(name: str, path: str) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(path, **NO_REMOTE_CODE)
-    except (OSError, ValueError):
+    except OSError:
         raise
-    except Exception as e:  # tokenizers raises a bare Exception for a malformed tokenizer.json
-        where = Path(path) / "tokenizer.json" if (Path(path) / "tokenizer.json").is_file() else Path(path)
+    except Exception as e:  # a JSONDecodeError, or tokenizers' bare Exception/KeyError, naming no file
+        where = Path(path) / "tokenizer.json"
+        if not where.is_file():
+            raise
         raise ConfigError(
             f"Model {name!r}: the tokenizer in {where} could not be read ({type(e).__name__}: {e}); the file is "
             f"damaged or from an incompatible tokenizers version. Replace it with a copy from the model's source."
         ) from e
-
-
-def model_positions(config: Any) -> int | None:
-    """How many tokens the model's position embeddings cover (RoBERTa-style models reserve
-    ``pad_token_id + 1`` of their ``max_position_embeddings``); None when the config does not say."""
-    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
-    n, kind, pad = get("max_position_embeddings"), get("model_type"), get("pad_token_id")
-    if not isinstance(n, int) or isinstance(n, bool):
-        return None
-    if kind in OFFSET_POSITION_MODELS and isinstance(pad, int):
-        n -= pad + 1
-    return n
-
-
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
 
 
 def check_max_length(name: str, max_seq_length: int, config: Any) -> None:
@@ -618,8 +606,13 @@ def tiny_bert(
     seed: int = 0,
     **kw,
 ) -> TransformerEncoder:
-    """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download)."""
+    """A randomly initialised BERT with the bundled bert-base-uncased vocabulary (no download), with
+    BERT's 512 positions; a shape whose weights would not fit in memory is refused before it is built."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    name = f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}"
+    check_model_fits(name, Shape(hidden, layers, heads, intermediate, 30522, BERT_POSITIONS))
+    check_max_length(name, max_seq_length, {"max_position_embeddings": BERT_POSITIONS})
 
     # transformers >= 5 reads the vocabulary from ``vocab`` and silently ignores ``vocab_file`` (leaving
     # a 5-token vocabulary that maps every word to [UNK]); older versions take ``vocab_file``.
@@ -632,7 +625,7 @@ def tiny_bert(
         num_hidden_layers=layers,
         num_attention_heads=heads,
         intermediate_size=intermediate,
-        max_position_embeddings=max(512, max_seq_length),
+        max_position_embeddings=BERT_POSITIONS,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -642,7 +635,7 @@ def tiny_bert(
         tok,
         pooling=pooling,
         max_seq_length=max_seq_length,
-        name=f"tiny-bert:{hidden}:{layers}:{heads}:{intermediate}",
+        name=name,
         **kw,
     )
 

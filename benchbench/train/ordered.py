@@ -194,6 +194,8 @@ def open_ordered(sources: list[Path], name: str, cache: Path) -> Corpus:
         build_line_index(Path(text), cache / f"{key}.idx")
         atomic_write_json(meta_path, meta)
     seq = LineSequence(Path(meta["text"]), cache / f"{key}.idx")
+    if not any(s.strip() for s in seq):  # stops at the first sentence: a full scan only for a blank corpus
+        raise DataError(f"ordered corpus {', '.join(str(p) for p in sources)}: no non-empty lines (sentences).")
     info = {"format": meta["format"], "files": [Path(f).name for f in meta["files"]]}
     return Corpus(kind="ordered", name=name, sentences=seq, sha256=meta["sha256"], ordered=True, info=info)
 

@@ -103,7 +103,10 @@ class TaskAdapter:
         src = self.spec.train.get("source", "self")
         if src == "file":
             path = self.file(self.spec.train["path"])
-            return [ln.strip() for ln in read_lines(path) if ln.strip()]
+            sentences = [ln.strip() for ln in read_lines(path) if ln.strip()]
+            if not sentences:
+                raise DataError(f"{path}: the training corpus of task {self.name!r} has no non-empty lines.")
+            return sentences
         if src == "self":
             return self.own_sentences()
         raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): unknown train source {src!r}.")

@@ -29,6 +29,7 @@ from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation
 from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
 from benchbench.encode.models import canonical_model_name, local_model_label, model_label_of  # noqa: F401 (re-exported)
+from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
 from benchbench.store.results import (
@@ -245,6 +246,8 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     stages = stage_configs(setup, stage_options)
     chash, train_chash = _config_hashes(config, opts, stage_configs_hash(stages))
     model, model_label = _model_and_label(method_cls, opts)
+    # max length against the model's positions, memory estimate against the machine: before anything loads
+    check_sizes(model, config, trains=method_cls.trains, device=opts.device, encode_batch=opts.encode_batch_size)
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
     task_names = reg.expand(requested)
     data = DataStore(opts.data_dir)
@@ -389,6 +392,8 @@ def _run_task(
             return
     if not _ensure_data(plan, adapter, task, splits, report):
         return
+    if plan.rank == 0:  # the record's own folder (a read-only seed folder): refused now, not after evaluating
+        ensure_writable_dir(plan.store.path(key).parent, f"--output: the folder of this run's {task!r} record")
     ctx = _train_context(plan, seed, task, adapter)
     got = _encoder(plan, adapter, ctx, seed, task, trained)
     if got is None:

@@ -75,6 +75,9 @@ _EXPORTS: dict[str, str] = {
     "DataError": ".core.errors",
     "PluginError": ".core.errors",
     "UnknownNameError": ".core.errors",
+    "UnsafePathError": ".core.errors",
+    "mark_complete": ".store.files",  # a folder a plugin trains once and reuses (never a symlinked marker)
+    "is_complete": ".store.files",
 }
 _SUBMODULES = {"metrics": ".evaluate.metrics"}
 

@@ -82,8 +82,10 @@ from benchbench import (
     TransformerEncoder,
     hash_weights,
     hookimpl,
+    is_complete,
     load_encoder,
     make_adapter,
+    mark_complete,
     model_label_of,
     resolve_model_path,
     seed_everything,
@@ -580,7 +582,7 @@ class TransEncoder(Method):
                 payload.append([model_label_of(f) for f in folders])
             key = hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()[:16]
             cache_dir = Path(ctx.output_dir).parent / f"sts-pool-{key}"
-            if (cache_dir / ".complete").is_file():
+            if is_complete(cache_dir):
                 log.info("%s: reusing the STS-pool training in %s", self.name, cache_dir)
                 res = load_encoder(str(cache_dir))
                 ctx.accounting.update(
@@ -594,7 +596,7 @@ class TransEncoder(Method):
             # a task that reuses this training reports the training's seconds, not its own reload time
             result.info.setdefault("accounting", {})["seconds"] = round(time.perf_counter() - t0, 3)
             result.save(cache_dir)
-            (cache_dir / ".complete").write_text("")
+            mark_complete(cache_dir)
         return result
 
     def fit(self, pairs: list[tuple[str, str]], pool: str, ctx: TrainContext) -> TransEncoderResult:

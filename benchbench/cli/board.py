@@ -144,18 +144,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from benchbench.report.mteb_io import import_dir, import_file
+    from benchbench.report.mteb_io import import_dir, import_file, save_imported
 
     src = Path(args.src)
     if src.is_file():
-        import json
-
-        recs = import_file(src, args.model)
-        for r in recs:
-            d = Path(args.out) / "imported" / r["model"].replace("/", "_")
-            d.mkdir(parents=True, exist_ok=True)
-            (d / f"{r['task']}.json").write_text(json.dumps(r, indent=1, sort_keys=True) + "\n")
-        n = len(recs)
+        n = len(save_imported(import_file(src, args.model), args.out))
     else:
         n = len(import_dir(src, args.out, args.model))
     print(f"imported {n} records into {args.out} (labelled imported: MTEB)")

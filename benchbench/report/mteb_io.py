@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import ConfigError
+from benchbench.store.files import atomic_write_text, check_inside, slug
 
 # MTEB task name -> benchbench task (only tasks whose protocol matches ours on the main score)
 MTEB_TASKS = {
@@ -26,10 +27,6 @@ MTEB_TASKS = {
 }
 
 
-def _slug(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._" else "_" for c in s)
-
-
 def export(results: str | Path, out: str | Path) -> list[Path]:
     """One MTEB result JSON per record: ``out/<model>/<method>__<config_hash>__seed<N>/<task>.json``."""
     from benchbench.report.site import load_records
@@ -41,11 +38,11 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
             continue
         d = (
             Path(out)
-            / _slug(str(r.get("model", "-")))
-            / _slug(f"{r['method']}__{r.get('config_hash', '')}__seed{r.get('seed')}")
+            / slug(str(r.get("model", "-")))
+            / slug(f"{r['method']}__{r.get('config_hash', '')}__seed{r.get('seed')}")
         )
+        p = check_inside(d / f"{slug(r['task'])}.json", out)  # before mkdir: no folder made through a link
         d.mkdir(parents=True, exist_ok=True)
-        p = d / f"{_slug(r['task'])}.json"
         doc = to_mteb({k: v for k, v in r.items() if k != "_path"})
         doc["benchbench"] = {
             "method": r["method"],
@@ -53,7 +50,7 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
             "seed": r.get("seed"),
             "setup": r.get("setup"),
         }
-        p.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(p, json.dumps(doc, indent=1, sort_keys=True) + "\n", root=out)
         written.append(p)
     return written
 
@@ -114,17 +111,25 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
 
 def import_dir(src: str | Path, out: str | Path, model: str | None = None) -> list[Path]:
     """Import every MTEB result JSON under ``src`` into ``out/imported/...`` as records."""
-    from benchbench.store.results import checksum
-
     written = []
     for p in sorted(Path(src).rglob("*.json")):
         if p.name == "model_meta.json":
             continue
-        for rec in import_file(p, model):
-            d = Path(out) / "imported" / _slug(rec["model"])
-            d.mkdir(parents=True, exist_ok=True)
-            q = d / f"{rec['task']}.json"
-            rec["checksum"] = checksum(rec)  # as every schema-2 record: one without it is refused on read
-            q.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
-            written.append(q)
+        written += save_imported(import_file(p, model), out)
+    return written
+
+
+def save_imported(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
+    """Write imported records to ``out/imported/<model>/<task>.json``, the one path for a file and a
+    folder of MTEB results: names by ``slug`` (a task or model name from the file never climbs out of
+    ``out``), checksummed, atomic and never through a symlink."""
+    from benchbench.store.results import checksum
+
+    written = []
+    for rec in records:
+        q = check_inside(Path(out) / "imported" / slug(rec["model"]) / f"{slug(rec['task'])}.json", out)
+        q.parent.mkdir(parents=True, exist_ok=True)
+        rec["checksum"] = checksum(rec)  # as every schema-2 record: one without it is refused on read
+        atomic_write_text(q, json.dumps(rec, indent=1, sort_keys=True) + "\n", root=out)
+        written.append(q)
     return written

@@ -19,6 +19,7 @@ from typing import Any
 
 from benchbench.core.errors import ConfigError
 from benchbench.core.methods import build_config, config_hash, provenance_of
+from benchbench.store.files import is_complete
 from benchbench.train.context import TrainContext
 
 
@@ -119,7 +120,7 @@ def train_method(
         method, adapter, sub, plugin, seed_dir, False, {}, main=rank == 0, provenance=provenance_of(method)
     )
     path = Path(sub.output_dir) / "encoder"  # train_or_reuse points sub.output_dir at its run folder
-    if rank == 0 and not (path / ".complete").is_file():
+    if rank == 0 and not is_complete(path):
         raise ConfigError(
             f"train_method: method {name!r} (plugin {plugin!r}) returned an encoder without save(); "
             "it cannot be the start of another method."

@@ -888,11 +888,11 @@ def _train_in(
     import json
 
     from benchbench.encode.models import load_encoder
+    from benchbench.store.files import MARKER, is_complete, mark_complete
     from benchbench.train.loop import remove_checkpoints
 
-    done = run_dir / "encoder" / ".complete"
-    if done.is_file() and not force:
-        info = json.loads(done.read_text() or "{}")
+    if is_complete(run_dir / "encoder") and not force:
+        info = json.loads((run_dir / "encoder" / MARKER).read_text() or "{}")
         check_provenance(provenance, info, method.name, f"the stored encoder {run_dir / 'encoder'}")
         enc = load_encoder(str(run_dir / "encoder"))
         trained[data_id] = (enc, info)
@@ -919,9 +919,7 @@ def _train_in(
         info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):
         encoder.save(run_dir / "encoder")
-        tmp = run_dir / "encoder" / ".complete.tmp"
-        tmp.write_text(json.dumps(info, default=str))
-        os.replace(tmp, done)  # marked complete atomically; only then are the checkpoints dropped
+        mark_complete(run_dir / "encoder", json.dumps(info, default=str))  # only then are checkpoints dropped
         remove_checkpoints(ctx.checkpoint_dir)
     trained[data_id] = (encoder, info)
     return encoder, info

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ import numpy as np
 
 from benchbench.core.errors import ConfigError
 from benchbench.store.data import read_lines
+from benchbench.store.files import MARKER, is_complete, mark_complete
 
 log = logging.getLogger(__name__)
 
@@ -498,17 +498,14 @@ def run_stages(
                 ).encode()
             ).hexdigest()[:12]
             out = Path(stage_root) / f"stage-{kind}-{h}"
-            done = out / ".complete"
-            if done.is_file():
-                sinfo = json.loads(done.read_text())
+            if is_complete(out):
+                sinfo = json.loads((out / MARKER).read_text())
                 encoder = load_base(str(out))
             else:
                 encoder, sinfo = supervised(load_base(ctx.model), labelled, stage_cfg, ctx.seed)
                 if hasattr(encoder, "save"):
                     encoder.save(out)
-                    tmp = out / ".complete.tmp"
-                    tmp.write_text(json.dumps(sinfo, default=str))
-                    os.replace(tmp, done)
+                    mark_complete(out, json.dumps(sinfo, default=str))
             if hasattr(encoder, "save"):
                 ctx.model = str(out)  # the target stage (if any) starts here
         else:

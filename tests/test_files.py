@@ -1,0 +1,203 @@
+"""The file primitives (``benchbench.store.files``): one sha256, one atomic write that never follows a
+symlink or leaves its root, one ``.complete`` marker, one bounded slug that keeps the store's names."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from benchbench.core.errors import BenchbenchError, UnsafePathError
+from benchbench.store import files
+from benchbench.store.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    atomic_writer,
+    check_inside,
+    is_complete,
+    mark_complete,
+    sha256_file,
+    slug,
+)
+from benchbench.store.results import ResultStore, key_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---- sha256 ---------------------------------------------------------------------------------------------
+def test_sha256_file_equals_hashlib_on_a_file_of_many_chunks(tmp_path: Path) -> None:
+    # 3 MiB + 7 bytes: several read chunks and a short last one; a digest of the first chunk only, or
+    # one that drops the tail, differs
+    data = os.urandom(3 * (1 << 20) + 7)
+    p = tmp_path / "big.bin"
+    p.write_bytes(data)
+    assert sha256_file(p) == hashlib.sha256(data).hexdigest()
+    assert sha256_file(str(p)) == sha256_file(p)
+    p.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the last byte alone changes it
+    assert sha256_file(p) != hashlib.sha256(data).hexdigest()
+
+
+# ---- atomic writes --------------------------------------------------------------------------------------
+def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path: Path) -> None:
+    p = tmp_path / "a.json"
+    atomic_write_json(p, {"x": 1}, sort_keys=True)
+    atomic_write_json(p, {"x": 2, "y": [1]}, indent=1)
+    assert json.loads(p.read_text()) == {"x": 2, "y": [1]} and p.read_text().startswith("{\n")
+    atomic_write_text(p, "ünï\n")
+    assert p.read_bytes() == "ünï\n".encode()
+    atomic_write_bytes(p, b"\x00\x01")
+    assert p.read_bytes() == b"\x00\x01"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a.json"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask  # as readable as any file the user writes
+
+
+def test_a_crash_before_the_rename_keeps_the_old_content(tmp_path: Path, monkeypatch) -> None:
+    p = tmp_path / "a.txt"
+    p.write_text("old")
+
+    def crash(src, dst):
+        raise OSError(28, "No space left on device (simulated)")
+
+    monkeypatch.setattr(files.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        atomic_write_text(p, "new")
+    with pytest.raises(RuntimeError), atomic_writer(p, "w") as f:  # an exception in the writer's block
+        f.write("half")
+        raise RuntimeError("killed")
+    assert p.read_text() == "old"
+    assert [x.name for x in tmp_path.iterdir()] == ["a.txt"]  # both temp files removed
+
+
+def test_a_record_write_that_crashes_keeps_the_stored_record(tmp_path: Path, monkeypatch) -> None:
+    """Through ``ResultStore.write``: the stored record stays whole and readable."""
+    store = ResultStore(tmp_path / "results")
+    rec = _record(50.0)
+    path = store.write(dict(rec))
+    before = path.read_bytes()
+
+    def crash(src, dst):
+        raise OSError(5, "Input/output error (simulated)")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        store.write(_record(99.0))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert store.load(key_of(rec))["splits"]["test"]["main_score"] == 50.0
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_write_through_a_symlink_is_refused_and_the_target_untouched(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("SECRET")
+    (tmp_path / "out").mkdir()
+    link = tmp_path / "out" / "a.json"
+    link.symlink_to(outside)
+    for write in (
+        lambda: atomic_write_text(link, "x"),
+        lambda: atomic_write_json(link, {}),
+        lambda: atomic_write_bytes(link, b"x"),
+    ):
+        with pytest.raises(UnsafePathError, match=str(link)) as e:
+            write()
+        assert isinstance(e.value, BenchbenchError) and "symbolic link" in str(e.value)
+    assert outside.read_text() == "SECRET" and link.is_symlink()
+    assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["a.json"]
+
+
+def test_root_refuses_a_symlinked_folder_and_a_path_outside(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (root / "a").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "linked").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match="linked"):
+        atomic_write_text(root / "linked" / "r.json", "x", root=root)
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(UnsafePathError, match="outside"):
+        atomic_write_text(root / "a" / ".." / ".." / "escaped.json", "x", root=root)
+    assert not (tmp_path / "escaped.json").exists()
+    assert check_inside(root / "a" / "r.json", root) == root / "a" / "r.json"
+    # the root itself may be a link (the user chose it); what is under it may not
+    alias = tmp_path / "alias"
+    alias.symlink_to(root, target_is_directory=True)
+    atomic_write_text(alias / "a" / "r.json", "ok", root=alias)
+    assert (root / "a" / "r.json").read_text() == "ok"
+
+
+# ---- markers --------------------------------------------------------------------------------------------
+def test_is_complete_only_for_a_regular_marker(tmp_path: Path) -> None:
+    folder = tmp_path / "enc"
+    folder.mkdir()
+    assert not is_complete(folder)
+    outside = tmp_path / "outside"
+    outside.write_text("{}")
+    (folder / ".complete").symlink_to(outside)
+    assert not is_complete(folder)  # anyone could point a link at any file
+    with pytest.raises(UnsafePathError, match=r"\.complete"):
+        mark_complete(folder, "info")
+    assert outside.read_text() == "{}"
+    (folder / ".complete").unlink()
+    (folder / ".complete").mkdir()
+    assert not is_complete(folder)
+    (folder / ".complete").rmdir()
+    mark_complete(folder, '{"steps": 3}')
+    assert is_complete(folder) and (folder / ".complete").read_text() == '{"steps": 3}'
+
+
+# ---- slugs ----------------------------------------------------------------------------------------------
+def test_slug_is_bounded_and_distinct_for_long_names_sharing_a_prefix() -> None:
+    a, b = "t" * 200 + "-alpha" + "x" * 34, "t" * 200 + "-beta" + "x" * 35
+    assert len(a) == len(b) == 240
+    sa, sb = slug(a), slug(b)
+    assert sa != sb and len(sa) <= 80 and len(sb) <= 80
+    assert sa.startswith("t" * 60) and "~" in sa
+    assert len(slug(a, max_len=40)) <= 40 and slug(a, max_len=40) != slug(b, max_len=40)
+    assert slug("x" * 80) == "x" * 80 and slug("x" * 81) != "x" * 81 and len(slug("x" * 81)) <= 80
+
+
+def test_slug_escapes_and_keeps_plain_names() -> None:
+    for plain in ("tsdae", "sts12", "cqadupstack-lite", "seed=1", "v1.2_a"):
+        assert slug(plain) == plain
+    # names that would collide or climb out get the readable part + a hash of the whole name
+    assert slug("coll a") != slug("coll_a") == "coll_a"
+    assert slug("coll a").startswith("coll_a~")
+    for bad in ("..", ".", ".locks", "a/../../b", "/etc/passwd", "", "a\x00b"):
+        s = slug(bad)
+        assert "/" not in s and "\x00" not in s and s not in ("", ".", "..") and s != bad
+    with pytest.raises(ValueError):
+        slug("x", max_len=5)
+
+
+def test_slug_names_the_committed_records_where_they_are() -> None:
+    """The record folders committed under leaderboards/results were named by the store's old rule:
+    ``slug`` must give every one of them the same path (else stored records would be "missing")."""
+    assert slug("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers__all-MiniLM-L6-v2~e9e2c8815f"
+    store = ResultStore(ROOT / "leaderboards" / "results")
+    records = list(store.records())
+    assert len(records) > 50 and not store.damaged
+    for r in records:
+        assert store.path(key_of(r)).is_file(), key_of(r)
+
+
+def _record(score: float, task: str = "sts-mini") -> dict:
+    return {
+        "schema_version": 2,
+        "task_version": 1,
+        "method": "fixed",
+        "config_hash": "abc",
+        "config": {},
+        "model": "m",
+        "setup": "unsupervised",
+        "seed": 1,
+        "task": task,
+        "splits": {"test": {"main_score": score}},
+        "created_at": "2026-11-27T12:00:00+0000",
+        "evaluated": {"test": {"created_at": "2026-11-27T12:00:00+0000"}},
+    }

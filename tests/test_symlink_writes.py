@@ -1,0 +1,195 @@
+"""No write leaves its folder (issue 41 item 2) and no name is too long for a file (item 8), through
+``benchbench run``: a symlinked lock, lock owner note, record, items file or ``.complete`` marker is an
+error naming it (or, for a marker, simply not trusted), and the link's target is never written."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES
+
+from benchbench.cli.main import main
+from benchbench.core import registry as plugins
+from benchbench.core.errors import UnsafePathError
+from benchbench.store.results import ResultStore, key_of
+
+ROOT = Path(__file__).resolve().parent.parent
+STS_MINI = (FIXTURES / "sts_mini.toml").read_text()
+TASK = STS_MINI[: STS_MINI.index("[[suite]]")]
+LONG = "long-" + "t" * 230 + "-task"  # 240 characters: over NAME_MAX (255) once a hash and .json are added
+
+PLUGIN = f"""
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+sys.path.insert(0, {str(FIXTURES.parent)!r})
+from helpers import CosineFixtureEncoder
+from benchbench import Method, hookimpl
+
+@dataclass
+class Cfg:
+    steps: int = 10
+
+class Fixed(Method):
+    name = "fixed"
+    Config = Cfg
+    trains = False
+    default_model = None
+    def train(self, corpus, ctx):
+        return CosineFixtureEncoder()
+
+@hookimpl
+def benchbench_register_methods(register):
+    register("fixed", Fixed)
+
+@hookimpl
+def benchbench_register_tasks(register):
+    register("mini", Path(__file__).parent / "mini.toml")
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, tmp_cache):
+    """sts-mini, and the same task under a 240-character name."""
+    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    (tmp_path / "mini.toml").write_text(STS_MINI + TASK.replace('"sts-mini"', f'"{LONG}"'))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    yield tmp_path
+    plugins.reset_registry()
+
+
+def _run(*args: str, task: str = "sts-mini") -> int:
+    return main(["run", "--method", "fixed", "--tasks", task, *args])
+
+
+def _outside(workdir: Path, text: str = "SECRET: not benchbench's to write\n") -> Path:
+    p = workdir.parent / f"{workdir.name}-outside.txt"
+    p.write_text(text)
+    return p
+
+
+def _refused(capsys, link: Path) -> str:
+    """The run's error output: names ``link``, says it is a link, shows no traceback."""
+    err = capsys.readouterr().err
+    named = (
+        str(link) if link.is_absolute() and not link.is_relative_to(Path.cwd()) else str(link.relative_to(Path.cwd()))
+    )
+    assert named in err and "symbolic link" in err, err
+    assert "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("which", [".lock.owner", ".lock"])
+def test_a_symlinked_result_lock_or_owner_note_is_refused_by_run_force(workdir, capsys, which):
+    """Old main: ``run --force`` wrote the owner note through the link (the target became
+    {"pid": ...}); a linked ``.lock`` gave filelock's raw ``OSError: Too many levels of symbolic links``."""
+    assert _run() == 0
+    (owner,) = (workdir / "results" / ".locks").rglob("sts-mini.lock.owner")
+    link = owner.parent / f"sts-mini{which}"
+    outside = _outside(workdir)
+    link.unlink()
+    link.symlink_to(outside)
+    capsys.readouterr()
+    assert _run("--force") == 2
+    _refused(capsys, link)
+    assert outside.read_text() == "SECRET: not benchbench's to write\n"
+    assert link.is_symlink()
+
+
+def test_a_symlinked_record_is_refused_and_its_target_untouched(workdir, capsys):
+    """Old main: the record's temp file was renamed over the link without a word."""
+    assert _run() == 0
+    store = ResultStore(workdir / "results")
+    (record,) = store.records()
+    path = store.path(key_of(record))
+    outside = _outside(workdir, path.read_text())  # a valid record, so run reads it and re-evaluates
+    path.unlink()
+    path.symlink_to(outside)
+    before = outside.read_bytes()
+    capsys.readouterr()
+    assert _run("--force") == 2
+    _refused(capsys, path)
+    assert outside.read_bytes() == before and path.is_symlink()
+
+
+def test_a_symlinked_items_file_is_refused_and_its_target_untouched(tmp_path):
+    """``ResultStore.write`` with per-item scores: the items file is written through the primitive."""
+    store = ResultStore(tmp_path / "results")
+    rec = {
+        "schema_version": 2,
+        "method": "fixed",
+        "config_hash": "abc",
+        "config": {},
+        "model": "m",
+        "setup": "unsupervised",
+        "seed": 1,
+        "task": "sts-mini",
+        "splits": {"test": {"main_score": 50.0}},
+        "created_at": "2026-11-27T12:00:00+0000",
+    }
+    items = {"test": {"scores": [1.0, 0.0], "ids": ["a", "b"]}}
+    path = store.write(dict(rec), items=items)
+    (item_file,) = path.parent.glob("*.items.test.json.gz")
+    outside = tmp_path / "outside.gz"
+    outside.write_bytes(b"SECRET")
+    item_file.unlink()
+    item_file.symlink_to(outside)
+    with pytest.raises(UnsafePathError, match=str(item_file)):
+        store.write(dict(rec), items=items)
+    assert outside.read_bytes() == b"SECRET"
+
+
+def test_a_240_character_task_name_gets_a_bounded_file_name(workdir, capsys):
+    """Old main: the task evaluated, then died with a raw ``OSError: [Errno 36] File name too long``."""
+    assert _run(task=LONG) == 0
+    store = ResultStore(workdir / "results")
+    (record,) = store.records()
+    assert record["task"] == LONG  # the full name stays in the record
+    path = store.path(key_of(record))
+    assert path.is_file() and all(len(part) <= 90 for part in path.relative_to(workdir).parts)
+    assert path.name.startswith("long-ttt") and "~" in path.name
+    capsys.readouterr()
+    assert _run(task=LONG) == 0  # found again under its bounded name: resumed, not recomputed
+    assert "0 evaluated, 1 already stored" in capsys.readouterr().err
+
+
+def test_training_folder_lock_and_marker_never_followed(tmp_path, monkeypatch, tmp_cache, capsys):
+    """The real training path (tiny-bert, the example task, simcse for 1 step): a symlinked owner note
+    of the run-folder lock is refused by name; a symlinked ``.complete`` marker does not make a
+    trained encoder reusable (old main reused it) and its target is never written."""
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(ROOT / "examples" / "example_task" / "example-sts.toml"))
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    out = tmp_path / "out"
+    argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "example-sts"]
+    argv += ["--steps", "1", "--batch-size", "8", "--data-dir", str(ROOT / "examples" / "example_task" / "data")]
+    argv += ["--output", str(out)]
+    try:
+        assert main(argv) == 0
+        (owner,) = (out / "runs").rglob(".train-*.lock.owner")
+        (marker,) = (out / "runs").rglob("encoder/.complete")
+        outside = tmp_path / "outside.txt"
+        outside.write_text("{}")
+
+        owner.unlink()
+        owner.symlink_to(outside)
+        capsys.readouterr()
+        assert main([*argv, "--force"]) == 2
+        _refused(capsys, owner)
+        assert outside.read_text() == "{}"
+        owner.unlink()
+
+        marker.unlink()
+        marker.symlink_to(outside)
+        assert main([*argv, "--force"]) == 0
+        assert outside.read_text() == "{}"
+        assert marker.is_file() and not marker.is_symlink()  # trained again and marked by a regular file
+        assert json.loads(marker.read_text())["steps"] == 1
+        (record,) = ResultStore(out).records()
+        assert record["train"]["steps"] == 1 and not record["train"].get("reused_from_disk")  # trained, not reused
+    finally:
+        plugins.reset_registry()

@@ -122,9 +122,24 @@ class Registry:
         return self.adapters[kind]
 
     def task(self, name: str):
-        if name not in self.tasks:
+        if name not in self.tasks and not self._prefixed(name):
             raise self._unknown("task", name, list(self.tasks) + list(self.suites))
         return self.tasks[name]
+
+    def _prefixed(self, name: str) -> bool:
+        """A task named ``<prefix>:<rest>`` (``mteb:STSBenchmark``) that an adapter class resolves
+        (its ``task_prefix`` and ``prefixed_task(rest) -> TaskSpec``): catalogues too large to list as
+        specs. Resolved once, then kept like a registered task; an unknown rest is the adapter's error."""
+        prefix, sep, rest = name.partition(":")
+        if not sep or not rest:
+            return False
+        if not self.adapters:  # ``registry_summary()`` (names only): the full registry resolves or refuses it
+            return True
+        for cls in self.adapters.values():
+            if getattr(cls, "task_prefix", None) == prefix:
+                self.tasks[name] = cls.prefixed_task(rest)
+                return True
+        return False
 
     def expand(self, names: str | list[str]) -> list[str]:
         """Expand a comma list of suite and task names into task names, keeping order, no repeats."""
@@ -134,7 +149,7 @@ class Registry:
         for n in names:
             if n in self.suites:
                 members = self.suites[n].tasks
-            elif n in self.tasks:
+            elif n in self.tasks or self._prefixed(n):
                 members = [n]
             else:
                 raise self._unknown("task or suite", n, list(self.tasks) + list(self.suites))

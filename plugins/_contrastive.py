@@ -52,7 +52,7 @@ def off_dropout_infonce(z1: torch.Tensor, z2: torch.Tensor, z0: torch.Tensor, te
 
     ``z1``/``z2``: the two dropout views; ``z0``: the same sentences encoded with dropout off."""
     neg = F.cosine_similarity(z0.float()[:, None], z0.float()[None], dim=-1)
-    pos = F.cosine_similarity(z1.float(), z2.float(), dim=-1)
+    pos = F.cosine_similarity(z1.float(), z2.float())  # row by row (the default dim 1 of 2-D inputs)
     logits = torch.diagonal_scatter(neg, pos) / temperature  # the positive takes the self-pair's place
     return F.cross_entropy(logits, torch.arange(len(z1), device=logits.device))
 

@@ -72,7 +72,7 @@ def test_simcse_plus_plus_defaults_are_the_reference_runs_and_all_hashed():
     )
     assert (c.epochs, c.steps, c.max_grad_norm, c.select_on_stsb_dev) == (1.0, None, 1.0, False)
     base = SimCSEConfig()
-    assert (base.off_dropout_negatives, base.dcl_weight) == (False, 0.0)
+    assert (base.off_dropout_negatives, base.dcl_weight, base.dcl_temperature) == (False, 0.0, 5.0)
     # defaults of the new method are in its key: changing them back to SimCSE's changes the key
     assert config_hash(SimCSEPlusPlusConfig(dcl_weight=0.0)) != config_hash(SimCSEPlusPlusConfig())
     assert config_hash(SimCSEPlusPlusConfig(off_dropout_negatives=False)) != config_hash(SimCSEPlusPlusConfig())
@@ -171,6 +171,7 @@ def test_dcl_is_dimension_wise_infonce_on_batch_standardised_views():
     assert dimension_contrastive_loss(z1, z1, 5.0) < dimension_contrastive_loss(z1, z1[:, [1, 2, 3, 0]], 5.0)
     with pytest.raises(ConfigError, match="at least 2"):
         dimension_contrastive_loss(z1[:1], z2[:1], 5.0)
+    assert torch.isfinite(dimension_contrastive_loss(z1[:2], z2[:2], 5.0))  # 2 rows: the smallest batch
 
 
 def test_forward_adds_the_dcl_term_on_the_two_views_with_its_weight():

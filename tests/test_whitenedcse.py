@@ -46,7 +46,7 @@ def test_defaults_are_the_reference_runs():
     c = WhitenedCSEConfig()
     assert (c.batch_size, c.lr, c.temperature, c.max_seq_length, c.epochs) == (128, 1e-5, 0.05, 32, 1.0)
     assert (c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.pooling) == (3, 128, True, "reference", "cls")
-    assert (c.max_grad_norm, c.steps) == (1.0, None)
+    assert (c.max_grad_norm, c.steps, c.grad_accum, c.checkpoint_every) == (1.0, None, 1, 1000)
 
 
 @pytest.mark.parametrize("groups", [1, 3, 4])
@@ -96,6 +96,22 @@ def test_every_block_is_whitened_alone_with_its_own_permutation():
     torch.manual_seed(9)
     fixed = shuffled_group_whitening(x, 3, 4, shuffle=False)
     assert torch.allclose(fixed[:60], whiten_groups(x[:60], 4), atol=1e-5)
+
+
+def test_the_last_block_takes_the_remainder_and_one_group_draws_no_permutation():
+    x = torch.cat([_correlated(seed=s) for s in range(3)] + [_correlated(n=1, seed=7)])  # 181 rows
+    torch.manual_seed(2)
+    perms = [torch.randperm(12) for _ in range(3)]
+    torch.manual_seed(2)
+    out = shuffled_group_whitening(x, 3, 4)
+    assert out.shape == x.shape  # blocks of 60, 60 and 61 rows (the reference's x[2 * batch:])
+    assert torch.allclose(out[120:], whiten_groups(x[120:], 4, perms[2]), atol=1e-5)
+    # one group: no shuffling and no draw from the generator (the reference's shuffle=False for G=1)
+    state = torch.get_rng_state()
+    shuffled_group_whitening(x, 3, 1, shuffle=True)
+    assert torch.equal(state, torch.get_rng_state())
+    shuffled_group_whitening(x, 3, 2, shuffle=True)
+    assert not torch.equal(state, torch.get_rng_state())
 
 
 def test_the_whitening_matrix_carries_no_gradient():
@@ -216,6 +232,22 @@ def test_bad_options_are_refused_naming_the_option(tmp_path, kw, option):
     ctx = TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
     with pytest.raises(ConfigError, match=f"whitenedcse: option '{option}'"):
         WhitenedCSE(WhitenedCSEConfig(**{"steps": 1, "batch_size": 4, **kw})).train(CORPUS, ctx)
+
+
+def test_limits_of_the_options_that_are_allowed():
+    ok = dict(num_groups=8, batch_size=4)
+    WhitenedCSE(WhitenedCSEConfig(**ok, num_pos=2))._check(16)  # two views: one positive
+    WhitenedCSE(WhitenedCSEConfig(num_groups=1, batch_size=17))._check(16)  # one group of all 16
+    with pytest.raises(ConfigError, match="option 'temperature'"):
+        WhitenedCSE(WhitenedCSEConfig(**ok, temperature=0.0))._check(16)
+    with pytest.raises(ConfigError, match="option 'num_groups'"):
+        WhitenedCSE(WhitenedCSEConfig(num_groups=0, batch_size=4))._check(16)
+
+
+def test_collate_counts_the_tokens_of_every_view():
+    obj = _objective()
+    b = obj.collate(CORPUS[:5], None)
+    assert b["n_tokens"] == 3 * int(b["attention_mask"].sum()) and set(b) == {"input_ids", "attention_mask", "n_tokens"}
 
 
 def test_train_returns_the_bare_cls_encoder_at_the_start_length(tmp_path):

@@ -91,7 +91,7 @@ def test_mteb_roundtrip(tmp_path: Path) -> None:
     files = mteb_io.export(res, tmp_path / "mteb")
     assert len(files) == 1
     doc = json.loads(files[0].read_text())
-    assert doc["task_name"] == "stsb" and abs(doc["scores"]["test"][0]["main_score"] - 0.825) < 1e-9
+    assert doc["task_name"] == "STSBenchmark" and abs(doc["scores"]["test"][0]["main_score"] - 0.825) < 1e-9
     # an MTEB-style file for STSBenchmark imports as an 'imported' record on stsb, x100
     src = tmp_path / "mteb_in" / "some__model" / "rev"
     src.mkdir(parents=True)

@@ -12,19 +12,40 @@ from typing import Any
 from benchbench.core.errors import ConfigError
 from benchbench.store.files import atomic_write_text, check_inside, slug
 
-# MTEB task name -> benchbench task (only tasks whose protocol matches ours on the main score)
-MTEB_TASKS = {
-    "STS12": "sts12",
-    "STS13": "sts13",
-    "STS14": "sts14",
-    "STS15": "sts15",
-    "STS16": "sts16",
-    "STSBenchmark": "stsb",
-    "SICK-R": "sickr",
-    "AskUbuntuDupQuestions": "askubuntu",
-    "SciDocsRR": "scidocs",
-    "CQADupstackRetrieval": "cqadupstack",
-}
+# The only MTEB tasks that measure what a benchbench task measures: the same rows, split and metric,
+# MTEB task -> (benchbench task, split, MTEB metric, benchbench metric). STSBenchmark: both score
+# the official sts-test.csv (1,379 pairs) by cosine Spearman (checked: bench/mteb_equality.py gives
+# MTEB's published all-MiniLM-L6-v2 number, 0.8203, on a copy built from our file). Everything else
+# is imported under MTEB's own name as ``mteb:<name>``, the column of benchbench's ``mteb:`` tasks,
+# which follow MTEB's protocol; never under ours:
+#   SICK-R: MTEB scores the whole SICK set (9,927 pairs), our sickr the 4,927-pair test split;
+#   CQADupstackRetrieval: MTEB title+body corpus and nDCG@10, our cqadupstack USEB's titles and MAP@100;
+#   SciDocsRR: MTEB's own reranking set and MAP, our scidocs USEB's four sub-tasks averaged;
+#   AskUbuntuDupQuestions: MTEB's candidate lists and MAP@1000, our askubuntu USEB's 20 BM25 candidates;
+#   STS12-16: MTEB's untokenized text, ours SentEval's tokenized, lowercased copies;
+#   TwitterURLCorpus/TwitterSemEval2015: MTEB max AP on each, our twitterpara USEB's cosine AP averaged.
+MAPPED = {"STSBenchmark": ("stsb", "test", "cosine_spearman", "spearman")}
+EXPORTED = {ours: (mteb, split, theirs, metric) for mteb, (ours, split, theirs, metric) in MAPPED.items()}
+MTEB_PREFIX = "mteb:"
+
+
+def _finite_scores(entry: dict[str, Any], path: Path, split: str) -> dict[str, float]:
+    """The entry's numeric scores x100; a NaN, an infinity or a number that overflows once scaled
+    (``1e308``) is an error naming the file: a non-finite score would sort anywhere in a table."""
+    import math
+
+    out = {}
+    for k, v in entry.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        scaled = 100 * float(v)
+        if not math.isfinite(scaled):
+            raise ConfigError(
+                f"{path}: score {k!r} of split {split!r} is {v!r}, not a finite number in 0..1; nothing of this "
+                f"file is imported. Fix or remove the file."
+            )
+        out[k] = scaled
+    return out
 
 
 def export(results: str | Path, out: str | Path) -> list[Path]:
@@ -44,6 +65,7 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
         p = check_inside(d / f"{slug(r['task'])}.json", out)  # before mkdir: no folder made through a link
         d.mkdir(parents=True, exist_ok=True)
         doc = to_mteb({k: v for k, v in r.items() if k != "_path"})
+        _mteb_names(doc, r)
         doc["benchbench"] = {
             "method": r["method"],
             "config": r.get("config"),
@@ -53,6 +75,21 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
         atomic_write_text(p, json.dumps(doc, indent=1, sort_keys=True) + "\n", root=out)
         written.append(p)
     return written
+
+
+def _mteb_names(doc: dict[str, Any], record: dict[str, Any]) -> None:
+    """An exported record under MTEB's task name only where it measures MTEB's thing: a mapped task
+    (its split only) or an ``mteb:`` task; any other keeps benchbench's name, which no MTEB task has."""
+    task = record["task"]
+    if task in EXPORTED:
+        name, split, theirs, ours = EXPORTED[task]
+        doc["task_name"] = name
+        doc["scores"] = {s: e for s, e in doc["scores"].items() if s == split}
+        for e in doc["scores"].get(split, []):
+            if ours in e:
+                e[theirs] = e[ours]
+    elif task.startswith(MTEB_PREFIX):
+        doc["task_name"] = task[len(MTEB_PREFIX) :]
 
 
 def import_file(path: str | Path, model: str | None = None) -> list[dict[str, Any]]:
@@ -65,9 +102,8 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
         raise ConfigError(f"{path}: not a readable MTEB result JSON ({e}).") from e
     if not isinstance(doc, dict) or "task_name" not in doc or not isinstance(doc.get("scores"), dict):
         raise ConfigError(f"{path}: not an MTEB result file (needs 'task_name' and a 'scores' object).")
-    task = MTEB_TASKS.get(doc["task_name"])
-    if task is None:
-        return []
+    name = str(doc["task_name"])
+    mapped = MAPPED.get(name)
     if model is None:
         meta = path.parent / "model_meta.json"
         model = json.loads(meta.read_text()).get("name") if meta.is_file() else path.parent.parent.name
@@ -78,15 +114,23 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
         )
         if not ent or ent.get("main_score") is None:
             continue
+        scores = _finite_scores(ent, path, split)
+        main_metric, main = "main_score", scores["main_score"]
+        if mapped is not None and split == mapped[1] and mapped[2] in scores:
+            main_metric, main = mapped[3], scores[mapped[2]]  # our metric's name, from MTEB's value of it
+            scores[mapped[3]] = main
         splits[split] = {
-            "main_metric": "main_score",
-            "main_score": 100 * float(ent["main_score"]),
+            "main_metric": main_metric,
+            "main_score": main,
             "partial": False,
             "notes": [f"imported from MTEB {doc.get('mteb_version') or '?'} ({path.name})"],
-            "scores": {
-                k: 100 * float(v) for k, v in ent.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
+            "scores": scores,
         }
+    # a mapped task lands in our column only with the split and metric it shares; else under MTEB's name
+    same = mapped is not None and mapped[1] in splits and splits[mapped[1]]["main_metric"] == mapped[3]
+    task = mapped[0] if same else MTEB_PREFIX + name
+    if same:
+        splits = {mapped[1]: splits[mapped[1]]}
     if "test" not in splits:
         return []
     return [

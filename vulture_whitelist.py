@@ -52,3 +52,7 @@ _.revision
 model_card  # encode.models: card lookup for a --model name, public for reports and tests
 flags_for  # report.contamination: the study view's per-cell contamination flags, and bench/contamination_table.py
 corpus_ref  # report.contamination: a record's train.corpus as a CorpusRef, for the study view and the bench
+tie_column  # report.study_view: one column's tie group, for tests and callers without a study
+p_raw  # report.study_view.Column: the unadjusted p-values beside the Holm-adjusted ones (cached, tested)
+at_start  # report.study_view.ShownCell: the ≈ flag for renderers
+builtin_files  # run.study: the built-in study files' bytes, for the version test

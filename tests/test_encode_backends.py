@@ -266,7 +266,8 @@ def test_every_command_that_runs_takes_the_encode_options(argv):
 
 
 def test_study_run_and_reproduce_pass_the_backend_to_every_cell(monkeypatch):
-    from benchbench.report import reproduce, studies
+    from benchbench.report import reproduce
+    from benchbench.run import study as studies
     from benchbench.run import sweep
 
     seen = {}

@@ -18,16 +18,14 @@ from benchbench.core.errors import BenchbenchError
 
 
 def _parse_seeds(s: str) -> list[int]:
+    """argparse's face of ``core.seeds.parse_seeds`` (``1-5``, ``1,3,5-7``): the one seed grammar of
+    ``run``, ``sweep`` and ``study run``; its message becomes argparse's usage error."""
+    from benchbench.core.seeds import parse_seeds
+
     try:
-        seeds = list(dict.fromkeys(int(x) for x in s.split(",") if x.strip()))  # 1,1 is one seed
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seeds expects comma-separated integers, got {s!r}") from None
-    if not seeds:
-        raise argparse.ArgumentTypeError(f"--seeds needs at least one integer, e.g. --seeds 1,2,3 (got {s!r})")
-    bad = [x for x in seeds if not 0 <= x < 2**32]  # numpy's seed range (accelerate seeds numpy too)
-    if bad:
-        raise argparse.ArgumentTypeError(f"seeds must be integers from 0 to 2**32-1, got {bad[0]} in {s!r}")
-    return seeds
+        return parse_seeds(s)
+    except BenchbenchError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _positive_int(s: str) -> int:

@@ -1,4 +1,5 @@
-"""``benchbench study list | run | report NAME``: declared, controlled comparisons (report/studies.py)."""
+"""``benchbench study list | run | report NAME``: declared, controlled comparisons (the files and running:
+``run/study.py``; the table and its statistics: ``report/study_view.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from benchbench.core.hookspecs import hookimpl
 
 @hookimpl
 def benchbench_register_commands(register: Any) -> None:
-    s = register("study", help="declared comparisons: one base model, one budget, >= 3 seeds (list | run | report)")
+    s = register("study", help="declared comparisons: one base model, one budget, >= 5 seeds (list | run | report)")
     sub = s.add_subparsers(dest="study_cmd", required=True)
     sub.add_parser("list", help="the built-in studies").set_defaults(func=cmd_list)
     r = sub.add_parser("run", help="run (or resume) every cell of a study, per-item scores stored")
@@ -28,7 +29,9 @@ def benchbench_register_commands(register: Any) -> None:
         "e.g. to cover every method on one task first",
     )
     r.add_argument("--methods", default=None, help="only the study's cells of these methods (comma list)")
-    from benchbench.cli.main import _add_encode_arguments
+    from benchbench.cli.main import _add_encode_arguments, _parse_seeds
+
+    r.add_argument("--seeds", type=_parse_seeds, default=None, help="only these of the study's seeds (e.g. 1-3)")
 
     _add_encode_arguments(r)  # an exact backend keeps the cells' keys; onnx-int8 (lossy) makes other cells
     r.set_defaults(func=cmd_run)
@@ -36,16 +39,19 @@ def benchbench_register_commands(register: Any) -> None:
     p.add_argument("name")
     p.add_argument("--results", default="results")
     p.add_argument("--out", default=None, help="also write the Markdown table here")
+    p.add_argument("--no-cache", action="store_true", help="recompute every column's statistics")
     p.set_defaults(func=cmd_report)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from benchbench.report import studies
+    from benchbench.run import study
 
-    for name in studies.available():
-        st = studies.load_study(name)
+    for name in study.available():
+        st = study.load_study(name)
+        pre = "  (preliminary: < 5 seeds)" if st.preliminary else ""
         print(
-            f"{name}  v{st.version}  {st.model}  {len(st.methods)} methods x {len(st.tasks)} tasks x {len(st.seeds)} seeds"
+            f"{name}  v{st.version}  {st.model}  {len(st.methods)} methods x {len(st.tasks)} tasks x "
+            f"{len(st.seeds)} seeds{pre}"
         )
     return 0
 
@@ -54,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from benchbench.core.registry import get_registry
-    from benchbench.report import studies
+    from benchbench.run import study as studies
 
     if args.data_dir:
         os.environ["BENCHBENCH_DATA"] = args.data_dir  # the sweep's workers find the data the same way
@@ -62,7 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     reg = get_registry()
     tasks = studies.subset(st, "tasks", reg.expand(list(st.tasks)), reg.expand(args.tasks) if args.tasks else None)
     methods = studies.subset(st, "methods", list(st.methods), args.methods.split(",") if args.methods else None)
-    cells = [c for c in studies.plan(st, tasks) if c.method in methods]
+    seeds = studies.subset(st, "seeds", list(st.seeds), args.seeds)
+    cells = [c for c in studies.plan(st, tasks, seeds) if c.method in methods]
     if args.dry_run:
         for c in cells:
             print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))
@@ -80,13 +87,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from benchbench.core.registry import get_registry
-    from benchbench.report import studies
+    from benchbench.report import study_view
+    from benchbench.run.study import load_study
     from benchbench.store.results import ResultStore
 
-    st = studies.load_study(args.name)
+    st = load_study(args.name)
     tasks = get_registry().expand(list(st.tasks))
-    table = studies.collect(st, list(ResultStore(args.results).records()), args.results, tasks)
-    text = studies.report_markdown(st, table)
+    records = list(ResultStore(args.results).records())
+    label = None
+    if study_view.is_local(st.model) and not Path(st.model).is_dir():  # not on this machine: the records' label
+        label = study_view.records_model_label(st, records)[0]
+    table = study_view.collect(st, records, args.results, tasks, model_label=label)
+    text = study_view.report_markdown(st, table, model_label=label, results=args.results, cache=not args.no_cache)
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)

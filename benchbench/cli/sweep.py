@@ -25,7 +25,9 @@ def _add_sweep(register: Any) -> None:
     s = register("sweep", help="methods x tasks x seeds x setups x sizes as Ray tasks (resumable)")
     s.add_argument("--methods", required=True)
     s.add_argument("--tasks", required=True)
-    s.add_argument("--seeds", default="1", help="comma list or range, e.g. 1-5")
+    from benchbench.cli.main import _parse_seeds
+
+    s.add_argument("--seeds", type=_parse_seeds, default="1", help="comma list or ranges, e.g. 1-5 or 1,3,5-7")
     s.add_argument("--setups", default="unsupervised", help="comma list of --setup values")
     s.add_argument("--corpus-sizes", default=None, help="e.g. 128,256,...,65536: unsupervised@corpus=N (Figure 3)")
     s.add_argument("--labelled-sizes", default=None, help="e.g. 500,1000: in-domain labelled pairs (Figure 2)")
@@ -79,13 +81,13 @@ def _add_labelling_work(register: Any) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from benchbench.cli.main import _parse_seeds, _parse_set, encode_options
+    from benchbench.cli.main import _parse_set, encode_options
     from benchbench.train.setups import parse_sizes
 
     runs = expand(
         _csv(args.methods),
         _csv(args.tasks),
-        _parse_seeds(args.seeds),
+        args.seeds,
         _csv(args.setups),
         parse_sizes(args.corpus_sizes),
         parse_sizes(args.labelled_sizes),

@@ -443,6 +443,11 @@ class Cell:
     marks: str = ""
     no_learn: str | None = None
     contamination: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # what a study's statistics read (``report.study_view.collect``): seed -> record, seed -> verified
+    # per-item scores, and why an items file could not be used (named on the page, never skipped in silence)
+    records: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    items: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    damaged: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def mean(self) -> float:

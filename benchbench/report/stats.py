@@ -257,21 +257,27 @@ def _count_ranks(values: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndar
     return order, group, np.add.reduceat(c[:, order], np.flatnonzero(new_group), axis=1)
 
 
-def _spearman_counts(pred: np.ndarray, gold: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Spearman x100 of each resample: the average rank of a drawn value is the count drawn below
-    it plus (its tie group's count + 1) / 2; then a count-weighted Pearson of the ranks."""
+def _centred_ranks(values: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Each item's average rank among the drawn values of each resample, minus the mean rank: the
+    count drawn below it plus (its tie group's count + 1) / 2."""
     mid = (c.sum(axis=1, keepdims=True) + 1) / 2  # the mean rank of m drawn values
+    _, group, per = _count_ranks(values, c)
+    return (np.cumsum(per, axis=1) - per + (per + 1) / 2)[:, group] - mid
 
-    def centred(values: np.ndarray) -> np.ndarray:
-        _, group, per = _count_ranks(values, c)
-        return (np.cumsum(per, axis=1) - per + (per + 1) / 2)[:, group] - mid
 
-    pr, gr = centred(pred), centred(gold)
+def _spearman_counts(
+    pred: np.ndarray, gold: np.ndarray, c: np.ndarray, gold_ranks: np.ndarray | None = None
+) -> np.ndarray:
+    """Spearman x100 of each resample: a count-weighted Pearson of the centred average ranks
+    (``gold_ranks``: the gold side's, when already computed for these counts)."""
+    mid = (c.sum(axis=1) + 1) / 2
+    pr = _centred_ranks(pred, c)
+    gr = _centred_ranks(gold, c) if gold_ranks is None else gold_ranks
     num = (c * pr * gr).sum(axis=1)
     den = np.sqrt((c * pr * pr).sum(axis=1) * (c * gr * gr).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = 100 * num / den
-    return np.where(den > 1e-9 * (mid[:, 0] ** 3), out, np.nan)  # a constant side: undefined
+    return np.where(den > 1e-9 * (mid**3), out, np.nan)  # a constant side: undefined
 
 
 def _ap_counts(pred: np.ndarray, positive: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -288,27 +294,39 @@ def _ap_counts(pred: np.ndarray, positive: np.ndarray, c: np.ndarray) -> np.ndar
     return np.where(total > 0, out, np.where(n[:, -1] > 0, 0.0, np.nan))
 
 
+def _counts(draws: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """subset -> [resamples, items] how often each item was drawn (a resample as counts: never sorted)."""
+    out = {}
+    for name in draws[0]:
+        idx = np.stack([d[name] for d in draws])
+        b, n = idx.shape
+        flat = (np.arange(b)[:, None] * n + idx).ravel()
+        out[name] = np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+    return out
+
+
 def _resampled_scores(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
     """[resamples, runs] of the main score of pair items (``_RESAMPLED`` metrics), every resample at
     once: the same numbers as ``aggregate_score`` on each draw, NaN where the metric is undefined.
     Written out because scipy's spearmanr and scikit-learn's average_precision_score handle one
     resample per call (TwitterPara's AP: ~65 ms a call here, hours for a study's column); here a
     resample is a COUNT per original item, so no resample is sorted."""
+    return _count_scores(runs, _counts(draws))
+
+
+def _count_scores(runs: Sequence[Mapping[str, Any]], counts: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:func:`_resampled_scores` from the draws' counts; the gold side's ranks are computed once for all
+    runs (a study column scores ~40 runs on the same draws)."""
     names = list(runs[0]["subsets"])
     metric = runs[0]["metric"]
-    counts = {}
-    for name in names:
-        idx = np.stack([d[name] for d in draws])
-        b, n = idx.shape
-        flat = (np.arange(b)[:, None] * n + idx).ravel()
-        counts[name] = np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
 
     def scores(parts: list[str]) -> np.ndarray:
         c = np.hstack([counts[n] for n in parts])
         gold = np.concatenate([np.asarray(runs[0]["subsets"][n]["gold"], dtype=np.float64) for n in parts])
         preds = [np.concatenate([np.asarray(r["subsets"][n]["pred"], dtype=np.float64) for n in parts]) for r in runs]
         if metric == "spearman":
-            return np.stack([_spearman_counts(p, gold, c) for p in preds], axis=1)
+            gr = _centred_ranks(gold, c)
+            return np.stack([_spearman_counts(p, gold, c, gr) for p in preds], axis=1)
         if metric == "paraphrase_ap":  # USEB TwitterPara: label 3 dropped, > 3 a paraphrase
             c, positive = c * (gold != 3), (gold > 3).astype(np.float64)
         else:
@@ -321,3 +339,145 @@ def _resampled_scores(runs: Sequence[Mapping[str, Any]], draws: Sequence[Mapping
 
 
 _RESAMPLED = ("spearman", "paraphrase_ap", "average_precision")
+
+
+# ---- a study column: hierarchical bootstrap over seeds and items, Holm, TOST --------------------------
+HIERARCHICAL = "hierarchical"  # seeds within each method x the task's items shared by every method
+SEEDS_ONLY = "seeds"  # no per-item scores for some cell: seeds resampled alone
+_CHUNK = 500  # resamples scored at once: bounds memory ([chunk, items] float64 arrays)
+
+
+@dataclass(frozen=True)
+class Resampled:
+    """One column's bootstrap: each method's observed seed-mean and its resampled seed-means (the same
+    item draws for every method and seed: that is what pairs them)."""
+
+    observed: dict[str, float]
+    draws: dict[str, np.ndarray]  # method -> [resamples] seed-mean on each resample (NaN: undefined)
+    test: str  # HIERARCHICAL or SEEDS_ONLY
+    n_resamples: int
+
+
+def _item_scores(runs: Sequence[Mapping[str, Any]], n_resamples: int, seed: int) -> np.ndarray:
+    """[resamples, runs]: each run's main score on the same stratified item draws (subsets kept apart)."""
+    from benchbench.evaluate.item_scores import aggregate_score
+
+    ref = runs[0]
+    sizes = {name: len(sub["pred"] if ref["unit"] == "pair" else sub["values"]) for name, sub in ref["subsets"].items()}
+    if not sizes or min(sizes.values()) == 0:
+        raise ConfigError("hierarchical bootstrap: a subset has no items.")
+    rng = np.random.default_rng(seed)
+    fast = ref["unit"] == "pair" and ref["metric"] in _RESAMPLED and ref["aggregate"] in ("mean", "all")
+    out = []
+    for start in range(0, n_resamples, _CHUNK):
+        b = min(_CHUNK, n_resamples - start)
+        idx = {name: rng.integers(0, n, (b, n)) for name, n in sizes.items()}
+        if fast:
+            counts = {}
+            for name, n in sizes.items():
+                flat = (np.arange(b)[:, None] * n + idx[name]).ravel()
+                counts[name] = np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+            out.append(_count_scores(runs, counts))
+            continue
+        block = np.full((b, len(runs)), np.nan)
+        for i in range(b):  # metrics without a count form: one aggregate_score per resample and run
+            one = {name: idx[name][i] for name in sizes}
+            for j, r in enumerate(runs):
+                try:
+                    block[i, j] = aggregate_score(r, one)
+                except (ValueError, IndexError, ZeroDivisionError):
+                    pass
+        out.append(block)
+    return np.vstack(out)
+
+
+def _seed_stream(seed: int, method: str) -> np.random.Generator:
+    """A method's own seed-resampling stream: adding or dropping another method never moves its draws."""
+    import zlib
+
+    return np.random.default_rng([seed, zlib.crc32(method.encode("utf-8"))])
+
+
+def hierarchical_bootstrap(
+    scores: Mapping[str, Mapping[int, float]],
+    items: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> Resampled:
+    """Each method's seed-mean resampled in two levels: the task's items (stratified by subset; ONE draw
+    per resample shared by every method and seed, so comparisons are paired on items) and, within each
+    method, its seeds (with replacement; seeds are not paired across methods: seed 1 of two methods
+    shares nothing). The seed level is scaled by sqrt(k/(k-1)) around the resample's own seed-mean:
+    a plain bootstrap of k seeds has variance (k-1)/k of the sample's, which at k = 3 hides a third of
+    the seed variance. ``items``: method -> seed -> stored items, for every seed of every method;
+    without them (None) seeds are resampled alone (``SEEDS_ONLY``)."""
+    methods = [m for m in scores if scores[m]]
+    if not methods:
+        raise ConfigError("hierarchical_bootstrap: no method has a score.")
+    seeds = {m: sorted(scores[m]) for m in methods}
+    test = HIERARCHICAL if items is not None else SEEDS_ONLY
+    if items is not None:
+        runs, where = [], {}  # each distinct items object scored once (a training-free start repeats one)
+        for m in methods:
+            for s in seeds[m]:
+                it = items[m][s]
+                if id(it) not in where:
+                    where[id(it)] = len(runs)
+                    runs.append(it)
+        for r in runs[1:]:
+            from benchbench.evaluate.item_scores import check_paired
+
+            check_paired(runs[0], r)
+        per_run = _item_scores(runs, n_resamples, seed)
+        level = {m: per_run[:, [where[id(items[m][s])] for s in seeds[m]]] for m in methods}
+    else:
+        level = {m: np.tile([float(scores[m][s]) for s in seeds[m]], (n_resamples, 1)) for m in methods}
+    draws = {}
+    for m in methods:
+        x, k = level[m], len(seeds[m])
+        mean_b = x.mean(axis=1)
+        if k < 2:
+            draws[m] = mean_b
+            continue
+        w = _seed_stream(seed, m).multinomial(k, np.full(k, 1.0 / k), size=n_resamples) / k
+        draws[m] = mean_b + math.sqrt(k / (k - 1)) * ((w * x).sum(axis=1) - mean_b)
+    observed = {m: float(np.mean([scores[m][s] for s in seeds[m]])) for m in methods}
+    return Resampled(observed, draws, test, n_resamples)
+
+
+def bootstrap_p(res: Resampled, a: str, b: str) -> float:
+    """Two-sided p of "the seed-means of ``a`` and ``b`` differ": the share of resamples whose difference
+    does not favour the observed winner, doubled, with the +1 correction (p is never 0), capped at 1.
+    Resamples where either side's metric is undefined are dropped."""
+    d = res.draws[a] - res.draws[b]
+    d = d[np.isfinite(d)]
+    obs = res.observed[a] - res.observed[b]
+    if obs == 0 or d.size == 0:
+        return 1.0
+    wins = int((d <= 0).sum() if obs > 0 else (d >= 0).sum())
+    return min(1.0, 2.0 * (wins + 1) / (d.size + 1))
+
+
+def tost_p(res: Resampled, a: str, b: str, margin: float) -> float:
+    """Equivalence (two one-sided tests) of ``a`` and ``b`` within +-``margin`` points: p is the larger of
+    the bootstrap shares at or beyond -margin and at or beyond +margin; p < alpha claims |a - b| < margin
+    (the 1 - 2 alpha percentile interval lies inside the margin). Not "not separated": a noisy cell
+    fails both this test and the difference test."""
+    d = res.draws[a] - res.draws[b]
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return 1.0
+    lo = (int((d <= -margin).sum()) + 1) / (d.size + 1)
+    hi = (int((d >= margin).sum()) + 1) / (d.size + 1)
+    return min(1.0, max(lo, hi))
+
+
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjusted p-values (family-wise error over the given comparisons). Written here:
+    five lines, and statsmodels (which has it) is not a dependency."""
+    order = sorted(pvalues, key=lambda k: (pvalues[k], k))
+    out, running, n = {}, 0.0, len(order)
+    for i, k in enumerate(order):
+        running = max(running, min(1.0, (n - i) * pvalues[k]))
+        out[k] = running
+    return out

@@ -1,0 +1,363 @@
+"""Study files: declared, controlled comparisons (``benchbench study list | run``), read, validated,
+planned and run. Their tables (statistics and rendering) are ``benchbench.report.study_view``'s.
+
+A study is a versioned data file that fixes what a fair comparison must hold equal: ONE base model,
+ONE budget (steps, batch size, learning-rate rule, checkpoint-selection rule), the methods, the seeds
+(>= 5 for a published study; 3 or 4 make it preliminary) and the tasks. ``run`` executes its cells
+through the sweep machinery (resumable: a stored cell is skipped) with per-item scores stored.
+
+Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are given as a path::
+
+    name = "post-training-minilm"
+    version = 3                              # bump on EVERY edit (tests/test_study_spec.py holds the hashes)
+    description = "..."
+    model = "all-MiniLM-L6-v2"
+    start = "plm-mean"                       # the base model itself, untrained: the row trained cells are read against
+    seeds = [1, 2, 3, 4, 5]
+    tasks = ["twitterpara", "sts"]          # tasks or suites
+    methods = ["tsdae", "simcse", ...]
+    [budget]
+    steps = 100
+    batch_size = 16
+    lr = "method"                            # the method's own default, or a number for every method
+    selection = "last"                       # "last": the encoder at the end of the budget
+    [statistics]                             # optional (defaults shown)
+    margin = 1.0                             # the equivalence margin of "≈ start", in points of the metric (x100)
+    resamples = 10000                        # hierarchical bootstrap resamples
+    [set.simcse]                             # per-method options (strings, as --set gives them)
+    select_on_stsb_dev = "false"
+
+Every value is checked against a schema before anything runs (types, ranges, uniqueness, known names);
+each error names the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import tomllib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from benchbench.core.errors import BenchbenchError, ConfigError
+from benchbench.core.seeds import SEED_MAX
+
+STUDY_KEYS = {
+    "name",
+    "version",
+    "description",
+    "model",
+    "model_note",
+    "start",
+    "seeds",
+    "tasks",
+    "methods",
+    "budget",
+    "statistics",
+    "set",
+}
+BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
+STATISTICS_KEYS = {"margin", "resamples"}
+SELECTIONS = ("last",)  # the encoder at the end of the budget; a method that selects on labels is flagged
+MIN_SEEDS = 3  # a study file with fewer does not load: two seeds give no seed variance worth the name
+PUBLISHED_MIN_SEEDS = 5  # fewer and the study is shown as preliminary (its seed variance is a rough guess)
+# 1.0 point of the metric (x100): the smallest seed std of trained cells in the committed studies' busier
+# rows is ~0.5-1.5 and papers report gains of 1-5 points, so a method within +-1 of its start is
+# "did not move it by a reportable amount"; a study may state its own.
+DEFAULT_MARGIN = 1.0
+DEFAULT_RESAMPLES = 10_000  # p-value Monte-Carlo error +-0.002 at p = 0.05: group membership stops moving
+MIN_RESAMPLES = 1_000
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    version: int
+    description: str
+    model: str
+    seeds: tuple[int, ...]
+    tasks: tuple[str, ...]
+    methods: tuple[str, ...]
+    steps: int
+    batch_size: int
+    lr: str | float
+    selection: str
+    per_method: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    model_note: str = ""
+    path: str = ""
+    start: str = ""  # the training-free row that IS the base model: every trained cell is tested against it
+    margin: float = DEFAULT_MARGIN
+    resamples: int = DEFAULT_RESAMPLES
+    sha256: str = ""  # of the file's bytes: with ``version``, what a record set was planned from
+
+    @property
+    def builtin(self) -> bool:
+        return self.path == f"benchbench/run/studies/{self.name}.toml"
+
+    @property
+    def preliminary(self) -> bool:
+        """Fewer than ``PUBLISHED_MIN_SEEDS`` seeds: shown, but marked preliminary everywhere."""
+        return len(self.seeds) < PUBLISHED_MIN_SEEDS
+
+    def command(self, output: str | Path | None = None) -> str:
+        """The command that runs (or resumes) this study into ``output`` (default: its leaderboard folder)."""
+        arg = self.name if self.builtin else self.path
+        return f"benchbench study run {arg} --output {output or f'leaderboards/studies/{self.name}'}"
+
+    def overrides(self, method: str, options: Collection[str] | None = None) -> dict[str, str]:
+        """The options a cell of ``method`` runs with: the study's budget, then its own options.
+        ``options``: the method's option names (default: from the registry). A method whose budget is
+        not counted in steps x batch (Trans-Encoder: pairs, epochs and cycles) gets only the budget keys
+        it has and must state its budget in ``[set.<method>]``; the study file says how it matches."""
+        trains = True
+        if options is None:
+            from benchbench.core.registry import get_registry
+
+            cls = get_registry().method(method)
+            options, trains = {f.name for f in dataclasses.fields(cls.Config)}, bool(getattr(cls, "trains", True))
+        budget = {"steps": str(self.steps), "batch_size": str(self.batch_size)}
+        if self.lr != "method":
+            budget["lr"] = str(self.lr)
+        lacking = sorted(k for k in budget if k not in options)
+        if lacking and trains and not self.per_method.get(method):  # a training-free row (the start) has no budget
+            raise ConfigError(
+                f"Study {self.name!r} ({self.path}): method {method!r} has no option {lacking}; state its "
+                f"budget in [set.{method}] with the options it has."
+            )
+        out = {k: v for k, v in budget.items() if k in options}
+        out.update({k: str(v) for k, v in self.per_method.get(method, {}).items()})
+        return out
+
+
+def _builtin_dir() -> Any:
+    return resources.files("benchbench.run") / "studies"
+
+
+def available() -> list[str]:
+    return sorted(p.name[: -len(".toml")] for p in _builtin_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def builtin_files() -> dict[str, bytes]:
+    """name -> the bytes of each built-in study file (the version test hashes them)."""
+    return {n: (_builtin_dir() / f"{n}.toml").read_bytes() for n in available()}
+
+
+def load_study(name_or_path: str, check_names: bool = True) -> Study:
+    """A built-in study by name, or a study file by path, validated (:func:`parse`); every error names
+    the file and the key. ``check_names``: also check the methods and tasks against the registry."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" and path.is_file():
+        data, where = path.read_bytes(), str(path)
+    else:
+        f = _builtin_dir() / f"{name_or_path}.toml"
+        if not f.is_file():
+            raise ConfigError(
+                f"Unknown study {name_or_path!r}; built-in studies: {available()} (or give a .toml path)."
+            )
+        data, where = f.read_bytes(), f"benchbench/run/studies/{name_or_path}.toml"
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Study file {where}: {e}") from e
+    st = parse(doc, where, hashlib.sha256(data).hexdigest())
+    if check_names:
+        check_known_names(st)
+    return st
+
+
+# ---- the schema --------------------------------------------------------------------------------------
+def _bad(where: str, key: str, why: str) -> ConfigError:
+    return ConfigError(f"Study file {where}: {key}: {why}")
+
+
+def _int(doc: Mapping[str, Any], key: str, where: str, lo: int, shown: str | None = None) -> int:
+    v = doc[key.rsplit(".", 1)[-1]]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _bad(where, shown or key, f"must be an integer >= {lo} (got {v!r}, a {type(v).__name__}).")
+    if v < lo:
+        raise _bad(where, shown or key, f"must be >= {lo} (got {v}).")
+    return v
+
+
+def _str(doc: Mapping[str, Any], key: str, where: str, required: bool = True) -> str:
+    v = doc.get(key, "" if not required else None)
+    if not isinstance(v, str) or (required and not v.strip()):
+        raise _bad(where, key, f"must be {'a non-empty' if required else 'a'} string (got {v!r}).")
+    return v
+
+
+def _names(doc: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    v = doc[key]
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x.strip() for x in v):
+        raise _bad(where, key, f"must be a non-empty list of names (strings), got {v!r}.")
+    dup = sorted({x for x in v if v.count(x) > 1})
+    if dup:
+        raise _bad(where, key, f"names {dup} more than once; each must appear once.")
+    return tuple(v)
+
+
+def _seeds(doc: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    v = doc["seeds"]
+    if not isinstance(v, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in v):
+        raise _bad(where, "seeds", f"must be a list of integers such as [1, 2, 3, 4, 5] (got {v!r}).")
+    bad = [s for s in v if not 0 <= s <= SEED_MAX]
+    if bad:
+        raise _bad(where, "seeds", f"every seed must be from 0 to 2**32-1 (got {bad[0]}).")
+    dup = sorted({s for s in v if v.count(s) > 1})
+    if dup:
+        raise _bad(where, "seeds", f"seed {dup[0]} appears more than once; each seed once.")
+    if len(v) < MIN_SEEDS:
+        raise _bad(where, "seeds", f"a study needs >= {MIN_SEEDS} distinct seeds (got {v}).")
+    return tuple(v)
+
+
+def _budget(doc: Mapping[str, Any], where: str) -> tuple[int, int, str | float, str]:
+    budget = doc.get("budget")
+    if not isinstance(budget, dict):
+        raise _bad(where, "budget", f"must be a table with steps and batch_size (got {budget!r}).")
+    bad = set(budget) - BUDGET_KEYS
+    missing = [f"budget.{k}" for k in ("steps", "batch_size") if k not in budget]
+    if bad or missing:
+        raise _bad(where, "budget", f"unknown keys {sorted(bad)}, missing {missing} (known: {sorted(BUDGET_KEYS)}).")
+    steps = _int(budget, "budget.steps", where, 1)
+    batch = _int(budget, "budget.batch_size", where, 1)
+    lr = budget.get("lr", "method")
+    if lr != "method" and (isinstance(lr, bool) or not isinstance(lr, int | float) or not math.isfinite(lr) or lr <= 0):
+        raise _bad(where, "budget.lr", f"is 'method' or a positive number (got {lr!r}).")
+    selection = budget.get("selection", "last")
+    if selection not in SELECTIONS:
+        raise _bad(where, "budget.selection", f"must be one of {SELECTIONS} (got {selection!r}).")
+    return steps, batch, lr, selection
+
+
+def _statistics(doc: Mapping[str, Any], where: str) -> tuple[float, int]:
+    stats = doc.get("statistics", {})
+    if not isinstance(stats, dict) or set(stats) - STATISTICS_KEYS:
+        raise _bad(where, "statistics", f"must be a table with keys among {sorted(STATISTICS_KEYS)} (got {stats!r}).")
+    margin = stats.get("margin", DEFAULT_MARGIN)
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not (0 < margin < math.inf):
+        raise _bad(where, "statistics.margin", f"must be a positive number of metric points (got {margin!r}).")
+    resamples = _int(stats, "statistics.resamples", where, MIN_RESAMPLES) if "resamples" in stats else DEFAULT_RESAMPLES
+    return float(margin), resamples
+
+
+def _per_method(doc: Mapping[str, Any], methods: Sequence[str], where: str) -> dict[str, dict[str, str]]:
+    per = doc.get("set", {})
+    if not isinstance(per, dict) or not all(isinstance(v, dict) for v in per.values()):
+        raise _bad(where, "set", "must hold one table per method ([set.<method>]).")
+    stray = set(per) - set(methods)
+    if stray:
+        raise _bad(where, "set", f"[set.*] names methods not in the study: {sorted(stray)}.")
+    out = {}
+    for m, opts in per.items():
+        for k, v in opts.items():
+            if isinstance(v, dict | list):
+                raise _bad(where, f"set.{m}.{k}", f"must be a single value, as --set gives it (got {v!r}).")
+        out[m] = {k: str(v) for k, v in opts.items()}
+    return out
+
+
+def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
+    """A study from its TOML document, every key checked (types, ranges, uniqueness): a wrong value is
+    a ConfigError naming ``where`` and the key, never a silent conversion (``"123"`` is not [1, 2, 3])."""
+    unknown = set(doc) - STUDY_KEYS
+    if unknown:
+        raise ConfigError(f"Study file {where}: unknown keys {sorted(unknown)} (known: {sorted(STUDY_KEYS)}).")
+    missing = [k for k in ("name", "version", "model", "seeds", "tasks", "methods", "budget") if k not in doc]
+    if missing:
+        raise ConfigError(f"Study file {where}: missing keys {missing}.")
+    methods = _names(doc, "methods", where)
+    start = _str(doc, "start", where, required=False)
+    if start and start not in methods:
+        raise _bad(where, "start", f"{start!r} is not one of the study's methods {list(methods)}.")
+    steps, batch, lr, selection = _budget(doc, where)
+    margin, resamples = _statistics(doc, where)
+    model = _str(doc, "model", where)
+    return Study(
+        name=_str(doc, "name", where),
+        version=_int(doc, "version", where, 1),
+        description=_str(doc, "description", where, required=False),
+        model=str(Path(model).expanduser()) if model.startswith("~") else model,
+        seeds=_seeds(doc, where),
+        tasks=_names(doc, "tasks", where),
+        methods=methods,
+        steps=steps,
+        batch_size=batch,
+        lr=lr,
+        selection=selection,
+        per_method=_per_method(doc, methods, where),
+        model_note=_str(doc, "model_note", where, required=False),
+        path=where,
+        start=start,
+        margin=margin,
+        resamples=resamples,
+        sha256=sha256,
+    )
+
+
+def check_known_names(study: Study) -> None:
+    """Every method and task (or suite) the study names is registered; the error names the file, the key
+    and the closest known names."""
+    from benchbench.core.registry import get_registry
+
+    reg = get_registry()
+    for m in study.methods:
+        try:
+            reg.method(m)
+        except BenchbenchError as e:
+            raise _bad(study.path, "methods", str(e)) from None
+    for t in study.tasks:
+        try:
+            reg.expand([t])
+        except BenchbenchError as e:
+            raise _bad(study.path, "tasks", str(e)) from None
+
+
+# ---- running -----------------------------------------------------------------------------------------
+def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = None) -> list[Any]:
+    """One sweep cell per (method, task, seed), each with the study's options for its method."""
+    from benchbench.run.sweep import SweepRun
+
+    return [
+        SweepRun(m, t, s, "unsupervised", {"overrides": study.overrides(m)})
+        for m in study.methods
+        for t in task_names
+        for s in (study.seeds if seeds is None else seeds)
+    ]
+
+
+def subset(study: Study, what: str, declared: Sequence[Any], wanted: Sequence[Any] | None) -> list[Any]:
+    """``declared`` (the study's tasks, methods or seeds) narrowed to ``wanted`` in the study's order; a
+    name the study does not declare is a ConfigError (a cell outside the study is not the study's)."""
+    if not wanted:
+        return list(declared)
+    norm = [w.strip() if isinstance(w, str) else w for w in wanted]
+    stray = [w for w in norm if w not in declared]
+    if stray:
+        raise ConfigError(f"study {study.name!r} has no {what} {stray}; its {what}: {', '.join(map(str, declared))}.")
+    return [d for d in declared if d in set(norm)]
+
+
+def run(
+    study: Study,
+    output: str,
+    executor: str = "local",
+    cells: Sequence[Any] | None = None,
+    encode: Mapping[str, str] | None = None,
+    **sweep_kw: Any,
+) -> list[Any]:
+    """Run (or resume) ``cells`` (default: every cell of ``study``) into ``output`` with per-item scores
+    stored. ``encode``: the RunOptions encode fields (``encode_backend``, ``encode_dtype``). Each record
+    carries the code version (``git_sha``, ``versions``) and its encoder's fingerprint; the report marks
+    a row whose cells disagree on them."""
+    from benchbench.core.registry import get_registry
+    from benchbench.run.sweep import base_options, run_sweep
+
+    if cells is None:
+        cells = plan(study, get_registry().expand(list(study.tasks)))
+    base = base_options(model=study.model, output=output, progress=False, store_items=True, **dict(encode or {}))
+    return run_sweep(list(cells), base, executor, **sweep_kw)

@@ -1,0 +1,153 @@
+"""A study column's statistics (report.stats' hierarchical bootstrap, Holm, TOST through
+report.study_view.column_stats) on fixtures where each rule shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchbench.evaluate.item_scores import pair_items
+from benchbench.report import stats
+from benchbench.report.aggregate import Cell
+from benchbench.report.study_view import TIE_P, column_stats
+
+N_ITEMS = 600
+
+
+def _spearman(pred: np.ndarray, gold: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    return 100 * float(spearmanr(pred, gold).statistic)
+
+
+def _cell(gold: np.ndarray, noises: list[float], rng: np.random.Generator) -> Cell:
+    """One method's cell: seed s predicts gold plus noise of sd ``noises[s-1]`` (more noise, lower score)."""
+    scores, items = {}, {}
+    for s, sd in enumerate(noises, start=1):
+        pred = gold + rng.normal(0, sd, gold.size)
+        items[s] = pair_items({"all": (pred, gold)}, "spearman")
+        scores[s] = _spearman(pred, gold)
+    return Cell(scores, items=items)
+
+
+@pytest.fixture(scope="module")
+def gold():
+    return np.random.default_rng(0).uniform(0, 5, N_ITEMS)
+
+
+def test_seed_variance_not_item_noise_decides_the_tie_group(gold):
+    """b's seeds scatter widely (noise sd 0.4 to 1.6) around a mean below a's steady seeds. The items-only
+    bootstrap of the seed-averaged difference (the old test) separates them: 600 items pin the average of
+    these three seeds down. With the seeds resampled too, three scattered seeds cannot: b joins the tie group."""
+    rng = np.random.default_rng(1)
+    a = _cell(gold, [0.7, 0.7, 0.7], rng)
+    b = _cell(gold, [0.4, 1.6, 0.9], rng)
+    old = stats.paired_bootstrap_items([a.items[s] for s in (1, 2, 3)], [b.items[s] for s in (1, 2, 3)], 2000, 0)
+    assert old.p_value < TIE_P, old  # items alone: separated
+    col = column_stats("stsb", {"a": a, "b": b}, n_resamples=4000)
+    assert col.test == stats.HIERARCHICAL and col.best == "a"
+    assert col.tied == {"a", "b"} and col.p["b"] >= TIE_P, col  # seeds x items: not separable
+    # steady seeds with the same gap are separated by the same test: it is the seed scatter that decides
+    c = _cell(gold, [1.0, 1.0, 1.0], rng)
+    apart = column_stats("stsb", {"a": a, "c": c}, n_resamples=4000)
+    assert apart.tied == {"a"} and apart.p["c"] < TIE_P, apart
+
+
+def test_membership_is_stable_across_bootstrap_seeds():
+    """Six methods at graded distances from the best: the tie group is the same for bootstrap seeds 0-2
+    at the default 10,000 resamples, and the p-values near alpha (below 0.1) move by less than 0.01."""
+    rng = np.random.default_rng(2)
+    gold = rng.uniform(0, 5, 200)  # fewer items than the other fixtures: four full 10,000-resample columns
+    cells = {
+        "best": _cell(gold, [0.6, 0.62, 0.64], rng),
+        "near": _cell(gold, [0.6, 0.66, 0.62], rng),
+        "mid": _cell(gold, [0.75, 0.8, 0.7], rng),
+        "far": _cell(gold, [1.2, 1.3, 1.25], rng),
+        "wide": _cell(gold, [0.5, 1.4, 0.8], rng),
+        "edge": _cell(gold, [0.8, 0.82, 0.84], rng),  # separated at p ~ 0.007 (Holm over five comparisons)
+    }
+    cols = [column_stats("stsb", cells, n_resamples=10_000, seed=s) for s in range(3)]
+    groups = {frozenset(c.tied) for c in cols}
+    assert len(groups) == 1, [sorted(c.tied) for c in cols]
+    assert {"best", "near", "mid", "wide"} == cols[0].tied, cols[0]  # near/mid/wide tied, edge and far not
+    for m in cols[0].p:
+        ps = [c.p[m] for c in cols]
+        if min(ps) < 0.1:  # near alpha: Monte-Carlo error +-0.003 at 10,000 resamples
+            assert max(ps) - min(ps) < 0.01, (m, ps)
+    assert min(abs(p - TIE_P) for p in cols[0].p.values()) > 0.01  # none borderline at this precision
+
+
+def _start_cells(gold: np.ndarray, rng: np.random.Generator, shifts: dict[str, list[float]]) -> dict[str, Cell]:
+    """A training-free start (every seed the same items) and trained cells whose seeds add ``shift`` points
+    of noise-free change: each seed's predictions are the start's mixed with fresh noise by ``shift``."""
+    base_pred = gold + rng.normal(0, 0.8, gold.size)
+    base = pair_items({"all": (base_pred, gold)}, "spearman")
+    out = {"start": Cell(dict.fromkeys((1, 2, 3), _spearman(base_pred, gold)), items=dict.fromkeys((1, 2, 3), base))}
+    for name, noise in shifts.items():
+        scores, items = {}, {}
+        for s, sd in enumerate(noise, start=1):
+            pred = base_pred + rng.normal(0, sd, gold.size)
+            items[s] = pair_items({"all": (pred, gold)}, "spearman")
+            scores[s] = _spearman(pred, gold)
+        out[name] = Cell(scores, items=items)
+    return out
+
+
+def test_every_seed_below_the_start_is_never_equivalent(gold):
+    """``consistent``: every seed a little below the start (well inside a 5-point margin, so TOST alone
+    would pass it); ``mixed``: seeds on both sides, within the margin: ≈. ``far``: every seed many points
+    below: never ≈, and separably below."""
+    rng = np.random.default_rng(3)
+    cells = _start_cells(gold, rng, {"consistent": [0.15, 0.2, 0.18], "far": [1.5, 1.6, 1.4]})
+    mixed_scores = {1: cells["start"].scores[1] + 0.3, 2: cells["start"].scores[1] - 0.3, 3: cells["start"].scores[1]}
+    cells["mixed"] = Cell(mixed_scores)  # no items: the column falls back to the seeds test
+    col = column_stats(
+        "stsb", {k: v for k, v in cells.items() if k != "mixed"}, start="start", margin=5.0, n_resamples=4000
+    )
+    assert all(v < cells["start"].scores[1] for v in cells["consistent"].scores.values())
+    assert col.start["consistent"].one_side and col.start["consistent"].p_tost < TIE_P
+    assert not col.start["consistent"].equivalent  # every seed below: never ≈, whatever TOST says
+    assert not col.start["far"].equivalent and col.start["far"].verdict == "↓"
+    seeds_only = column_stats("stsb", cells, start="start", margin=5.0, n_resamples=4000)
+    assert seeds_only.test == stats.SEEDS_ONLY and "mixed" in seeds_only.why
+    assert seeds_only.start["mixed"].equivalent and seeds_only.start["mixed"].verdict == "≈"
+    # a margin smaller than the seeds' spread: the same mixed cell is no longer shown equivalent
+    narrow = column_stats("stsb", cells, start="start", margin=0.2, n_resamples=4000)
+    assert not narrow.start["mixed"].equivalent and narrow.start["mixed"].verdict == "?"
+
+
+def test_not_separated_is_not_equivalent():
+    """A noisy cell the difference test cannot separate from the start is not ≈ either: inconclusive."""
+    cells = {"start": Cell({1: 50.0, 2: 50.0, 3: 50.0}), "noisy": Cell({1: 46.0, 2: 54.5, 3: 50.5})}
+    col = column_stats("t", cells, start="start", margin=1.0, n_resamples=4000)
+    assert col.start["noisy"].p >= TIE_P and col.start["noisy"].p_tost >= TIE_P
+    assert col.start["noisy"].verdict == "?" and not col.start["noisy"].equivalent
+
+
+def test_holm_is_step_down_and_monotone():
+    adj = stats.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
+    assert adj == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
+    assert stats.holm({"x": 0.3}) == {"x": 0.3} and stats.holm({"x": 0.6, "y": 0.7}) == {"x": 1.0, "y": 1.0}
+
+
+def test_holm_makes_a_column_with_many_rivals_harder_to_separate():
+    """One rival at raw p ~ 0.02 is separated alone; among eleven other (far) rivals Holm keeps it tied."""
+    near = {1: 49.0, 2: 49.3, 3: 48.8, 4: 49.1, 5: 48.9}
+    best = {1: 50.0, 2: 50.4, 3: 49.6, 4: 50.2, 5: 49.8}
+    col1 = column_stats("t", {"best": Cell(best), "near": Cell(near)}, n_resamples=10_000)
+    assert col1.p_raw["near"] < TIE_P and col1.tied == {"best"}
+    many = {"best": Cell(best), "near": Cell(near)}
+    many |= {f"far{i}": Cell({s: v - 10 - i for s, v in best.items()}) for i in range(11)}
+    col = column_stats("t", many, n_resamples=10_000)
+    assert col.p_raw["near"] == pytest.approx(col1.p_raw["near"], abs=0.01)
+    assert (col.p["near"] >= TIE_P) == (12 * col.p_raw["near"] >= TIE_P)
+
+
+def test_a_methods_seed_draws_do_not_depend_on_the_other_methods():
+    a, b = Cell({1: 1.0, 2: 2.0, 3: 4.0}), Cell({1: 0.0, 2: 0.5, 3: 1.0})
+    r1 = stats.hierarchical_bootstrap({"a": a.scores}, None, 500, 7)
+    r2 = stats.hierarchical_bootstrap({"a": a.scores, "b": b.scores}, None, 500, 7)
+    assert np.array_equal(r1.draws["a"], r2.draws["a"])
+    # the seed level is scaled by sqrt(k/(k-1)): its variance is the sample variance of the mean, not (k-1)/k of it
+    big = stats.hierarchical_bootstrap({"a": a.scores}, None, 200_000, 1)
+    assert big.draws["a"].var() == pytest.approx(np.var([1.0, 2.0, 4.0], ddof=1) / 3, rel=0.02)

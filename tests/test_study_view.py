@@ -1,0 +1,150 @@
+"""A study's page (report.study_view): provenance marks (code versions, encoders), the ≈ legend, the
+published context kept out of the cells, the resume command, damaged items named, cached statistics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchbench.report import study_view
+from benchbench.report.aggregate import Cell
+from benchbench.run.study import load_study
+
+TASKS = ["sts12", "sts13"]
+
+
+def _record(method, task, seed, score, sha="a" * 40, fp="tf-1", corpus="c1", checksum=None):
+    return {
+        "method": method,
+        "task": task,
+        "seed": seed,
+        "model": "m",
+        "config_hash": "h",
+        "splits": {"test": {"main_score": score}},
+        "git_sha": sha,
+        "versions": {"transformers": "5.23.0" if sha.startswith("a") else "5.22.0"},
+        "device": "cpu:x86_64x2",
+        "encoder_fingerprint": fp,
+        "train": {"train_data_sha256": corpus},
+        "checksum": checksum or f"sha256:{method}{task}{seed}{score}",
+    }
+
+
+def _table(st, mutate=None):
+    """Every method on two STS tasks with three seeds, no items (the seeds test decides)."""
+    table = {t: {m: Cell({}) for m in st.methods} for t in TASKS}
+    for i, m in enumerate(st.methods):
+        for t in TASKS:
+            for s in st.seeds:
+                r = _record(m, t, s, 50.0 + i + 0.1 * s, fp=f"tf-{m}-{s}")
+                if mutate:
+                    r = mutate(r) or r
+                table[t][m].scores[s] = r["splits"]["test"]["main_score"]
+                table[t][m].records[s] = r
+    return table
+
+
+@pytest.fixture(scope="module")
+def st():
+    return load_study("post-training-minilm")
+
+
+def test_a_row_mixing_two_encoders_for_one_seed_is_marked(st):
+    """simcse seed 2's sts13 record comes from another trained encoder than its sts12 record (same training
+    corpus): the row is marked [≠enc] and the note names the seed, both fingerprints and their tasks."""
+
+    def other_encoder(r):
+        if r["method"] == "simcse" and r["seed"] == 2 and r["task"] == "sts13":
+            r["encoder_fingerprint"] = "tf-simcse-2-OTHER"
+
+    v = study_view.view(st, _table(st, other_encoder), model_label="m", published=[], cache=False)
+    rows = {r.method: r for r in v.rows}
+    assert rows["simcse"].label.endswith(study_view.ROW_MIXED_ENCODER)
+    assert not any(r.label.endswith(study_view.ROW_MIXED_ENCODER) for m, r in rows.items() if m != "simcse")
+    note = next(n for n in v.notes if n.startswith("[≠enc] simcse"))
+    assert "seed 2:" in note and "simcse-2-OTHER (sts13)" in note and "tf-simcse-2 (sts12)" in note
+    assert v.provenance.mixed_encoders.keys() == {"simcse"}
+
+    # another training corpus (e.g. TwitterPara's own text) is another encoder by design: not marked
+    def other_corpus(r):
+        if r["method"] == "simcse" and r["task"] == "sts13":
+            r["encoder_fingerprint"], r["train"]["train_data_sha256"] = "tf-x", "c2"
+
+    v2 = study_view.view(st, _table(st, other_corpus), model_label="m", published=[], cache=False)
+    assert not v2.provenance.mixed_encoders
+
+
+def test_a_row_mixing_code_versions_is_marked_and_every_version_listed(st):
+    def old_code(r):
+        if r["method"] == "tsdae" and r["seed"] == 3:
+            r["git_sha"] = "b" * 40
+            r["versions"] = {"transformers": "5.22.0"}
+
+    v = study_view.view(st, _table(st, old_code), model_label="m", published=[], cache=False)
+    rows = {r.method: r for r in v.rows}
+    assert rows["tsdae"].label.endswith(study_view.ROW_MIXED_CODE) and not rows["ct"].label.endswith("]")
+    text = "\n".join(v.notes)
+    assert f"{'a' * 12} ({len(st.methods) * 6 - 2} records), {'b' * 12} (2 records)" in text
+    assert "transformers 5.22.0, 5.23.0" in text and "cpu:x86_64x2" in text
+    assert "1 of 13 rows mix code versions" in v.summary
+
+
+def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st, tmp_path):
+    v = study_view.view(st, _table(st), model_label="m", results="my/results", cache=False)
+    md = study_view.view_markdown(v)
+    assert "Resume" not in v.status and "`benchbench study run post-training-minilm --output my/results`" in v.status
+    assert "Preliminary: 3 seeds" in v.status and "— preliminary" in md
+    assert "hierarchical bootstrap (10000 resamples" in md and "Holm-adjusted" in md and "TOST" in md
+    assert "±1 points" in md and "sha256 030234fef3c6" in md
+    assert v.published and all("[paper" not in c.text for r in v.rows for c in r.cells)
+    table_lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert any(ln.startswith("| BSL-BERT (bsl-table1: Bootstrapped Unsupervised") and "| bsl | bert-base-uncased |" in ln for ln in table_lines)
+    assert "no difference is computed across conditions" in md
+    assert v.summary.startswith("Preliminary (3 seeds")
+
+
+def test_overlap_flags_show_on_the_cell_and_in_the_notes(st):
+    flags = {("simcse", "sts13"): ["sts13/headlines: 4 test sentences verbatim in the training corpus"]}
+    v = study_view.view(
+        st, _table(st), model_label="m", published=[], cache=False, overlap_flags=lambda m, t: flags.get((m, t), [])
+    )
+    cell = {r.method: r for r in v.rows}["simcse"].cells[1]
+    assert cell.text.endswith(study_view.FLAG_MARK) and cell.flags == tuple(flags[("simcse", "sts13")])
+    assert "⚑ simcse / sts13: sts13/headlines: 4 test sentences verbatim in the training corpus" in v.notes
+
+
+def test_a_damaged_items_file_is_named_and_the_column_says_which_test_decided():
+    cells = {
+        "a": Cell(
+            {1: 60.0, 2: 61.0, 3: 60.5}, damaged=["Per-item scores of a/sts12 seed 2: /x/sts12.items.test.json.gz: bad"]
+        ),
+        "b": Cell({1: 50.0, 2: 51.0, 3: 50.5}),
+    }
+    col = study_view.column_stats("sts12", cells, n_resamples=2000)
+    assert col.test == "seeds" and "sts12.items.test.json.gz" in col.why and "damaged" in col.why
+    notes = study_view.legend(load_study("post-training-minilm"), {"sts12": col})
+    assert any("sts12: seeds (damaged per-item scores: Per-item scores of a/sts12 seed 2" in n for n in notes)
+
+
+def test_column_statistics_are_reused_while_the_records_checksums_are_unchanged(st, tmp_path, monkeypatch):
+    table = _table(st)
+    first = study_view.cached_column("sts12", table["sts12"], st, tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+    def boom(*a, **k):
+        raise AssertionError("recomputed although nothing changed")
+
+    monkeypatch.setattr(study_view, "column_stats", boom)
+    again = study_view.cached_column("sts12", table["sts12"], st, tmp_path)
+    assert again == first
+    # one record's checksum changes: its column is recomputed
+    table["sts12"]["ct"].records[1] = dict(table["sts12"]["ct"].records[1], checksum="sha256:new")
+    with pytest.raises(AssertionError, match="recomputed"):
+        study_view.cached_column("sts12", table["sts12"], st, tmp_path)
+    # a cache file that does not read is recomputed, never trusted
+    monkeypatch.undo()
+    for f in tmp_path.glob("*.json"):
+        f.write_text("{not json")
+    assert study_view.cached_column("sts12", _table(st)["sts12"], st, tmp_path) == first
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())["best"] == first.best

@@ -27,6 +27,7 @@ from benchbench.encode.model_names import (
     model_subfolders,
     split_zip_folder,
 )
+from benchbench.store.files import is_complete
 
 MEMORY_ENV = "BENCHBENCH_MEMORY_LIMIT"  # bytes (or 500M, 8G): what the check compares with, instead of the machine's
 BERT_VOCAB = 30522  # the bundled vocabulary of tiny-bert
@@ -86,7 +87,7 @@ def _folder_of(model: str) -> Path | None:
             return None
     if key in SPLIT_ZIP_MODELS:
         root = split_zip_folder(key)
-        return root / key if (root / ".complete").is_file() else None
+        return root / key if is_complete(root) else None
     return None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from benchbench.core.errors import ConfigError
+from benchbench.store.files import atomic_write_json
 
 CLASSES = ("IN", "PRP", "SYM", "VB-AUX", "VB-NAUX", "DT", "CC", "NN", "JJ", "RB", "CD", "OTHER")
 # Penn punctuation and symbol tags count as SYM (the paper's SYM class holds non-word tokens).
@@ -128,7 +129,7 @@ def tag_all(tagger: Tagger, pairs: Sequence[tuple[str, str]], cache: Path | None
             done[t] = toks
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({k: [list(vars(x).values()) for x in v] for k, v in done.items()}))
+            atomic_write_json(cache, {k: [list(vars(x).values()) for x in v] for k, v in done.items()})
     return {t: done[t] for t in texts}
 
 

@@ -83,3 +83,30 @@ def local_plugin_workdir(tmp_path, monkeypatch, source: str):
     monkeypatch.setattr(registry, "_REGISTRY", None)
     yield tmp_path
     registry.reset_registry()
+
+
+# a local plugin (for ``local_plugin_workdir``) registering method "fixed": no training, the fixture
+# encoder; a test adds its own tasks with BENCHBENCH_TASK_PATH
+FIXED_METHOD_PLUGIN = f"""
+import sys
+from dataclasses import dataclass
+sys.path.insert(0, {str(FIXTURES.parent)!r})
+from helpers import CosineFixtureEncoder
+from benchbench import Method, hookimpl
+
+@dataclass
+class Cfg:
+    steps: int = 1
+
+class Fixed(Method):
+    name = "fixed"
+    Config = Cfg
+    trains = False
+    default_model = None
+    def train(self, corpus, ctx):
+        return CosineFixtureEncoder()
+
+@hookimpl
+def benchbench_register_methods(register):
+    register("fixed", Fixed)
+"""

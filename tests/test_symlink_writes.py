@@ -5,11 +5,10 @@ error naming it (or, for a marker, simply not trusted), and the link's target is
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXED_METHOD_PLUGIN, FIXTURES, local_plugin_workdir
 
 from benchbench.cli.main import main
 from benchbench.core import registry as plugins
@@ -19,48 +18,15 @@ from benchbench.store.results import ResultStore, key_of
 ROOT = Path(__file__).resolve().parent.parent
 STS_MINI = (FIXTURES / "sts_mini.toml").read_text()
 TASK = STS_MINI[: STS_MINI.index("[[suite]]")]
-LONG = "long-" + "t" * 230 + "-task"  # 240 characters: over NAME_MAX (255) once a hash and .json are added
-
-PLUGIN = f"""
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-sys.path.insert(0, {str(FIXTURES.parent)!r})
-from helpers import CosineFixtureEncoder
-from benchbench import Method, hookimpl
-
-@dataclass
-class Cfg:
-    steps: int = 10
-
-class Fixed(Method):
-    name = "fixed"
-    Config = Cfg
-    trains = False
-    default_model = None
-    def train(self, corpus, ctx):
-        return CosineFixtureEncoder()
-
-@hookimpl
-def benchbench_register_methods(register):
-    register("fixed", Fixed)
-
-@hookimpl
-def benchbench_register_tasks(register):
-    register("mini", Path(__file__).parent / "mini.toml")
-"""
+LONG = "long-" + "t" * 230 + "-task"  # 240 characters: its record's temp file name was over NAME_MAX (255)
 
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, tmp_cache):
     """sts-mini, and the same task under a 240-character name."""
-    (tmp_path / "benchbench_plugin.py").write_text(textwrap.dedent(PLUGIN))
     (tmp_path / "mini.toml").write_text(STS_MINI + TASK.replace('"sts-mini"', f'"{LONG}"'))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCHBENCH_DATA", str(FIXTURES))
-    monkeypatch.setattr(plugins, "_REGISTRY", None)
-    yield tmp_path
-    plugins.reset_registry()
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "mini.toml"))
+    yield from local_plugin_workdir(tmp_path, monkeypatch, FIXED_METHOD_PLUGIN)
 
 
 def _run(*args: str, task: str = "sts-mini") -> int:

@@ -186,6 +186,21 @@ def test_slug_names_the_committed_records_where_they_are() -> None:
         assert store.path(key_of(r)).is_file(), key_of(r)
 
 
+@pytest.mark.parametrize("n", [240, 300, 1000])
+def test_a_record_of_a_very_long_task_and_method_name_is_stored_and_found(tmp_path: Path, n: int) -> None:
+    """Every path the store derives from a key (its own, the legacy one it looks for, the lock) stays
+    under the file system's 255 per name: no "File name too long" on write, lookup or lock."""
+    store = ResultStore(tmp_path / "results")
+    rec = {**_record(50.0, task="t" * n), "method": "m" * n}
+    key = key_of(rec)
+    assert not store.exists(key)
+    with store.lock(key):
+        path = store.write(dict(rec))
+    assert all(len(part) <= 90 for part in path.relative_to(tmp_path).parts)
+    assert store.load(key)["task"] == "t" * n and store.exists(key)
+    assert [r["method"] for r in store.records()] == ["m" * n]
+
+
 def _record(score: float, task: str = "sts-mini") -> dict:
     return {
         "schema_version": 2,

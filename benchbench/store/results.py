@@ -160,8 +160,11 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
 
 def _legacy_name(s: str) -> str:
     """The pre-injective file name of a key field: the readable part of its ``slug`` (before the
-    ``~hash``), which many fields share; used only to find records written before names were injective."""
-    return slug(s, max_len=4096).partition("~")[0]
+    ``~hash``), which many fields share; used only to find records written before names were injective.
+    One over 236 characters was never written (its temp file's name exceeded the file system's 255):
+    it has no legacy path, only its bounded ``slug``, so a lookup never fails with "File name too long"."""
+    old = slug(s, max_len=4096).partition("~")[0]
+    return old if len(old) <= 236 else slug(s)
 
 
 def checksum(record: dict[str, Any]) -> str:

@@ -32,6 +32,11 @@ SciDocsAdapter
 SentEvalAdapter
 SICKRelatednessAdapter
 STSAdapter
+HFSTSAdapter  # evaluate/adapters/hf.py: registered by kind like the others
+HFPairsAdapter
+HFRetrievalAdapter
+_.mteb_model_meta  # evaluate/mteb_encoder.py: read by mteb (its EncoderProtocol)
+from_name  # evaluate/mteb_encoder.py: the documented way to hand a saved folder to mteb
 TwitterParaAdapter
 _.significant  # SeedTest: read by tests and by report text
 paired_bootstrap  # used by report.significance and tests

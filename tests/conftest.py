@@ -9,6 +9,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# codecarbon's tracker takes seconds to start: runs in tests measure no energy unless a test asks
+# (tests/test_energy.py sets it back); benchbench.run.energy reads it at each measurement
+os.environ.setdefault("BENCHBENCH_ENERGY", "0")
 
 
 def _real_data_dir() -> Path | None:

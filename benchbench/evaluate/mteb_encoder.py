@@ -41,16 +41,9 @@ class MTEBEncoder(AbsEncoder):
 
         return cls(Embedder(load_encoder(str(model)), **kw), name=f"benchbench/{str(model).rstrip('/').split('/')[-1]}")
 
-    def encode(
-        self,
-        inputs: Any,
-        *,
-        task_metadata: Any = None,
-        hf_split: str = "",
-        hf_subset: str = "",
-        prompt_type: Any = None,
-        **kwargs: Any,
-    ) -> np.ndarray:
+    def encode(self, inputs: Any, **kwargs: Any) -> np.ndarray:
+        """mteb passes a DataLoader of ``{"text": [...]}`` batches and its task/split/prompt as keywords
+        (unused: a benchbench encoder has no prompts)."""
         texts: list[str] = []
         for batch in inputs:
             texts.extend(batch["text"])

@@ -508,7 +508,7 @@ def to_mteb(record: dict[str, Any]) -> dict[str, Any]:
         "mteb_version": None,
         "dataset_revision": None,
         "evaluation_time": record.get("eval_seconds"),
-        "kg_co2_emissions": None,
+        "kg_co2_emissions": record.get("kg_co2_emissions"),  # codecarbon, when it measured (run/energy.py)
         "scores": {},
     }
     for split, res in record["splits"].items():

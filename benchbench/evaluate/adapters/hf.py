@@ -67,6 +67,8 @@ class HFTask(TaskAdapter):
                     f"Task {self.name!r} (spec {spec.source or '?'}): params.{key} is required for kind {self.kind!r}."
                 )
         self._hf: HFData | None = None
+        # the record's ``data`` holds the used entries under ``params.root``: this dataset's fingerprint
+        spec.params.setdefault("root", f"hf:{self.param('dataset')}@{self.param('revision')}")
 
     @property
     def hf(self) -> HFData:

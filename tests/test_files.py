@@ -186,6 +186,21 @@ def test_slug_names_the_committed_records_where_they_are() -> None:
         assert store.path(key_of(r)).is_file(), key_of(r)
 
 
+def test_a_symlinked_items_file_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    """``ResultStore.write`` with per-item scores writes the items file through the primitive too."""
+    store = ResultStore(tmp_path / "results")
+    items = {"test": {"scores": [1.0, 0.0], "ids": ["a", "b"]}}
+    path = store.write(_record(50.0), items=items)
+    (item_file,) = path.parent.glob("*.items.test.json.gz")
+    outside = tmp_path / "outside.gz"
+    outside.write_bytes(b"SECRET")
+    item_file.unlink()
+    item_file.symlink_to(outside)
+    with pytest.raises(UnsafePathError, match=str(item_file)):
+        store.write(_record(50.0), items=items)
+    assert outside.read_bytes() == b"SECRET" and item_file.is_symlink()
+
+
 @pytest.mark.parametrize("n", [240, 300, 1000])
 def test_a_record_of_a_very_long_task_and_method_name_is_stored_and_found(tmp_path: Path, n: int) -> None:
     """Every path the store derives from a key (its own, the legacy one it looks for, the lock) stays

@@ -1,5 +1,5 @@
 """No write leaves its folder (issue 41 item 2) and no name is too long for a file (item 8), through
-``benchbench run``: a symlinked lock, lock owner note, record, items file or ``.complete`` marker is an
+``benchbench run``: a symlinked lock, lock owner note, record or ``.complete`` marker is an
 error naming it (or, for a marker, simply not trusted), and the link's target is never written."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from helpers import FIXED_METHOD_PLUGIN, FIXTURES, local_plugin_workdir
 
 from benchbench.cli.main import main
 from benchbench.core import registry as plugins
-from benchbench.core.errors import UnsafePathError
 from benchbench.store.results import ResultStore, key_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,33 +80,6 @@ def test_a_symlinked_record_is_refused_and_its_target_untouched(workdir, capsys)
     assert _run("--force") == 2
     _refused(capsys, path)
     assert outside.read_bytes() == before and path.is_symlink()
-
-
-def test_a_symlinked_items_file_is_refused_and_its_target_untouched(tmp_path):
-    """``ResultStore.write`` with per-item scores: the items file is written through the primitive."""
-    store = ResultStore(tmp_path / "results")
-    rec = {
-        "schema_version": 2,
-        "method": "fixed",
-        "config_hash": "abc",
-        "config": {},
-        "model": "m",
-        "setup": "unsupervised",
-        "seed": 1,
-        "task": "sts-mini",
-        "splits": {"test": {"main_score": 50.0}},
-        "created_at": "2026-11-27T12:00:00+0000",
-    }
-    items = {"test": {"scores": [1.0, 0.0], "ids": ["a", "b"]}}
-    path = store.write(dict(rec), items=items)
-    (item_file,) = path.parent.glob("*.items.test.json.gz")
-    outside = tmp_path / "outside.gz"
-    outside.write_bytes(b"SECRET")
-    item_file.unlink()
-    item_file.symlink_to(outside)
-    with pytest.raises(UnsafePathError, match=str(item_file)):
-        store.write(dict(rec), items=items)
-    assert outside.read_bytes() == b"SECRET"
 
 
 def test_a_240_character_task_name_gets_a_bounded_file_name(workdir, capsys):

@@ -31,6 +31,7 @@ from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_d
 from benchbench.encode.models import canonical_model_name, local_model_label, model_label_of  # noqa: F401 (re-exported)
 from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter
+from benchbench.run.energy import Meter, total
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
 from benchbench.store.results import (
     SCHEMA_VERSION,
@@ -410,8 +411,12 @@ def _run_task(
         owner=f"method {opts.method!r} (plugin {plan.plugin!r})",
     )
     t1 = time.perf_counter()
-    split_results, items = _evaluate(plan, adapter, embedder, task, splits)
+    with Meter() as meter:  # codecarbon, offline (benchbench.run.energy); None and why without it
+        split_results, items = _evaluate(plan, adapter, embedder, task, splits)
     record = _record(plan, seed, task, adapter, encoder, embedder, split_results, train_info, t1, report)
+    train_energy = (train_info or {}).get("energy")
+    record["energy"] = {"eval": meter.result, "train": train_energy, "total": total(meter.result, train_energy)}
+    record["kg_co2_emissions"] = record["energy"]["total"]["kg_co2_emissions"]
     record["encode"] = encode_info  # the evaluation backend and number format (benchbench.encode.backends)
     for s in split_results:
         record["evaluated"][s]["encode"] = encode_info
@@ -904,11 +909,13 @@ def _train_in(
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
     t0 = time.perf_counter()
-    encoder = _call_plugin(
-        plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx
-    )
+    with Meter() as meter:
+        encoder = _call_plugin(
+            plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx
+        )
     info = {
         "seconds": round(time.perf_counter() - t0, 3),
+        "energy": meter.result,
         **ctx.accounting,
         "corpus_sentences": len(corpus.sentences),
         "train_data_sha256": corpus.sha256,

@@ -200,6 +200,19 @@ def test_a_kill_between_the_fallback_renames_is_repaired(tmp_path: Path) -> None
     assert _snapshot(out / "site") == old and not list(out.glob(".site.*"))
 
 
+def test_the_two_rename_fallback_swaps_the_site(tmp_path: Path, monkeypatch) -> None:
+    """Where libc has no renameat2 (or the file system no RENAME_EXCHANGE), the swap still replaces the
+    site whole and leaves no temp folder."""
+    res = _records(tmp_path)
+    out = tmp_path / "lb"
+    site.build(res, out, shoot=_shoot)
+    monkeypatch.setattr(folder.ctypes, "CDLL", lambda *a, **k: object())  # no renameat2
+    write(tmp_path, [rec("bsl", "stsb", 65.0)])
+    site.build(res, out)
+    assert "bsl" in (out / "site" / "all.html").read_text() and not list(out.glob(".site.*"))
+    assert site.check(res, out) == []
+
+
 def test_concurrent_builds_wait_for_the_lock(tmp_path: Path, monkeypatch) -> None:
     """Issue 41.4: two builds into one --out raced to a FileNotFoundError. A build holds the folder's
     lock: one started while another holds it waits (here: gives up after 0.3 s, naming the lock)."""

@@ -104,10 +104,13 @@ def build(
     page (default: the built-in ones). ``shoot(index, png)`` takes the screenshot of the new site (None,
     or why not, added to ``notes``); without it the old screenshot is carried over."""
     out = Path(out)
-    files = render_files(results, damaged, study_names)
     out.mkdir(parents=True, exist_ok=True)
-    check_inside(out / LOCK, out)  # filelock opens its file following links: refuse a symlinked lock first
+    for lock_file in (LOCK, f"{LOCK}.owner"):  # filelock and the owner note open their files following links
+        check_inside(out / lock_file, out)
     with hold(out / LOCK, f"leaderboard folder {out}"):
+        # rendered under the lock: a build that waited renders the newest records, and two builds in one
+        # process never run matplotlib's pyplot (not thread-safe) at once
+        files = render_files(results, damaged, study_names)
         _recover(out)
         owned = _owned(out)
         _refuse_foreign(out, files, owned)

@@ -151,3 +151,24 @@ def test_a_methods_seed_draws_do_not_depend_on_the_other_methods():
     # the seed level is scaled by sqrt(k/(k-1)): its variance is the sample variance of the mean, not (k-1)/k of it
     big = stats.hierarchical_bootstrap({"a": a.scores}, None, 200_000, 1)
     assert big.draws["a"].var() == pytest.approx(np.var([1.0, 2.0, 4.0], ddof=1) / 3, rel=0.02)
+
+
+def test_significance_uses_the_studies_test_and_names_why_seeds_alone(tmp_path):
+    """`benchbench significance` prints the hierarchical bootstrap with Holm over the rivals; records
+    without per-item scores fall back to seeds alone and the page says why."""
+    from benchbench.report.significance import hierarchical_lines
+
+    def rec(m, s, v):
+        return {"method": m, "task": "stsb", "seed": s, "splits": {"test": {"main_score": v}}}
+
+    chosen = {
+        "a": {s: rec("a", s, 70.0 + 0.1 * s) for s in (1, 2, 3, 4, 5)},
+        "b": {s: rec("b", s, 60.0 + 0.1 * s) for s in (1, 2, 3, 4, 5)},
+        "c": {s: rec("c", s, v) for s, v in zip((1, 2, 3, 4, 5), (66.0, 74.0, 69.0, 73.0, 69.0))},
+    }
+    text = "\n".join(hierarchical_lines(chosen, "a", ["b", "c"], tmp_path, resamples=4000))
+    b_line = next(ln for ln in text.splitlines() if ln.startswith("| b |"))
+    c_line = next(ln for ln in text.splitlines() if ln.startswith("| c |"))
+    assert b_line.startswith("| b | +10.00 |") and float(b_line.split("|")[4]) < 0.05
+    assert c_line.startswith("| c | +0.10 |") and float(c_line.split("|")[4]) >= 0.05
+    assert "seeds resampled alone" in text and "no per-item scores" in text and "Holm's correction over the 2" in text

@@ -99,7 +99,10 @@ def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st,
     assert "±1 points" in md and "sha256 030234fef3c6" in md
     assert v.published and all("[paper" not in c.text for r in v.rows for c in r.cells)
     table_lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
-    assert any(ln.startswith("| BSL-BERT (bsl-table1: Bootstrapped Unsupervised") and "| bsl | bert-base-uncased |" in ln for ln in table_lines)
+    assert any(
+        ln.startswith("| BSL-BERT (bsl-table1: Bootstrapped Unsupervised") and "| bsl | bert-base-uncased |" in ln
+        for ln in table_lines
+    )
     assert "no difference is computed across conditions" in md
     assert v.summary.startswith("Preliminary (3 seeds")
 
@@ -148,3 +151,29 @@ def test_column_statistics_are_reused_while_the_records_checksums_are_unchanged(
         f.write_text("{not json")
     assert study_view.cached_column("sts12", _table(st)["sts12"], st, tmp_path) == first
     assert json.loads(next(tmp_path.glob("*.json")).read_text())["best"] == first.best
+
+
+def test_the_markdown_bolds_the_tie_group_with_the_sample_std(st):
+    """Two clearly apart rows (no items: the seeds test): the best alone is bold with rank 1, mean ± sample
+    std and (n); the rest are plain."""
+    table = {t: {m: Cell({}) for m in st.methods} for t in ["stsb"]}
+    for m, vals in (("tsdae", (80.0, 81.0, 82.0)), ("simcse", (60.0, 61.0, 60.5))):
+        recs = {s: _record(m, "stsb", s, v) for s, v in zip((1, 2, 3), vals)}
+        table["stsb"][m] = Cell(dict(zip((1, 2, 3), vals)), records=recs)
+    md = study_view.view_markdown(study_view.view(st, table, model_label="m", published=[], cache=False))
+    assert "| tsdae | **81.00 ± 1.00 (3)** ¹ |" in md
+    simcse_row = next(line for line in md.splitlines() if line.startswith("| simcse |"))
+    assert "**" not in simcse_row and "60.50 ± 0.50 (3)" in simcse_row
+    assert "stsb: seeds (no per-item scores stored for tsdae, simcse)" in md
+
+
+def test_study_run_names_records_from_other_code_versions(st, tmp_path, monkeypatch):
+    from benchbench.run import study as spec
+    from benchbench.store import results
+
+    recs = [_record("simcse", "stsb", 1, 60.0, sha="c" * 40), _record("simcse", "stsb", 2, 60.0, sha="d" * 40)]
+    recs.append(_record("nosuch", "stsb", 1, 60.0, sha="e" * 40))  # not the study's: not counted
+    monkeypatch.setattr(results, "git_sha", lambda: "d" * 40)
+    monkeypatch.setattr(results, "ResultStore", lambda root: type("S", (), {"records": lambda self: iter(recs)})())
+    assert spec.other_code_versions(st, tmp_path) == {"c" * 12: 1}
+    assert spec.other_code_versions(st, tmp_path / "absent") == {}

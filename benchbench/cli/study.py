@@ -77,6 +77,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     from benchbench.cli.main import encode_options
 
+    older = studies.other_code_versions(st, args.output)
+    if older:
+        print(
+            f"note: {args.output} holds {sum(older.values())} records of this study from other code versions "
+            f"({', '.join(f'{k}: {n}' for k, n in older.items())}); new cells come from this commit, so rows may mix "
+            "code versions (the report marks them [≠code]). For one commit per study, run into a fresh --output."
+        )
+
     out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers, encode=encode_options(args))
     failed = [o for o in out if o.status == "failed"]
     for o in failed:

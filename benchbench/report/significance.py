@@ -112,9 +112,60 @@ def report(
             except (DataError, ConfigError) as e:
                 boots.append(f"seed {s}: n/a ({str(e).splitlines()[0][:80]})")
         lines.append(f"| {r} | {','.join(map(str, shared))} | {diff} | {tp} | {'; '.join(boots)} |")
+    lines += hierarchical_lines(chosen, method, rivals, root, split)
     lines += [
         "",
         f"Seed test: {TEST_NAMES[test]}. Item test: {TEST_NAMES['bootstrap']}, {resamples} resamples, "
         "on the per-item scores stored with `--store-items`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def hierarchical_lines(
+    chosen: dict[str, dict[int, dict[str, Any]]],
+    method: str,
+    rivals: list[str],
+    root: str | Path,
+    split: str = "test",
+    resamples: int = 10_000,
+) -> list[str]:
+    """The studies' test for ``method`` against each rival: the hierarchical bootstrap over seeds and items
+    (``stats.hierarchical_bootstrap``; seeds alone where a record has no verified items, the damaged file
+    named), p Holm-adjusted over the rivals (``stats.holm``)."""
+    from benchbench.report import stats
+    from benchbench.store.results import record_items
+
+    names = [method, *rivals]
+    scores = {m: {s: float(r["splits"][split]["main_score"]) for s, r in chosen[m].items()} for m in names}
+    items: dict[str, dict[int, Any]] | None = {m: {} for m in names}
+    why = ""
+    for m in names:
+        for s, r in chosen[m].items():
+            try:
+                items[m][s] = record_items(r, root, split)  # type: ignore[index]
+            except DataError as e:
+                why = str(e).splitlines()[0]
+                items = None
+                break
+        if items is None:
+            break
+    res = stats.hierarchical_bootstrap(scores, items, resamples, 0)
+    raw = {r: stats.bootstrap_p(res, method, r) for r in rivals}
+    adj = stats.holm(raw)
+    out = [
+        "",
+        f"| {method} vs | diff of seed means | hierarchical bootstrap p | Holm-adjusted p |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {r} | {res.observed[method] - res.observed[r]:+.2f} | {raw[r]:.3g} | {adj[r]:.3g} |" for r in rivals]
+    out += [
+        "",
+        f"Hierarchical bootstrap ({res.test}: "
+        + (
+            "each method's seeds resampled with replacement and the task's items, one draw shared by every run"
+            if items is not None
+            else f"seeds resampled alone, {why or 'no per-item scores'}"
+        )
+        + f"; {resamples} resamples, seed 0), Holm's correction over the {len(rivals)} rival(s): the studies' test.",
+    ]
+    return out

@@ -391,6 +391,17 @@ def _item_scores(runs: Sequence[Mapping[str, Any]], n_resamples: int, seed: int)
     return np.vstack(out)
 
 
+def _items_key(items: Mapping[str, Any]) -> str:
+    """A digest of one run's per-item predictions (values): equal runs score equally on every draw."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for name, sub in items["subsets"].items():
+        h.update(name.encode("utf-8"))
+        h.update(np.asarray(sub["pred"] if items["unit"] == "pair" else sub["values"], dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
 def _seed_stream(seed: int, method: str) -> np.random.Generator:
     """A method's own seed-resampling stream: adding or dropping another method never moves its draws."""
     import zlib
@@ -417,19 +428,20 @@ def hierarchical_bootstrap(
     seeds = {m: sorted(scores[m]) for m in methods}
     test = HIERARCHICAL if items is not None else SEEDS_ONLY
     if items is not None:
-        runs, where = [], {}  # each distinct items object scored once (a training-free start repeats one)
+        from benchbench.evaluate.item_scores import check_paired
+
+        runs, where, col = [], {}, {}  # equal predictions scored once (a training-free start repeats its seeds)
         for m in methods:
             for s in seeds[m]:
-                it = items[m][s]
-                if id(it) not in where:
-                    where[id(it)] = len(runs)
-                    runs.append(it)
+                key = _items_key(items[m][s])
+                if key not in where:
+                    where[key] = len(runs)
+                    runs.append(items[m][s])
+                col[(m, s)] = where[key]
         for r in runs[1:]:
-            from benchbench.evaluate.item_scores import check_paired
-
             check_paired(runs[0], r)
         per_run = _item_scores(runs, n_resamples, seed)
-        level = {m: per_run[:, [where[id(items[m][s])] for s in seeds[m]]] for m in methods}
+        level = {m: per_run[:, [col[(m, s)] for s in seeds[m]]] for m in methods}
     else:
         level = {m: np.tile([float(scores[m][s]) for s in seeds[m]], (n_resamples, 1)) for m in methods}
     draws = {}

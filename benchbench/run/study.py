@@ -361,3 +361,19 @@ def run(
         cells = plan(study, get_registry().expand(list(study.tasks)))
     base = base_options(model=study.model, output=output, progress=False, store_items=True, **dict(encode or {}))
     return run_sweep(list(cells), base, executor, **sweep_kw)
+
+
+def other_code_versions(study: Study, output: str | Path) -> dict[str, int]:
+    """{git sha: records} of this study's methods already in ``output`` that another code version wrote
+    (a resumed study would mix commits in a row; the report marks such rows, ``study run`` says so first)."""
+    from benchbench.store.results import ResultStore, git_sha
+
+    now = git_sha()
+    if not Path(output).is_dir() or now is None:
+        return {}
+    seen: dict[str, int] = {}
+    for r in ResultStore(output).records():
+        if r.get("method") in study.methods and r.get("seed") in study.seeds and r.get("git_sha") != now:
+            sha = str(r.get("git_sha") or "unknown")[:12]
+            seen[sha] = seen.get(sha, 0) + 1
+    return seen

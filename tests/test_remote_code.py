@@ -75,11 +75,12 @@ def test_run_refuses_a_folder_with_auto_map_even_when_stdin_says_yes(tmp_path):
 
 
 @pytest.mark.slow
-def test_loaders_pass_trust_remote_code_false(tmp_path):
+def test_loaders_pass_trust_remote_code_false(tmp_path, tiny_encoder):
     """With the up-front check switched off, transformers itself must refuse: every load passes
     ``trust_remote_code=False``, so a "y" on stdin is never read and the marker never written
     (the encoder loader, a pretrained head, and the config probe ``_is_bert``)."""
     folder = _evil_folder(tmp_path)
+    tiny_encoder.tokenizer.save_pretrained(folder)  # a tokenizer that loads: the model load itself is reached
     marker = tmp_path / "marker"
     script = f"""
 import benchbench.encode.models as m

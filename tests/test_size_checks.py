@@ -108,6 +108,19 @@ def _cap(env):
     return {"capture_output": True, "text": True, "env": env, "timeout": 300}
 
 
+def test_tiny_bert_itself_refuses_before_building():
+    """Any caller (a plugin, a study), not only ``run``: the weights alone would need ~228 GiB."""
+    from benchbench.encode.models import tiny_bert
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"61,325,640,001 parameters: its fp32 weights alone take about 228\.5 GiB"):
+        tiny_bert(120000, 1, 1, 1)
+    _fast(t0)
+    with pytest.raises(ConfigError, match=r"--max-seq-length 513 is above model 'tiny-bert:16:1:2:32''s 512"):
+        tiny_bert(16, 1, 2, 32, max_seq_length=513)
+    assert tiny_bert(16, 1, 2, 32, max_seq_length=512).model.config.max_position_embeddings == 512
+
+
 def test_folder_config_positions_are_read_without_loading(tmp_path, tiny_encoder, env, monkeypatch, capsys):
     """A local folder's config.json says 128 positions: --max-seq-length 200 is refused naming both,
     before transformers loads the folder."""

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError
-from benchbench.report.site.html import anchor, render_site
+from benchbench.report.site.html import render_site
 from benchbench.report.site.latex import render_latex
 from benchbench.report.site.markdown import render_markdown
 from benchbench.report.site.plots import make_plots
-from benchbench.report.site.tables import build_rows, load_records, study_sections, suite_tables
+from benchbench.report.site.tables import anchor, build_rows, load_records, study_sections, suite_tables
 from benchbench.store.files import atomic_write_bytes, atomic_write_text, check_inside, slug
 from benchbench.store.locks import hold
 

@@ -11,18 +11,12 @@ from importlib import resources
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, num
 from benchbench.report.escaping import escape_html
-from benchbench.report.site.tables import SPLIT, StudySection, Table, provenance_line
+from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line
 from benchbench.store.files import slug
 
 
 def _asset(name: str) -> str:
     return resources.files("benchbench.resources").joinpath("site").joinpath(name).read_text(encoding="utf-8")
-
-
-def anchor(s: str) -> str:
-    """An element id inside a page (``#t-sts``): lowercase words joined by ``-``. Not a file name:
-    file names come from ``store.files.slug``."""
-    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") or "x"
 
 
 def page_name(name: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from benchbench.report import aggregate
 from benchbench.report.aggregate import Row
 from benchbench.report.escaping import escape_bidi
-from benchbench.report.site.tables import COST_FIELDS, SPLIT, Table
+from benchbench.report.site.tables import COST_FIELDS, SPLIT, Table, anchor
 from benchbench.store.files import slug
 
 
@@ -77,7 +77,10 @@ def _compute_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[s
             ax.set_ylabel(_t(f"{t.name} avg (x100)"))
             ax.set_title(_t(f"{t.name}: quality vs training {xlabel}"))
             ax.legend(fontsize=6, loc="best")
-            plots[slug(f"compute-{field.split('.')[1]}-{t.name}")] = (f"{t.name}: quality vs {xlabel}", _svg(fig))
+            plots[slug(f"compute-{field.split('.')[1]}-{anchor(t.name)}")] = (
+                f"{t.name}: quality vs {xlabel}",
+                _svg(fig),
+            )
 
 
 def _curve_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:
@@ -143,7 +146,7 @@ def _size_plots(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str,
             ax.set_ylabel("score (x100)")
             ax.set_title(f"score vs {title}")
             ax.legend(fontsize=6)
-            plots[slug(f"size-{title}")] = (f"score vs {title}", _svg(fig))
+            plots[slug(f"size-{anchor(title)}")] = (f"score vs {title}", _svg(fig))
 
 
 def _pos_plot(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str, tuple[str, str]]) -> None:

@@ -6,6 +6,7 @@ LaTeX tables and the site can never disagree on a number."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,13 @@ SUITES: list[tuple[str, str, list[str]]] = [
     ("COCO", "", ["coco-retrieval"]),
 ]
 COST_FIELDS = (("train.seconds", "train s"), ("train.flops", "train FLOPs"))
+
+
+def anchor(s: str) -> str:
+    """A fixed name (a suite's, a plot title) as lowercase words joined by ``-``: element ids (``#t-sts``)
+    and, through ``store.files.slug``, the file names of suite tables and suite plots (``latex/sts.tex``).
+    Lossy, so never used for a name from records (a method's or task's page: ``slug`` alone)."""
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") or "x"
 
 
 def load_records(root: str | Path, damaged: list[Any] | None = None) -> list[dict[str, Any]]:

@@ -89,7 +89,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         if stale:
             print(
                 "regenerate with: benchbench leaderboard --results leaderboards --out leaderboards --screenshot "
-                "and commit leaderboards/README.md, leaderboards/latex, leaderboards/site",
+                "and commit leaderboards/README.md, leaderboards/latex, leaderboards/site, leaderboards/.benchbench-manifest.json",
                 file=sys.stderr,
             )
         if problems:

@@ -147,3 +147,29 @@ def test_a_plain_saved_folder_still_loads(tmp_path, tiny_encoder):
     assert model_names.check_model_name(str(folder)) is False
     loaded = models.load_encoder(str(folder))
     assert loaded.encode(["a cat"]).shape == (1, tiny_encoder.dim)
+
+
+def test_a_cached_hub_model_with_auto_map_is_refused_by_name(tmp_path, monkeypatch):
+    """A hub id whose snapshot in the Hugging Face cache names custom code: refused before
+    transformers reads it, naming the snapshot folder and ``auto_map``."""
+    from huggingface_hub import constants
+
+    from benchbench.encode import models
+
+    cache = tmp_path / "hub"
+    snap = cache / "models--someone--evil" / "snapshots" / ("a" * 40)
+    snap.parent.mkdir(parents=True)
+    snap.parent.parent.joinpath("refs").mkdir()
+    (snap.parent.parent / "refs" / "main").write_text("a" * 40)
+    _evil_folder(tmp_path).rename(snap)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))  # benchbench's own offline check reads the variable
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVIL_MARKER", str(tmp_path / "marker"))
+    for call in (
+        lambda: models.load_encoder("someone/evil"),
+        lambda: models.load_pretrained_head("someone/evil", "AutoModelForMaskedLM"),
+    ):
+        with pytest.raises(ConfigError, match=rf"{snap}.*'auto_map'"):
+            call()
+    assert not (tmp_path / "marker").exists()

@@ -362,7 +362,7 @@ class TransformerEncoder(torch.nn.Module):
         """Hash of the weights and of everything that changes the vectors. Recomputed only when a
         parameter was modified in place since the last call (tensor version counters)."""
         version = sum(p._version for p in self.state_dict().values()) + id(self.model) % 1_000_003
-        if self._fp_cache and self._fp_cache[0] == version:
+        if self._fp_cache and self._fp_cache[0] != version:
             return self._fp_cache[1]
         h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
         h.update(
@@ -488,12 +488,14 @@ NO_REMOTE_CODE: dict[str, Any] = {"trust_remote_code": False}
 def _refuse_custom_code(name: str, path: str) -> None:
     """A local folder that needs code transformers does not ship is refused before transformers sees
     it: ``auto_map`` (``refuse_custom_code``), or a ``model_type`` transformers does not know (which
-    only a folder's own code could build)."""
+    only a folder's own code could build). A hub id is checked in its cached snapshot, when there is one."""
     from benchbench.encode.model_names import model_subfolders, refuse_custom_code
 
     folder = Path(path)
     if not folder.is_dir():
-        return
+        folder = _cached_snapshot(path)
+        if folder is None:
+            return  # not downloaded yet: trust_remote_code=False refuses it when transformers reads the config
     refuse_custom_code(folder)
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
@@ -506,6 +508,17 @@ def _refuse_custom_code(name: str, path: str) -> None:
                 f"Model {name!r}: {f} names model_type {kind!r}, which transformers does not ship; only code "
                 f"from the folder could build it, and benchbench never runs code from a model folder."
             )
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The folder of a hub model's cached snapshot (its config.json's), or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # not a valid repo id (a typo): the loader's own error names it
+        return None
+    return Path(found).parent if isinstance(found, str) else None
 
 
 def _load_tokenizer(name: str, path: str) -> Any:

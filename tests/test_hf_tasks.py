@@ -157,3 +157,22 @@ def test_mteb_evaluates_a_folder_benchbench_saved(tiny_encoder, tmp_path):
         Embedder(load_encoder(str(folder))), "test"
     )
     assert abs(ours.main_score / 100 - theirs) < 1e-4
+
+
+def test_two_copies_of_one_revision_never_share_rows(tmp_path, monkeypatch):
+    """``datasets`` caches a local folder under its name (the revision): a second copy with other rows
+    must read its own rows, not the first copy's cache (nor fail datasets' split-size check)."""
+    import shutil
+
+    import datasets
+
+    from benchbench.store.hf import HFData
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "shared-hf-cache")
+    other = tmp_path / "other" / "hf" / STSB[0] / STSB[1]
+    shutil.copytree(COPIES / "hf" / STSB[0] / STSB[1], other)
+    rows = (other / "default" / "test.jsonl").read_text().splitlines()
+    (other / "default" / "test.jsonl").write_text("\n".join(rows[:4]) + "\n")
+    first = HFData(_data(tmp_path), "a", *STSB).split(None, "test")
+    second = HFData(DataStore(tmp_path / "other", cache_dir=tmp_path / "c2", allow_download=False), "b", *STSB)
+    assert len(first) == 10 and len(second.split(None, "test")) == 4

@@ -81,6 +81,17 @@ class HFData:
         self.data.used[f"hf:{self.dataset}@{self.revision}"] = self.revision
         return self.dataset
 
+    def _cache_dir(self) -> str | None:
+        """A local copy's own ``datasets`` cache, named by its fingerprint: ``datasets`` keys its cache of a
+        local folder by the folder's name (here the revision), so two copies of one revision (a fixture,
+        a rebuilt copy) would otherwise read each other's stale rows or fail its split-size check."""
+        if self.folder is None:
+            return None
+        import datasets
+
+        got = self.data.used[f"hf:{self.dataset}@{self.revision}"]
+        return str(Path(datasets.config.HF_DATASETS_CACHE) / "benchbench-copies" / got[:24])
+
     def configs(self) -> list[str]:
         import datasets
 
@@ -99,10 +110,7 @@ class HFData:
         if config is not None and config not in configs:
             raise DataError(f"Task {self.task!r}: dataset {self.dataset} has no config {config!r} (it has {configs}).")
         try:
-            # a local copy is always rebuilt from its (fingerprinted) files: ``datasets`` keys its cache of
-            # a local folder by the folder's name, so two copies of one revision would share a stale cache
-            mode = "force_redownload" if self.folder is not None else None
-            dd = datasets.load_dataset(src, config, revision=self._rev(), download_mode=mode)
+            dd = datasets.load_dataset(src, config, revision=self._rev(), cache_dir=self._cache_dir())
         except (ValueError, FileNotFoundError, OSError) as e:
             raise DataError(f"Task {self.task!r}: dataset {name} does not load from {src} ({e}).") from e
         if split not in dd:

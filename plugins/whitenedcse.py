@@ -22,6 +22,7 @@ same (``W`` from a detached covariance).
 | which rows are whitened together | one whitening per positive view | the MLP input is the flattened (batch, 3, dim) tensor (the 3 views of a sentence ADJACENT) and SGW cuts it into thirds by row: each third holds all three views of a third of the sentences | ``whiten_rows="reference"`` (default): the reference's thirds; ``whiten_rows="view"``: one block per view (what the code's names ``x1/x2/x3`` suggest) |
 | groups / shuffle | groups of dimensions, shuffled | ``num_groups=128`` (hard-coded; 6 dimensions per group for BERT-base), a ``randperm`` per block per step | ``num_groups`` 128, ``shuffle`` true; the hidden size must be a multiple (error otherwise) |
 | whitening | ZCA | centred per block, covariance / rows (biased), ``symeig``, W = U S^-1/2 U^T without epsilon, W without gradient | same with ``torch.linalg.eigh``, float32 |
+| epsilon | - | none: a singular group covariance gives an infinite W (NaN loss) | ``whiten_eps`` 1e-5 added to the eigenvalues (BatchNorm's eps): all-MiniLM-L6-v2's [CLS] has a dimension that is constant over a batch (std 7e-33), so without it the first step is NaN; ``whiten_eps=0`` is the reference (the equality bench runs it) |
 | positives / loss | multiple positives | ``--num_pos 3``: CE(sim(z1, z2)) + CE(sim(z1, z3)), cosine / 0.05 | ``num_pos`` 3: the sum over views 2..num_pos |
 | batch / lr / max length / epochs | BERT-base, 1M Wikipedia sentences | 128 / 1e-5 / 32 / 1; HF Trainer: AdamW without weight decay, linear decay, clip 1.0, fp16; ``--dup_type bpe`` is passed but nothing reads it | same on the task's own sentences; max length 32 for training only |
 | checkpoint selection | STS-B dev | every 125 steps, ``--load_best_model_at_end`` | NOT implemented: the last step (fixed budget, as every method here) |
@@ -30,6 +31,7 @@ same (``W`` from a detached covariance).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +66,7 @@ class WhitenedCSEConfig:
     num_groups: int = 128  # groups of dimensions whitened separately (the hidden size must be a multiple)
     shuffle: bool = True  # a new random grouping of the dimensions per block and step
     whiten_rows: str = "reference"  # which rows share a whitening: the reference code's thirds, or one per view
+    whiten_eps: float = 1e-5  # added to each group covariance's eigenvalues; 0 = the reference (NaN if singular)
     max_seq_length: int | None = 32  # training truncation only (the saved encoder keeps the start's)
     pooling: str = "cls"
     grad_accum: int = 1
@@ -71,7 +74,7 @@ class WhitenedCSEConfig:
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
 
 
-def whiten_groups(x: torch.Tensor, num_groups: int, perm: torch.Tensor | None = None) -> torch.Tensor:
+def whiten_groups(x: torch.Tensor, num_groups: int, perm: torch.Tensor | None = None, eps: float = 0.0) -> torch.Tensor:
     """ZCA-whiten each group of ``x``'s (rows x dims) dimensions over its rows; with ``perm`` the
     groups are formed on the dimensions in that order and the output is put back in the original
     order. W comes from a detached covariance (no gradient through the whitening matrix)."""
@@ -83,12 +86,14 @@ def whiten_groups(x: torch.Tensor, num_groups: int, perm: torch.Tensor | None = 
     with torch.no_grad():
         cov = g.transpose(1, 2) @ g / n
         s, u = torch.linalg.eigh(cov)
-        w = u @ torch.diag_embed(s.rsqrt()) @ u.transpose(1, 2)
+        w = u @ torch.diag_embed((s + eps).rsqrt()) @ u.transpose(1, 2)
     out = (g @ w).transpose(0, 1).reshape(n, d)
     return out if perm is None else out[:, torch.argsort(perm)]
 
 
-def shuffled_group_whitening(x: torch.Tensor, blocks: int, num_groups: int, shuffle: bool = True) -> torch.Tensor:
+def shuffled_group_whitening(
+    x: torch.Tensor, blocks: int, num_groups: int, shuffle: bool = True, eps: float = 0.0
+) -> torch.Tensor:
     """SGW over ``blocks`` equal blocks of rows (the last takes the remainder, as the reference's
     ``x[2 * batch:]``), each whitened on its own with its own random permutation of the dimensions,
     drawn block by block from torch's global generator."""
@@ -98,7 +103,7 @@ def shuffled_group_whitening(x: torch.Tensor, blocks: int, num_groups: int, shuf
     for b in range(blocks):
         part = x[b * size : (b + 1) * size if b < blocks - 1 else n]
         perm = torch.randperm(d) if shuffle and num_groups != 1 else None
-        out.append(whiten_groups(part, num_groups, None if perm is None else perm.to(x.device)))
+        out.append(whiten_groups(part, num_groups, None if perm is None else perm.to(x.device), eps))
     return torch.cat(out)
 
 
@@ -111,11 +116,12 @@ class WhitenedCSEObjective(Objective):
         num_groups: int = 128,
         shuffle: bool = True,
         whiten_rows: str = "reference",
+        whiten_eps: float = 0.0,
     ):
         super().__init__()
         self.encoder = encoder
         self.temperature, self.num_pos, self.num_groups = float(temperature), int(num_pos), int(num_groups)
-        self.shuffle, self.whiten_rows = bool(shuffle), whiten_rows
+        self.shuffle, self.whiten_rows, self.whiten_eps = bool(shuffle), whiten_rows, float(whiten_eps)
         lin = torch.nn.Linear(encoder.dim, encoder.dim)
         torch.nn.init.normal_(lin.weight, std=float(getattr(encoder.model.config, "initializer_range", 0.02)))
         torch.nn.init.zeros_(lin.bias)
@@ -142,9 +148,10 @@ class WhitenedCSEObjective(Objective):
         # the reference's row order: the views of one sentence adjacent (row i * k + v)
         order = torch.arange(n * k, device=h.device).view(k, n).T.reshape(-1)
         if self.whiten_rows == "reference":
-            h = shuffled_group_whitening(h[order], k, self.num_groups, self.shuffle)[torch.argsort(order)]
+            white = shuffled_group_whitening(h[order], k, self.num_groups, self.shuffle, self.whiten_eps)
+            h = white[torch.argsort(order)]
         else:
-            h = shuffled_group_whitening(h, k, self.num_groups, self.shuffle)
+            h = shuffled_group_whitening(h, k, self.num_groups, self.shuffle, self.whiten_eps)
         return torch.tanh(self.dense(h)).view(k, n, -1)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -170,6 +177,8 @@ class WhitenedCSE(Method):
         c = self.config
         if c.temperature <= 0:
             raise ConfigError(f"whitenedcse: option 'temperature' must be > 0 (got {c.temperature}).")
+        if c.whiten_eps < 0:
+            raise ConfigError(f"whitenedcse: option 'whiten_eps' must be >= 0 (got {c.whiten_eps}).")
         if c.num_pos < 2:
             raise ConfigError(f"whitenedcse: option 'num_pos' must be >= 2 (got {c.num_pos}).")
         if c.whiten_rows not in WHITEN_ROWS:
@@ -187,6 +196,10 @@ class WhitenedCSE(Method):
                 f"({dim // c.num_groups}): a group's covariance over fewer rows is singular and cannot be whitened."
             )
 
+    def loss_chance(self, objective) -> float:
+        """A sum of num_pos - 1 InfoNCE terms, each over the batch's b candidates: (num_pos - 1) ln b."""
+        return (self.config.num_pos - 1) * math.log(self.config.batch_size)
+
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         seed_everything(ctx.seed)
@@ -195,7 +208,9 @@ class WhitenedCSE(Method):
         eval_length = encoder.max_seq_length
         if c.max_seq_length:
             encoder.max_seq_length = int(c.max_seq_length)
-        obj = WhitenedCSEObjective(encoder, c.temperature, c.num_pos, c.num_groups, c.shuffle, c.whiten_rows)
+        obj = WhitenedCSEObjective(
+            encoder, c.temperature, c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.whiten_eps
+        )
         obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         obj = fit(

@@ -46,6 +46,7 @@ def test_defaults_are_the_reference_runs():
     c = WhitenedCSEConfig()
     assert (c.batch_size, c.lr, c.temperature, c.max_seq_length, c.epochs) == (128, 1e-5, 0.05, 32, 1.0)
     assert (c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.pooling) == (3, 128, True, "reference", "cls")
+    assert c.whiten_eps == 1e-5  # benchbench's departure (the reference has none): see the plugin's table
     assert (c.max_grad_norm, c.steps, c.grad_accum, c.checkpoint_every) == (1.0, None, 1, 1000)
 
 
@@ -147,17 +148,17 @@ def test_which_rows_share_a_whitening(rows, monkeypatch):
     seen = []
     real = mod.shuffled_group_whitening
 
-    def spy(x, blocks, groups, shuffle):
-        seen.append((x.detach().clone(), blocks, groups, shuffle))
-        return real(x, blocks, groups, shuffle)
+    def spy(x, blocks, groups, shuffle, eps):
+        seen.append((x.detach().clone(), blocks, groups, shuffle, eps))
+        return real(x, blocks, groups, shuffle, eps)
 
     monkeypatch.setattr(mod, "shuffled_group_whitening", spy)
     obj = _objective(rows)
     n = 6
     tok = obj.encoder.tokenize(CORPUS[:n])
     obj(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])
-    ((x, blocks, groups, shuffle),) = seen
-    assert (blocks, groups, shuffle) == (3, 8, True) and x.shape == (3 * n, 16)
+    ((x, blocks, groups, shuffle, eps),) = seen
+    assert (blocks, groups, shuffle, eps) == (3, 8, True, 0.0) and x.shape == (3 * n, 16)
     if rows == "reference":  # the views of one sentence adjacent: rows 3i, 3i+1, 3i+2 (dropout 0: equal)
         assert torch.allclose(x[0], x[1], atol=1e-6) and torch.allclose(x[1], x[2], atol=1e-6)
         assert not torch.allclose(x[2], x[3], atol=1e-3)
@@ -181,6 +182,33 @@ def test_views_differ_by_dropout_and_come_back_in_sentence_order(rows, monkeypat
     h = obj.encoder(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])["sentence_embedding"]
     for v in range(3):
         assert torch.allclose(z[v], torch.tanh(obj.dense(h)), atol=1e-5)
+
+
+def test_eps_keeps_a_constant_dimension_finite_and_leaves_the_others_nearly_as_they_were():
+    """all-MiniLM-L6-v2's [CLS] has a dimension constant over a batch: without eps W is infinite."""
+    x = _correlated(d=6)
+    x[:, 4] = 0.7
+    assert not torch.isfinite(whiten_groups(x, 2)).all()
+    out = whiten_groups(x, 2, eps=1e-5)
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out[:, :3], whiten_groups(x[:, :3], 1), atol=1e-3)  # a regular group: ~unchanged
+    assert not torch.allclose(out[:, :3], whiten_groups(x[:, :3], 1, eps=1.0), atol=1e-2)  # eps is what it says
+    torch.manual_seed(0)
+    a = shuffled_group_whitening(x.repeat(3, 1), 3, 2, True, 1e-5)
+    torch.manual_seed(0)
+    b = shuffled_group_whitening(x.repeat(3, 1), 3, 2, True, 1.0)
+    assert torch.isfinite(a).all() and not torch.allclose(a, b, atol=1e-2)  # passed down to every block
+
+
+def test_train_passes_whiten_eps_down(tmp_path, monkeypatch):
+    seen = []
+    real = mod.shuffled_group_whitening
+    monkeypatch.setattr(mod, "shuffled_group_whitening", lambda x, *a: seen.append(a) or real(x, *a))
+    ctx = TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
+    WhitenedCSE(WhitenedCSEConfig(steps=1, whiten_eps=0.25, whiten_rows="view", **OVERRIDES)).train(CORPUS, ctx)
+    assert seen == [(3, 8, True, 0.25)]
+    with pytest.raises(ConfigError, match="option 'whiten_eps'"):
+        WhitenedCSE(WhitenedCSEConfig(whiten_eps=-1.0, **OVERRIDES))._check(16)
 
 
 def test_a_singular_group_covariance_gives_nan_as_in_the_reference():

@@ -126,3 +126,27 @@ def test_normalisation_is_applied_after_the_cache(tmp_path):
     got = embed(unit, TEXTS, cache=cache, progress=False)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(got, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-6)
+
+
+def test_the_default_key_is_the_fingerprint():
+    """Torch fp32 adds nothing to the key: every cache folder written before backends existed is
+    still found."""
+    enc = _base()
+    assert cache_key(enc) == enc.fingerprint
+
+
+def test_an_encoder_changed_after_a_cached_embed_gets_a_new_key(tmp_path):
+    """What a training loop does: the same encoder object is embedded (its fingerprint memoised), then
+    its weights are edited in place, or its transformer is replaced; the next embed must not read the
+    old vectors."""
+    enc, cache = _base(), EmbeddingCache(tmp_path / "cache")
+    keys = [cache_key(enc)]
+    embed(enc, TEXTS, cache=cache, progress=False)
+    enc.model = _base(seed=1).model  # another module object, its tensors at the same version counts
+    keys.append(cache_key(enc))
+    np.testing.assert_array_equal(embed(enc, TEXTS, cache=cache, progress=False), embed(enc, TEXTS, progress=False))
+    with torch.no_grad():
+        enc.model.encoder.layer[0].output.dense.weight.mul_(2.0)
+    keys.append(cache_key(enc))
+    np.testing.assert_array_equal(embed(enc, TEXTS, cache=cache, progress=False), embed(enc, TEXTS, progress=False))
+    assert len(set(keys)) == 3

@@ -81,9 +81,9 @@ def declare_size(path, size: int) -> None:
 
 
 def _too_big(path, limit: int, why: str, size: int | None = None) -> DataError:
-    got = f"holds {size:,} bytes" if size is not None else "decompresses past it"
+    got = f"holds {size:,} bytes, over" if size is not None else "inflates past"
     return DataError(
-        f"{path}: {got}, over the read limit of {limit:,} bytes ({why}); reading stopped. A task file this "
+        f"{path}: {got} the read limit of {limit:,} bytes ({why}); reading stopped. A task file this "
         f"large is damaged or not the published file (a compressed file that inflates this far is a "
         f"decompression bomb). If it is genuine, raise the limit: set {READ_LIMIT_ENV} (e.g. 8G) or declare "
         f"its size in the task spec (files.<path>.size)."

@@ -121,3 +121,12 @@ def test_mlm_warmup_and_decay_count_optimizer_steps(tmp_path, monkeypatch):
     assert np.allclose(lrs, expected, rtol=1e-9, atol=0), lrs
     assert max(lrs) == pytest.approx(1e-3) and int(np.argmax(lrs)) == warm - 1
     assert isinstance(caught["make_optimizer"](caught["obj"]), torch.optim.Optimizer)
+
+
+def test_mlm_without_warmup_starts_at_the_full_rate(tmp_path, monkeypatch):
+    """``warmup_ratio`` 0: one warm-up step at most (the rate is full from the first step), never a
+    division by zero; then the decay reaches 0 at the last step."""
+    caught = _build("mlm", tmp_path, monkeypatch, steps=STEPS, grad_accum=2, warmup_ratio=0.0, lr=1e-3)
+    lrs = [g[0] for g in _lrs(caught, STEPS)]
+    assert lrs[0] == pytest.approx(1e-3)
+    assert np.allclose(lrs, [1e-3 * (STEPS - s) / (STEPS - 1) if s else 1e-3 for s in range(STEPS)], rtol=1e-9)

@@ -263,11 +263,16 @@ def test_a_mathtext_name_builds(tmp_path: Path) -> None:
     rc 1, nothing written)."""
     bad = r"$\oops$"
     curve = {"seconds": 5, "loss_curve": [[1, 2.0], [2, 1.0]], "monitor": [[1, {bad: 1.0}], [2, {bad: 2.0}]]}
-    res = _records(tmp_path, [rec(bad, bad, s, seed, train=curve) for seed, s in ((1, 50.0), (2, 52.0))])
+    complete = rec("tsdae", "afs", 55.0, train={"seconds": 100})  # a quality-vs-cost plot: log axis
+    bad_recs = [rec(bad, bad, s, seed, train=curve) for seed, s in ((1, 50.0), (2, 52.0))]
+    res = _records(tmp_path, [*bad_recs, complete])
     out = tmp_path / "lb"
     assert _cli("--results", str(res), "--out", str(out)) == 0
     svgs = "".join(p.read_text() for p in (out / "site" / "plots").glob("*.svg"))
-    assert bad in svgs  # the name as text in the legend and labels, not a formula
+    shown = re.sub(r"<!--.*?-->", "", svgs, flags=re.S)  # what is drawn, not matplotlib's comments
+    assert bad in shown  # the name as text in the legend and labels, not a formula
+    assert "compute-seconds-afs.svg" in {p.name for p in (out / "site" / "plots").iterdir()}
+    assert "mathdefault" not in shown  # the log axis' ticks are still mathtext (10^2), not literal source
     assert bad in (out / "site" / "tasks" / f"{page_name(bad)}.html").read_text()
 
 

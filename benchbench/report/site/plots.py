@@ -1,9 +1,9 @@
 """The site's plots: matplotlib SVGs (quality vs training cost, learning and loss curves, size curves,
 POS bars, seed spread), deterministic (fixed hash salt, no date).
 
-Names in plots are data: mathtext is off (``text.parse_math``), so a ``$`` in a method or task name is
-a dollar sign, never a formula matplotlib would parse (``$\\oops$`` stopped every build), and bidi
-controls are shown as their codes (``escaping.escape_bidi``)."""
+Names in plots are data: every ``$`` in a method or task name is escaped (``_t``), so it is a dollar
+sign, never a formula matplotlib would parse (``$\\oops$`` stopped every build), and bidi controls are
+shown as their codes (``escaping.escape_bidi``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from benchbench.store.files import slug
 
 
 def _t(text: str) -> str:
-    """A name as plot text: bidi controls shown as codes (mathtext is off for every text, see ``_plt``)."""
-    return escape_bidi(text)
+    """A name as plot text: every ``$`` escaped (matplotlib reads text with two unescaped dollars as
+    mathtext; an escaped one is shown as ``$``), bidi controls shown as codes. Per text, not the global
+    ``text.parse_math`` switch: the log axes' tick labels are mathtext (``10^{1}``)."""
+    return escape_bidi(text).replace("$", r"\$")
 
 
 def _plt():
@@ -33,7 +35,6 @@ def _plt():
         {
             "svg.hashsalt": "benchbench",
             "svg.fonttype": "none",
-            "text.parse_math": False,
             "font.family": "DejaVu Sans",
             "figure.figsize": (6.4, 4.0),
             "path.simplify": False,

@@ -19,7 +19,7 @@ least repair that lets it run, each repair stated:
    (the reference's encoder is wrapped to see benchbench's row order, so the dropout masks are the
    same; rows only move). Per SGD step: loss, every gradient, every weight after the step.
 3. Controls the bench must see: ``whiten_rows="view"`` and ``shuffle=False`` each differ from the
-   reference.
+   reference. And the size of benchbench's one numeric departure, ``whiten_eps`` 1e-5 (printed).
 
     nice python bench/fidelity_whitenedcse.py [--mirror DIR] [--steps 3]
 """
@@ -197,6 +197,10 @@ def main() -> int:
             d_out < TOL
             and d_grad < TOL
             and all(dl < TOL and dg / gm < TOL and dw < TOL for _, _, dl, dg, gm, dw in rows)
+        )
+        eps = check_steps(models, 1, whiten_eps=1e-5)[0]
+        print(
+            f"\nbenchbench's default whiten_eps 1e-5 (the reference has none): |loss diff| {eps[2]:.2e}, relative gradient diff {eps[3] / eps[4]:.2e}"
         )
         for name, kw in (("whiten_rows='view'", {"whiten_rows": "view"}), ("shuffle=False", {"shuffle": False})):
             dl = check_steps(models, 1, **kw)[0][2]

@@ -362,7 +362,7 @@ class TransformerEncoder(torch.nn.Module):
         """Hash of the weights and of everything that changes the vectors. Recomputed only when a
         parameter was modified in place since the last call (tensor version counters)."""
         version = sum(p._version for p in self.state_dict().values()) + id(self.model) % 1_000_003
-        if self._fp_cache and self._fp_cache[0] != version:
+        if self._fp_cache and self._fp_cache[0] == version:
             return self._fp_cache[1]
         h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
         h.update(

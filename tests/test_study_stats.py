@@ -172,3 +172,30 @@ def test_significance_uses_the_studies_test_and_names_why_seeds_alone(tmp_path):
     assert b_line.startswith("| b | +10.00 |") and float(b_line.split("|")[4]) < 0.05
     assert c_line.startswith("| c | +0.10 |") and float(c_line.split("|")[4]) >= 0.05
     assert "seeds resampled alone" in text and "no per-item scores" in text and "Holm's correction over the 2" in text
+
+
+def test_only_p_values_near_a_threshold_are_refined_to_the_full_resamples(monkeypatch):
+    """The first pass (2,000 resamples) settles clear comparisons; the methods with a p-value between its
+    floor and 3 x alpha, the best and the start are resampled 10,000 times on the same item draws."""
+    from benchbench.report import study_view
+
+    calls = []
+    real = stats.hierarchical_bootstrap
+
+    def spy(scores, items, n, seed):
+        calls.append((n, set(scores)))
+        return real(scores, items, n, seed)
+
+    monkeypatch.setattr(stats, "hierarchical_bootstrap", spy)
+    cells = {
+        "best": Cell({1: 70.0, 2: 70.5, 3: 69.5}),
+        "start": Cell({1: 60.0, 2: 60.0, 3: 60.0}),
+        "far": Cell({1: 40.0, 2: 40.2, 3: 39.8}),
+        "near": Cell({1: 69.0, 2: 69.8, 3: 68.6}),  # about 2 standard errors below the best
+    }
+    col = study_view.column_stats("t", cells, start="start", margin=1.0, n_resamples=10_000)
+    assert calls[0] == (study_view.SCREEN, set(cells))
+    assert len(calls) == 2 and calls[1][0] == 10_000 and {"best", "start", "near"} <= calls[1][1]
+    assert "far" not in calls[1][1]  # separated from everything on every first-pass resample
+    assert "best" in col.tied and "far" not in col.tied and col.start["far"].verdict == "↓"
+    assert 0.001 < col.p_raw["near"] < 3 * TIE_P  # near a threshold: from the second pass

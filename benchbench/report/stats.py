@@ -262,7 +262,12 @@ def _centred_ranks(values: np.ndarray, c: np.ndarray) -> np.ndarray:
     count drawn below it plus (its tie group's count + 1) / 2."""
     mid = (c.sum(axis=1, keepdims=True) + 1) / 2  # the mean rank of m drawn values
     _, group, per = _count_ranks(values, c)
-    return (np.cumsum(per, axis=1) - per + (per + 1) / 2)[:, group] - mid
+    ranks = np.cumsum(per, axis=1)  # in place from here: these arrays are [resamples, items]
+    ranks -= per / 2
+    ranks += 0.5
+    out = ranks[:, group]
+    out -= mid
+    return out
 
 
 def _spearman_counts(
@@ -273,8 +278,9 @@ def _spearman_counts(
     mid = (c.sum(axis=1) + 1) / 2
     pr = _centred_ranks(pred, c)
     gr = _centred_ranks(gold, c) if gold_ranks is None else gold_ranks
-    num = (c * pr * gr).sum(axis=1)
-    den = np.sqrt((c * pr * pr).sum(axis=1) * (c * gr * gr).sum(axis=1))
+    cp = c * pr
+    num = np.einsum("ij,ij->i", cp, gr)
+    den = np.sqrt(np.einsum("ij,ij->i", cp, pr) * np.einsum("ij,ij,ij->i", c, gr, gr))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = 100 * num / den
     return np.where(den > 1e-9 * (mid**3), out, np.nan)  # a constant side: undefined

@@ -27,7 +27,7 @@ import json
 import re
 import tomllib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -40,7 +40,7 @@ from benchbench.run.study import PUBLISHED_MIN_SEEDS, Study
 
 TIE_P = 0.05  # the family-wise level of the tie groups and of the equivalence (≈) claims
 BOOTSTRAP_SEED = 0
-STATS_VERSION = 1  # bump when the column statistics change: cached columns of another version are ignored
+STATS_VERSION = 2  # bump when the column statistics change: cached columns of another version are ignored
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
 AT_START_MARK = "≈"  # equivalent to the study's start row within the margin (TOST)
@@ -149,6 +149,27 @@ def _column_test(cells: Mapping[str, aggregate.Cell]) -> tuple[str, str]:
     return stats.HIERARCHICAL, ""
 
 
+SCREEN = 2_000  # resamples of the first pass: a p-value far from every Holm threshold is settled there
+
+
+def _pvalues(res: stats.Resampled, best: str, start: str, margin: float, methods: Sequence[str]) -> dict[str, tuple]:
+    """method -> (p against the best, p against the start, TOST p against the start), unadjusted."""
+    out = {}
+    for m in methods:
+        tie = stats.bootstrap_p(res, best, m) if m != best else None
+        diff = stats.bootstrap_p(res, m, start) if start in res.observed and m != start else None
+        tost = stats.tost_p(res, m, start, margin) if start in res.observed and m != start else None
+        out[m] = (tie, diff, tost)
+    return out
+
+
+def _unsettled(ps: Mapping[str, tuple], n: int) -> set[str]:
+    """Methods with a p-value that the first pass cannot place: drawn at least once on the other side
+    (p above its floor 2/(n+1)) and below 3 x alpha (Holm's thresholds lie in [alpha/k, alpha])."""
+    floor = 2.0 / (n + 1) + 1e-12
+    return {m for m, trio in ps.items() if any(p is not None and floor < p < 3 * TIE_P for p in trio)}
+
+
 def column_stats(
     task: str,
     cells: Mapping[str, aggregate.Cell],
@@ -157,28 +178,40 @@ def column_stats(
     n_resamples: int = 10_000,
     seed: int = BOOTSTRAP_SEED,
 ) -> Column:
-    """The column's best (highest mean), its tie group and each trained cell's test against ``start``."""
+    """The column's best (highest mean), its tie group and each trained cell's test against ``start``.
+    Sequential Monte Carlo to keep a column affordable: every p-value first from ``SCREEN`` resamples;
+    the methods with a p-value near a threshold (:func:`_unsettled`), the best and the start are then
+    resampled ``n_resamples`` times on the same item draws, and their p-values replace the first ones."""
     present = {m: c for m, c in cells.items() if c.scores}
     if not present:
         return Column(task, None, set(), "-", {})
     test, why = _column_test(present)
-    items = {m: c.items for m, c in present.items()} if test == stats.HIERARCHICAL else None
-    res = stats.hierarchical_bootstrap({m: c.scores for m, c in present.items()}, items, n_resamples, seed)
-    best = max(present, key=lambda m: res.observed[m])
-    raw = {m: stats.bootstrap_p(res, best, m) for m in present if m != best}
+
+    def boot(methods: Collection[str], n: int) -> stats.Resampled:
+        items = {m: present[m].items for m in methods} if test == stats.HIERARCHICAL else None
+        return stats.hierarchical_bootstrap({m: present[m].scores for m in methods}, items, n, seed)
+
+    first = boot(present, min(SCREEN, n_resamples))
+    best = max(present, key=lambda m: first.observed[m])
+    start = start if start in present else ""
+    ps = _pvalues(first, best, start, margin, list(present))
+    again = _unsettled(ps, first.n_resamples) if n_resamples > first.n_resamples else set()
+    if again:
+        keep = again | {best} | ({start} if start else set())
+        ps.update(_pvalues(boot(keep, n_resamples), best, start, margin, sorted(again)))
+    raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
     adj = stats.holm(raw)
-    tied = {best} | {m for m, p in adj.items() if p >= TIE_P}
-    col = Column(task, best, tied, test, adj, raw, why=why)
-    if start in present:
+    col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
+    if start:
         trained = [m for m in present if m != start]
-        p_diff = stats.holm({m: stats.bootstrap_p(res, m, start) for m in trained})
-        p_tost = stats.holm({m: stats.tost_p(res, m, start, margin) for m in trained})
-        base = res.observed[start]
+        p_diff = stats.holm({m: ps[m][1] for m in trained})
+        p_tost = stats.holm({m: ps[m][2] for m in trained})
+        base = first.observed[start]
         for m in trained:
             vals = list(present[m].scores.values())
             one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
             eq = p_tost[m] < TIE_P and not one_side
-            col.start[m] = StartTest(res.observed[m] - base, p_diff[m], p_tost[m], one_side, eq)
+            col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq)
     return col
 
 

@@ -199,3 +199,17 @@ def test_only_p_values_near_a_threshold_are_refined_to_the_full_resamples(monkey
     assert "far" not in calls[1][1]  # separated from everything on every first-pass resample
     assert "best" in col.tied and "far" not in col.tied and col.start["far"].verdict == "↓"
     assert 0.001 < col.p_raw["near"] < 3 * TIE_P  # near a threshold: from the second pass
+
+
+def test_each_method_can_be_read_against_its_own_reference_row():
+    """Issue 37's step-0 rows: a mapping method -> its own reference; a reference row is never tested
+    against itself, and a method whose reference has no cell gets no verdict."""
+    cells = {
+        "plm-mean": Cell({1: 60.0, 2: 60.0, 3: 60.0}),
+        "plm-cls": Cell({1: 50.0, 2: 50.0, 3: 50.0}),
+        "simcse": Cell({1: 55.0, 2: 55.2, 3: 54.9}),  # below the mean start, above its own CLS start
+    }
+    one = column_stats("t", cells, start="plm-mean", n_resamples=2000)
+    own = column_stats("t", cells, start={"simcse": "plm-cls", "ct": "plm-step0"}, n_resamples=2000)
+    assert one.start["simcse"].verdict == "↓" and own.start["simcse"].verdict == "↑"
+    assert set(own.start) == {"simcse"} and own.start["simcse"].diff == pytest.approx(55.0333 - 50.0, abs=1e-3)

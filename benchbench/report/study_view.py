@@ -152,13 +152,16 @@ def _column_test(cells: Mapping[str, aggregate.Cell]) -> tuple[str, str]:
 SCREEN = 2_000  # resamples of the first pass: a p-value far from every Holm threshold is settled there
 
 
-def _pvalues(res: stats.Resampled, best: str, start: str, margin: float, methods: Sequence[str]) -> dict[str, tuple]:
-    """method -> (p against the best, p against the start, TOST p against the start), unadjusted."""
+def _pvalues(
+    res: stats.Resampled, best: str, refs: Mapping[str, str], margin: float, methods: Sequence[str]
+) -> dict[str, tuple]:
+    """method -> (p against the best, p against its reference row, TOST p against it), unadjusted."""
     out = {}
     for m in methods:
         tie = stats.bootstrap_p(res, best, m) if m != best else None
-        diff = stats.bootstrap_p(res, m, start) if start in res.observed and m != start else None
-        tost = stats.tost_p(res, m, start, margin) if start in res.observed and m != start else None
+        ref = refs.get(m)
+        diff = stats.bootstrap_p(res, m, ref) if ref in res.observed else None
+        tost = stats.tost_p(res, m, ref, margin) if ref in res.observed else None
         out[m] = (tie, diff, tost)
     return out
 
@@ -170,18 +173,26 @@ def _unsettled(ps: Mapping[str, tuple], n: int) -> set[str]:
     return {m for m, trio in ps.items() if any(p is not None and floor < p < 3 * TIE_P for p in trio)}
 
 
+def _references(start: str | Mapping[str, str], present: Collection[str]) -> dict[str, str]:
+    """trained method -> the row it is read against: one start for every method, or each method's own
+    (a mapping, e.g. its step-0 row); only pairs whose both rows have a cell."""
+    pairs = dict.fromkeys(present, start) if isinstance(start, str) else dict(start)
+    return {m: r for m, r in pairs.items() if m in present and r in present and m != r}
+
+
 def column_stats(
     task: str,
     cells: Mapping[str, aggregate.Cell],
-    start: str = "",
+    start: str | Mapping[str, str] = "",
     margin: float = 1.0,
     n_resamples: int = 10_000,
     seed: int = BOOTSTRAP_SEED,
 ) -> Column:
-    """The column's best (highest mean), its tie group and each trained cell's test against ``start``.
+    """The column's best (highest mean), its tie group and each trained cell's test against its
+    reference row: ``start`` (one row for all) or a mapping method -> its own row (its step-0 row).
     Sequential Monte Carlo to keep a column affordable: every p-value first from ``SCREEN`` resamples;
-    the methods with a p-value near a threshold (:func:`_unsettled`), the best and the start are then
-    resampled ``n_resamples`` times on the same item draws, and their p-values replace the first ones."""
+    the methods with a p-value near a threshold (:func:`_unsettled`), the best and their reference rows
+    are then resampled ``n_resamples`` times on the same item draws; their p-values replace the first."""
     present = {m: c for m, c in cells.items() if c.scores}
     if not present:
         return Column(task, None, set(), "-", {})
@@ -193,25 +204,23 @@ def column_stats(
 
     first = boot(present, min(SCREEN, n_resamples))
     best = max(present, key=lambda m: first.observed[m])
-    start = start if start in present else ""
-    ps = _pvalues(first, best, start, margin, list(present))
+    refs = _references(start, present)
+    ps = _pvalues(first, best, refs, margin, list(present))
     again = _unsettled(ps, first.n_resamples) if n_resamples > first.n_resamples else set()
     if again:
-        keep = again | {best} | ({start} if start else set())
-        ps.update(_pvalues(boot(keep, n_resamples), best, start, margin, sorted(again)))
+        keep = again | {best} | {refs[m] for m in again if m in refs}
+        ps.update(_pvalues(boot(keep, n_resamples), best, refs, margin, sorted(again)))
     raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
     adj = stats.holm(raw)
     col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
-    if start:
-        trained = [m for m in present if m != start]
-        p_diff = stats.holm({m: ps[m][1] for m in trained})
-        p_tost = stats.holm({m: ps[m][2] for m in trained})
-        base = first.observed[start]
-        for m in trained:
-            vals = list(present[m].scores.values())
-            one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
-            eq = p_tost[m] < TIE_P and not one_side
-            col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq)
+    p_diff = stats.holm({m: ps[m][1] for m in refs})
+    p_tost = stats.holm({m: ps[m][2] for m in refs})
+    for m, ref in refs.items():
+        base = first.observed[ref]
+        vals = list(present[m].scores.values())
+        one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
+        eq = p_tost[m] < TIE_P and not one_side
+        col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq)
     return col
 
 

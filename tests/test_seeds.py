@@ -49,10 +49,12 @@ def test_bad_seed_lists_are_named(text, match):
         ["run", "--method", "plm-mean", "--tasks", "stsb", "--seeds", "1-3"],
         ["sweep", "--methods", "plm-mean", "--tasks", "stsb", "--seeds", "1-3"],
         ["study", "run", "post-training-minilm", "--seeds", "1-3"],
+        ["reproduce", "tsdae-table2", "--seeds", "1-3"],
     ],
 )
 def test_run_sweep_and_study_parse_ranges_the_same_way(argv):
-    """The README's `sweep ... --seeds 1-5` used to crash with a raw argparse.ArgumentTypeError."""
+    """The README's `sweep ... --seeds 1-5` used to crash with a raw argparse.ArgumentTypeError (and
+    `reproduce --seeds 1-5` with a ValueError)."""
     args = build_parser().parse_args(argv)
     assert args.seeds == [1, 2, 3]
 

@@ -38,7 +38,9 @@ def benchbench_register_commands(register: Any) -> None:
     rp.add_argument("--md", default=None, help="also write the side-by-side table (Markdown) to this file")
     rp.add_argument("--model", default=None)
     rp.add_argument("--steps", type=int, default=None)
-    rp.add_argument("--seeds", default=None, help="comma list (default: the paper's)")
+    from benchbench.cli.main import _parse_seeds
+
+    rp.add_argument("--seeds", type=_parse_seeds, default=None, help="e.g. 1-5 or 1,3 (default: the paper's)")
     rp.add_argument("--batch-size", type=int, default=None)
     rp.add_argument("--lr", type=float, default=None)
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -112,7 +114,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     b = Budget(
         model=args.model,
         steps=args.steps,
-        seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
+        seeds=args.seeds,
         batch_size=args.batch_size,
         lr=args.lr,
         sets=sets,

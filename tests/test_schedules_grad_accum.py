@@ -130,3 +130,15 @@ def test_mlm_without_warmup_starts_at_the_full_rate(tmp_path, monkeypatch):
     lrs = [g[0] for g in _lrs(caught, STEPS)]
     assert lrs[0] == pytest.approx(1e-3)
     assert np.allclose(lrs, [1e-3 * (STEPS - s) / (STEPS - 1) if s else 1e-3 for s in range(STEPS)], rtol=1e-9)
+
+
+@pytest.mark.parametrize("ratio,ok", [(0.0, False), (1.0, False), (-0.1, False), (1e-3, True), (0.999, True)])
+def test_mlm_mask_ratio_is_a_share_strictly_between_0_and_1(tmp_path, monkeypatch, ratio, ok):
+    """(The mutation tool's survivors of MLM.train: the bounds of this check were never tested.)"""
+    from benchbench import ConfigError
+
+    if ok:
+        assert _build("mlm", tmp_path, monkeypatch, steps=1, mask_ratio=ratio)["obj"] is not None
+    else:
+        with pytest.raises(ConfigError, match="mask_ratio"):
+            _build("mlm", tmp_path, monkeypatch, steps=1, mask_ratio=ratio)

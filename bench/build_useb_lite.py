@@ -36,11 +36,10 @@ def main() -> int:
     ap.add_argument("--data-dir", default=os.environ.get("BENCHBENCH_DATA"))
     args = ap.parse_args()
 
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.evaluate.adapters.cqadupstack import CQADupStackAdapter
     from benchbench.evaluate.adapters.ranking import normalized, search_topk
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
     from benchbench.train.context import TrainContext
 

@@ -72,8 +72,7 @@ def useful_flops(enc, texts: list[str], *, distinct: bool = False) -> float:
 
 
 def load_texts(tasks: str, data_dir: str | None, limit: int | None) -> list[str]:
-    from benchbench.core.registry import get_registry
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.store.data import DataStore
 
     reg = get_registry()

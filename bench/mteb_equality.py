@@ -42,11 +42,10 @@ def main() -> None:
 
     import datasets
 
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.mteb_encoder import MTEBEncoder
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
 
     # ``datasets`` caches a local folder under its name (the revision): a fresh cache, so that mteb's

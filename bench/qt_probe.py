@@ -40,9 +40,8 @@ def main() -> int:
     import torch
     from benchbench_plugins import qt
 
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
     from benchbench.train.ordered import load_ordered
 

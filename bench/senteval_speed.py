@@ -39,11 +39,10 @@ def cpu_seconds() -> float:
 
 def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     """task -> (TransferData, features, setting name), through the harness's cache."""
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.adapters import senteval as se
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
 
     reg = get_registry()

@@ -84,10 +84,9 @@ def main() -> int:
     from tabulate import tabulate
 
     from benchbench.core.methods import build_config
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder, EmbeddingCache
     from benchbench.encode.models import load_encoder
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
     from benchbench.train.context import TrainContext
 

@@ -54,7 +54,7 @@ _EXPORTS: dict[str, str] = {
     "model_label_of": ".encode.models",  # a base model's label in records: never a machine path
     "register_encoder_loader": ".encode.models",
     "get_registry": ".core.registry",
-    "make_adapter": ".run.runner",
+    "make_adapter": ".core.registry",
     "train_method": ".run.chain",  # another method's trained encoder as a start (Trans-Encoder start=simcse)
     "resolve_model_path": ".encode.models",
     "load_pretrained_head": ".encode.models",
@@ -170,6 +170,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .core.errors import BenchbenchError, ConfigError, DataError, PluginError, UnknownNameError
     from .core.hookspecs import hookimpl, hookspec
     from .core.methods import Method, build_config, config_hash
+    from .core.registry import make_adapter
     from .core.tasks import TaskSpec
     from .encode.encoding import Embedder, Encoder, PairScorer, Searcher, embed
     from .encode.models import (
@@ -183,7 +184,6 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .evaluate import metrics
     from .evaluate.adapters.base import TaskAdapter, TaskResult
     from .run.chain import train_method
-    from .run.runner import make_adapter
     from .train.context import TrainContext
     from .train.fit import fit
     from .train.loop import (

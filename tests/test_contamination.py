@@ -42,7 +42,7 @@ def _train_ref(data):
     class M:  # a method of the "task" corpus kind
         name, corpus = "m", "task"
 
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import make_adapter
 
     c: Corpus = training_corpus(M, make_adapter(get_registry(), "contam-mini", data), data)
     return C.corpus_ref(c.describe(), data=data)

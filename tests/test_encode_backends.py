@@ -40,8 +40,7 @@ def _shared_exports(export_root, monkeypatch):
 @pytest.fixture(scope="module")
 def stsb(real_data):
     """The first N_PAIRS pairs of STS-B test through the registered adapter (real data)."""
-    from benchbench.core.registry import load_registry
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import load_registry, make_adapter
     from benchbench.store.data import DataStore
 
     adapter = make_adapter(load_registry(), "stsb", DataStore(str(real_data), allow_download=False))

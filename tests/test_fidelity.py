@@ -467,9 +467,8 @@ def test_bertflow_default_is_the_official_config(tmp_path):
 def test_simcse_stsb_dev_selection_keeps_the_best_step(real_data, tmp_path):
     from benchbench_plugins.simcse import SimCSE, SimCSEConfig
 
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
 
     ctx = _ctx(tmp_path, "tiny-bert:16:1:2:32")

@@ -49,8 +49,8 @@ def _mteb_main(name: str, folder: Path, model) -> float:
     "name", ["STSBenchmark", "SICK-R", "TwitterURLCorpus", "AskUbuntuDupQuestions", "CQADupstackAndroidRetrieval"]
 )
 def test_mteb_task_scores_equal_mteb_evaluator(name, tiny_encoder, registry, tmp_path):
+    from benchbench.core.registry import make_adapter
     from benchbench.evaluate.mteb_encoder import MTEBEncoder
-    from benchbench.run.runner import make_adapter
 
     data = _data(tmp_path)
     adapter = make_adapter(registry, f"mteb:{name}", data)
@@ -66,7 +66,7 @@ def test_mteb_task_scores_equal_mteb_evaluator(name, tiny_encoder, registry, tmp
 def test_reranking_scores_only_the_candidates(tiny_encoder, registry, tmp_path):
     """AskUbuntu's copy lists 4 candidates per query: a relevant document outside them (q1's d7 is
     listed, q2's d8 is, q3's d2 is) is the only way to reach recall 1; full-corpus search would rank 8."""
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import make_adapter
 
     adapter = make_adapter(registry, "mteb:AskUbuntuDupQuestions", _data(tmp_path))
     corpus, queries, qrels, top = adapter._load("test")
@@ -143,9 +143,9 @@ def test_mteb_evaluates_a_folder_benchbench_saved(tiny_encoder, tmp_path):
     scores it, and the score equals benchbench's adapter on the same folder."""
     from sentence_transformers import SentenceTransformer
 
+    from benchbench.core.registry import make_adapter  # noqa: F401
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.adapters.hf import mteb_spec
-    from benchbench.run.runner import make_adapter  # noqa: F401
 
     folder = tiny_encoder.save(tmp_path / "enc")
     assert json.loads((Path(folder) / "modules.json").read_text())

@@ -171,7 +171,7 @@ def test_significance_command_from_stored_records(useb_reg, tmp_path, capsys, mo
 def test_sts_items_recompute_the_main_score_on_real_data(registry, real_data, task):
     """STS per-pair items: SimCSE's 'all' (sts12-16: Spearman over the subsets' pairs concatenated, not
     the mean of per-subset Spearman) and single-subset Spearman, recomputed from the stored items."""
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import make_adapter
     from benchbench.store.data import DataStore
 
     table = np.random.default_rng(0).standard_normal((4096, 64)).astype(np.float32)

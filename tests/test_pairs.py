@@ -95,7 +95,7 @@ def test_errors_name_the_problem(tmp_path):
 
 
 def test_real_qnli_and_mrpc_splits(real_data, registry):
-    from benchbench.run.runner import make_adapter
+    from benchbench.core.registry import make_adapter
 
     data = DataStore(real_data, allow_download=False)
     qnli = make_adapter(registry, "qnli", data)

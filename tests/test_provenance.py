@@ -17,7 +17,7 @@ from benchbench_plugins.diffcse import DiffCSE, DiffCSEConfig
 from benchbench_plugins.trans_encoder import TransEncoder, TransEncoderConfig
 
 from benchbench import ConfigError, model_label_of
-from benchbench.run.runner import check_provenance
+from benchbench.train.reuse import check_provenance
 
 TINY = "tiny-bert:16:1:2:32"
 

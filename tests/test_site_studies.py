@@ -15,11 +15,11 @@ import pytest
 
 from benchbench.core.methods import build_config, config_hash
 from benchbench.core.registry import get_registry
+from benchbench.encode.models import model_label_of
 from benchbench.evaluate.item_scores import aggregate_score, query_items
 from benchbench.report import site, study_view
 from benchbench.report.stats import HIERARCHICAL
 from benchbench.run import study as study_spec
-from benchbench.run.runner import model_label_of
 from benchbench.store.results import ResultStore
 
 TASKS = ("askubuntu", "scidocs")

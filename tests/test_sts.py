@@ -71,8 +71,8 @@ def test_sts17_en_en_matches_sentence_transformers(real_data, registry, tmp_path
     from scipy.stats import spearmanr
     from sentence_transformers import SentenceTransformer
 
+    from benchbench.core.registry import make_adapter
     from benchbench.encode.models import load_encoder, resolve_model_path
-    from benchbench.run.runner import make_adapter
 
     adapter = make_adapter(registry, "sts17-en-en", DataStore(real_data))
     res = adapter.evaluate(Embedder(load_encoder("all-MiniLM-L6-v2"), EmbeddingCache(tmp_path)), "test")

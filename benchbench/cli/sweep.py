@@ -114,11 +114,10 @@ def cmd_sweep(args) -> int:
 def cmd_pos(args) -> int:
     from pathlib import Path
 
-    from benchbench.core.registry import get_registry
+    from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.analysis import pos
-    from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
 
     reg = get_registry()

@@ -378,6 +378,19 @@ def reset_registry() -> None:
     _REGISTRY = None
 
 
+def make_adapter(reg: Registry, task: str, data: Any) -> Any:
+    """The task adapter for ``task``: a registered adapter class with its spec, or the adapter of the
+    kind a task spec (TOML) names, reading through ``data`` (a ``benchbench.store.data.DataStore``).
+    Here, beside the registry, because every caller (the runner, chained methods, plugins, reports,
+    benches) resolves a task the same way."""
+    from benchbench.core.tasks import spec_for_adapter_class
+
+    entry = reg.task(task)
+    if isinstance(entry, type):
+        return entry(spec_for_adapter_class(task, entry), data)
+    return reg.adapter(entry.kind)(entry, data)
+
+
 def call_observers(result: dict, reg: Registry | None = None) -> None:
     """Hand a just-written record to every ``benchbench_result_recorded`` implementation of ``reg``
     (the registry the run used; default, or one without plugins loaded: the global one). An

@@ -293,7 +293,7 @@ def _named_loader(name: str, data: Any) -> Callable[[], tuple[Sequence[str], str
 
 def _task_loader(task: str, kind: str, data: Any, registry: Any) -> Callable[[], tuple[Sequence[str], str]]:
     def load() -> tuple[Sequence[str], str]:
-        from benchbench.run.runner import make_adapter
+        from benchbench.core.registry import make_adapter
 
         adapter = make_adapter(registry, task, data)
         sentences = adapter.train_sentences()
@@ -350,7 +350,7 @@ def task_test_sets(task: str, data: Any, registry: Any = None, split: str = "tes
     """subset (None for a task of one) -> its distinct test sentences, read once per process."""
     k = (str(getattr(data, "data_dir", "")), task, split)
     if k not in _TEST_SETS:
-        from benchbench.run.runner import make_adapter
+        from benchbench.core.registry import make_adapter
 
         loaded = make_adapter(_registry(registry), task, data).load(split)
         subs = {sub: list(dict.fromkeys(s for side in v[:2] for s in side)) for sub, v in loaded.items()}

@@ -3,7 +3,7 @@
 Why: some methods start from an encoder that another unsupervised method trained (Trans-Encoder
 starts from a SimCSE or TSDAE bi-encoder). Training that start inside the second method would
 duplicate the runner's bookkeeping, so the start is trained exactly as ``benchbench run --method
-NAME`` would train it -- the runner's own train-or-reuse (``runner.train_or_reuse``), on that
+NAME`` would train it -- the runner's own train-or-reuse (``train/reuse.py``), on that
 method's corpus for the same task, with the same seed and base model, into the same run folder
 under the same output directory. Hence a start trained by an earlier ``benchbench run`` (or an
 earlier chained run) is reused from disk, and a start trained here is reused by a later ``benchbench
@@ -78,10 +78,13 @@ def train_method(
     reuse the encoder a previous run of the same method/config/model/seed stored under the same
     output directory; returns where the encoder is saved. Raises ``ConfigError`` for a method that
     trains nothing or saves no encoder, ``UnknownNameError`` for an unknown name."""
-    from benchbench.core.registry import get_registry
-    from benchbench.run.runner import make_adapter, model_label_of, process_rank, train_or_reuse, training_folder
+    from benchbench.core.registry import get_registry, make_adapter
+    from benchbench.encode.models import model_label_of
+    from benchbench.run.energy import Meter
+    from benchbench.run.runner import process_rank
     from benchbench.store.data import DataStore
     from benchbench.store.results import ResultKey
+    from benchbench.train.reuse import train_or_reuse, training_folder
 
     reg = ctx.registry or get_registry()
     method_cls = reg.method(name)
@@ -117,7 +120,16 @@ def train_method(
     rank, _ = process_rank()
     method = method_cls(config)
     _, info = train_or_reuse(
-        method, adapter, sub, plugin, seed_dir, False, {}, main=rank == 0, provenance=provenance_of(method)
+        method,
+        adapter,
+        sub,
+        plugin,
+        seed_dir,
+        False,
+        {},
+        main=rank == 0,
+        provenance=provenance_of(method),
+        meter=Meter,
     )
     path = Path(sub.output_dir) / "encoder"  # train_or_reuse points sub.output_dir at its run folder
     if rank == 0 and not is_complete(path):

@@ -14,38 +14,34 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from benchbench.core.errors import BenchbenchError, ConfigError, DataError, PluginError
+from benchbench.core.errors import BenchbenchError, ConfigError, DataError, PluginError, call_plugin
 from benchbench.core.methods import build_config, config_hash, provenance_of
-from benchbench.core.registry import Registry, call_observers, get_registry
-from benchbench.core.tasks import spec_for_adapter_class
+from benchbench.core.registry import Registry, call_observers, get_registry, make_adapter
 from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
 from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
-from benchbench.encode.models import canonical_model_name, local_model_label, model_label_of  # noqa: F401 (re-exported)
+from benchbench.encode.models import canonical_model_name, model_label_of
 from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.run.energy import Meter, total
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
+from benchbench.store.records import new_record, refuse_non_finite
 from benchbench.store.results import (
-    SCHEMA_VERSION,
     DamagedRecord,
     ResultKey,
     ResultStore,
-    git_sha,
     key_of,
     merge,
-    now,
-    package_versions,
     read_record,
 )
 from benchbench.train.context import TrainContext
+from benchbench.train.reuse import check_provenance, train_or_reuse, training_folder
 from benchbench.train.setups import (  # --setup pipelines and their supervised stages' options
     PIPELINES,
     parse_setup,
@@ -53,7 +49,6 @@ from benchbench.train.setups import (  # --setup pipelines and their supervised 
     split_stage_options,
     stage_configs,
     stage_configs_hash,
-    subsample_corpus,
 )
 
 log = logging.getLogger(__name__)
@@ -109,56 +104,6 @@ class RunReport:
     requested: list[str] = field(default_factory=list)
     rank: int = 0  # a non-zero rank of a multi-process run trains only; rank 0 reports
     quarantined: list[tuple[str, str, str]] = field(default_factory=list)  # (damaged file, moved to, why)
-
-
-def _refuse_non_finite(split_results: dict, task: str, method: str, plugin: str) -> None:
-    """A non-finite MAIN score (constant vectors make a correlation undefined) is an error naming the
-    task, split and metric, never a record (JSON has no NaN; the store refuses it too). A non-finite
-    secondary metric (e.g. PIT's Spearman on a tiny split where one scorer ties everything) is stored
-    as null and named in the split's notes, so the defined numbers are not thrown away."""
-    import math
-
-    def bad_float(v) -> bool:
-        return isinstance(v, float) and not math.isfinite(v)
-
-    def scrub(obj, path, found):
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if bad_float(v):
-                    obj[k] = None
-                    found.append(f"{path}.{k}")
-                else:
-                    scrub(v, f"{path}.{k}", found)
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj):
-                if bad_float(v):
-                    obj[i] = None
-                    found.append(f"{path}[{i}]")
-                else:
-                    scrub(v, f"{path}[{i}]", found)
-
-    bad_main = [
-        f"{s}.{r.get('main_metric')}"
-        for s, r in split_results.items()
-        if r.get("main_score") is None or bad_float(r.get("main_score"))
-    ]
-    if bad_main:
-        raise DataError(
-            f"Task {task!r} gave non-finite scores for method {method!r} (plugin {plugin!r}): main score {bad_main}. "
-            "Nothing was stored. Usually the encoder gives (nearly) the same vector for every text."
-        )
-    for s, r in split_results.items():
-        found: list[str] = []
-        scrub(r, s, found)
-        if found:
-            r.setdefault("notes", []).append(f"undefined (non-finite) metrics stored as null: {', '.join(found[:10])}")
-
-
-def make_adapter(reg: Registry, task: str, data: DataStore) -> TaskAdapter:
-    entry = reg.task(task)
-    if isinstance(entry, type):
-        return entry(spec_for_adapter_class(task, entry), data)
-    return reg.adapter(entry.kind)(entry, data)
 
 
 def run(opts: RunOptions, registry: Registry | None = None) -> RunReport:
@@ -255,7 +200,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     cache, store = _open_stores(opts)
     rank, _ = process_rank()
     method = method_cls(config)
-    provenance = _call_plugin(plugin, opts.method, "labelling the weights its options name", provenance_of, method)
+    provenance = call_plugin(plugin, opts.method, "labelling the weights its options name", provenance_of, method)
     return _RunPlan(
         opts=opts,
         reg=reg,
@@ -324,15 +269,6 @@ def _model_and_label(method_cls: type, opts: RunOptions) -> tuple[str, str]:
         return "", method_cls.fixed_model
     model = opts.model or method_cls.default_model or ""
     return model, model_label_of(model) if model else "-"
-
-
-def training_folder(root: Path, key: ResultKey) -> Path:
-    """``<root>/runs/<key's folder>``: where the encoders trained for ``key``'s seed live. A folder
-    made under the old (pre-injective) names is used while none of the new name exists, so encoders
-    trained before are found, not trained again."""
-    own = Path(root) / "runs" / key.relpath().parent
-    legacy = Path(root) / "runs" / key.legacy_relpath().parent
-    return legacy if not own.exists() and legacy.is_dir() else own
 
 
 def _open_stores(opts: RunOptions) -> tuple[EmbeddingCache | None, ResultStore]:
@@ -421,7 +357,7 @@ def _run_task(
     for s in split_results:
         record["evaluated"][s]["encode"] = encode_info
     record = merge(existing, record)  # keeps every stored split this run did not evaluate
-    _refuse_non_finite(split_results, task, opts.method, plan.plugin)
+    refuse_non_finite(split_results, task, opts.method, plan.plugin)
     plan.store.write(record, items=items)
     call_observers(record, plan.reg)  # the run's own registry: a registry passed to run() has its own observers
     report.records.append(record)
@@ -594,13 +530,14 @@ def _encoder(
             main=rank == 0,
             corpus_path=opts.corpus,
             provenance=plan.provenance,
+            meter=Meter,
         )
         train_info.setdefault("seconds", time.perf_counter() - t0)
         return (encoder, train_info) if rank == 0 else None
     if rank != 0:
         return None
     if plan.shared_encoder is None:
-        plan.shared_encoder = _call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx)
+        plan.shared_encoder = call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx)
     return plan.shared_encoder, None
 
 
@@ -634,8 +571,9 @@ def _encoder_by_stages(
                 trained,
                 main=plan.rank == 0,
                 corpus_path=opts.corpus,
+                meter=Meter,
             )
-        return _call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx), None
+        return call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx), None
 
     encoder, train_info = run_stages(plan.setup, ctx, adapter, target, load_encoder, seed_dir, cfg=plan.stages)
     train_info.setdefault("seconds", time.perf_counter() - t0)
@@ -677,15 +615,14 @@ def _record(
     t1: float,
     report: RunReport,
 ) -> dict[str, Any]:
-    """The new record (schema in docs/results.md): the scores with their provenance (config, code,
-    package versions, data files used, device), and per split when it was evaluated and by which
-    encoder, so that merging into an older record keeps each split's own provenance."""
+    """The new record (schema in docs/results.md): the scores with what this run knows of them
+    (config, data files used, training, zero-shot status); ``store.records.new_record`` adds the
+    provenance every record carries."""
     opts, data = plan.opts, plan.data
-    record = {
-        "schema_version": SCHEMA_VERSION,
+    fields = {
         "method": opts.method,
         "plugin": plan.plugin,
-        "config": _asdict(plan.config),
+        "config": dataclasses.asdict(plan.config),
         "config_hash": plan.chash,
         "model": plan.model_label,
         "setup": opts.setup,
@@ -693,30 +630,15 @@ def _record(
         "task": task,
         "task_version": adapter.spec.version,
         "task_kind": adapter.spec.kind,
-        "splits": split_results,
         "train": train_info,
-        "eval_seconds": round(time.perf_counter() - t1, 3),
         "encoder_fingerprint": getattr(encoder, "fingerprint", None),
         "transductive": bool(getattr(plan.method_cls, "transductive", False)),
         "scored_by": "cross" if embedder.has_cross_encoder else "bi",
         "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
-        "versions": package_versions(),
-        "git_sha": git_sha(),
-        "device": _device_label(opts.device),
-        "created_at": now(),
         "unavailable_splits": report.unavailable.get(task, []),
         **_zero_shot(plan, task, adapter, train_info),
     }
-    record["evaluated"] = {
-        s: {
-            "created_at": record["created_at"],
-            "eval_seconds": record["eval_seconds"],
-            "encoder_fingerprint": record["encoder_fingerprint"],
-            "git_sha": record["git_sha"],
-        }
-        for s in split_results
-    }
-    return record
+    return new_record(fields, split_results, t1, opts.device)
 
 
 def _zero_shot(plan: _RunPlan, task: str, adapter: TaskAdapter, train_info: dict | None) -> dict[str, Any]:
@@ -797,163 +719,3 @@ def _download(adapter: TaskAdapter, missing: list[str], data: DataStore) -> tupl
             still.append(rel)
             errors.append(str(e))
     return still, errors
-
-
-def _asdict(config: Any) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(config)
-
-
-def _call_plugin(plugin: str, method: str, what: str, fn, *args):
-    """``fn(*args)``, a plugin's exception becoming a PluginError that names it. A full disk or a
-    folder it may not write (an OSError naming its path) is not the plugin's fault: that error names
-    the path, the cause and what to do."""
-    import errno
-
-    try:
-        return fn(*args)
-    except BenchbenchError:
-        raise
-    except Exception as e:
-        environment = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
-        if not isinstance(e, OSError) or e.filename is None or e.errno not in environment:
-            raise PluginError(
-                f"Method {method!r} (plugin {plugin!r}) raised while {what}: {type(e).__name__}: {e}"
-            ) from e
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            fix = (
-                "free space there (old run folders, embedding caches under $BENCHBENCH_CACHE or "
-                "~/.cache/benchbench) or choose another --output"
-            )
-        else:
-            fix = "make it writable or choose another --output"
-        raise DataError(
-            f"{os.path.abspath(os.fsdecode(e.filename))}: {e.strerror} (while {what}, method {method!r}); "
-            f"{fix}, then run the same command to resume."
-        ) from e
-
-
-def train_or_reuse(
-    method,
-    adapter: TaskAdapter,
-    ctx: TrainContext,
-    plugin: str,
-    seed_dir: Path,
-    force: bool,
-    trained: dict[str, tuple[Any, dict]],
-    main: bool = True,
-    corpus_path: str | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> tuple[Any, dict]:
-    """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
-    ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
-    SAME data with the same method, config, base model and seed (STS tasks share one corpus; a
-    method with a task-independent corpus trains once for all tasks; an interrupted run resumes at
-    evaluation). The folder is keyed by a hash of the training data, not the task. A stored encoder
-    whose accounting names other weights than ``provenance`` (``Method.provenance``) is refused."""
-    from benchbench.train.corpora import training_corpus
-
-    corpus = subsample_corpus(
-        training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed
-    )
-    data_id = (corpus.sha256 or "")[:16]
-    if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain
-        enc, info = trained[data_id]
-        return enc, {**info, "reused_from_task": info.get("task")}
-    run_dir = seed_dir / f"train-{data_id}"
-    ctx.output_dir = run_dir
-    ctx.pairs = corpus.pairs
-    ctx.corpus = corpus
-    import contextlib
-
-    from benchbench.store.locks import hold
-
-    # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
-    # second waits, then reuses the encoder the first marked complete
-    with hold(run_dir.parent / f".{run_dir.name}.lock", f"run folder {run_dir}") if main else contextlib.nullcontext():
-        return _train_in(method, adapter, ctx, plugin, run_dir, data_id, corpus, force, trained, main, provenance)
-
-
-def _train_in(
-    method,
-    adapter: TaskAdapter,
-    ctx: TrainContext,
-    plugin: str,
-    run_dir: Path,
-    data_id: str,
-    corpus,
-    force: bool,
-    trained: dict[str, tuple[Any, dict]],
-    main: bool,
-    provenance: dict[str, Any] | None = None,
-) -> tuple[Any, dict]:
-    """The body of ``train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
-    encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
-    import json
-
-    from benchbench.encode.models import load_encoder
-    from benchbench.store.files import MARKER, is_complete, mark_complete
-    from benchbench.train.loop import remove_checkpoints
-
-    if is_complete(run_dir / "encoder") and not force:
-        info = json.loads((run_dir / "encoder" / MARKER).read_text() or "{}")
-        check_provenance(provenance, info, method.name, f"the stored encoder {run_dir / 'encoder'}")
-        enc = load_encoder(str(run_dir / "encoder"))
-        trained[data_id] = (enc, info)
-        return enc, {**info, "reused_from_disk": True}
-    if main and force:  # --retrain: the stored encoder and any checkpoint of this run are discarded
-        remove_checkpoints(ctx.checkpoint_dir)
-    if main and (run_dir / "encoder").exists():
-        shutil.rmtree(run_dir / "encoder")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
-    t0 = time.perf_counter()
-    with Meter() as meter:
-        encoder = _call_plugin(
-            plugin, method.name, f"training on task {adapter.name!r}", method.train, corpus.sentences, ctx
-        )
-    info = {
-        "seconds": round(time.perf_counter() - t0, 3),
-        "energy": meter.result,
-        **ctx.accounting,
-        "corpus_sentences": len(corpus.sentences),
-        "train_data_sha256": corpus.sha256,
-        "corpus": corpus.describe(),
-        "task": adapter.name,
-    }
-    if corpus.pairs is not None:
-        info["train_pairs"] = len(corpus.pairs)
-    if main and hasattr(encoder, "save"):
-        encoder.save(run_dir / "encoder")
-        mark_complete(run_dir / "encoder", json.dumps(info, default=str))  # only then are checkpoints dropped
-        remove_checkpoints(ctx.checkpoint_dir)
-    trained[data_id] = (encoder, info)
-    return encoder, info
-
-
-def check_provenance(provenance: dict[str, Any] | None, stored: Any, method: str, what: str) -> None:
-    """Refuse to reuse ``what`` (a stored result or encoder) when its training accounting ``stored``
-    names other weights than the options name now (``Method.provenance``). A label the store does
-    not hold (a record from before it was recorded) is not compared."""
-    if not provenance or not isinstance(stored, dict):
-        return
-    for name, current in provenance.items():
-        if name in stored and stored[name] != current:
-            raise ConfigError(
-                f"Method {method!r}: {what} was trained with {name} = {stored[name]!r}, but the options now name "
-                f"{current!r}: other weights under the same option. Results are keyed by the option's text, so "
-                "reusing it would report the old weights' score for the new ones. Use another --output "
-                "folder for the new weights, or move the stored folder away to recompute it; nothing was "
-                "changed."
-            )
-
-
-def _device_label(device: str | None) -> str:
-    import platform
-
-    import torch
-
-    if (device or "").startswith("cuda") or (device is None and torch.cuda.is_available()):
-        return f"cuda:{torch.cuda.get_device_name(0)}"
-    return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"

@@ -61,3 +61,5 @@ tie_column  # report.study_view: one column's tie group, for tests and callers w
 p_raw  # report.study_view.Column: the unadjusted p-values beside the Holm-adjusted ones (cached, tested)
 at_start  # report.study_view.ShownCell: the ≈ flag for renderers
 builtin_files  # run.study: the built-in study files' bytes, for the version test
+cell_verdict  # report.learning: a study cell's verdict over its seeds, for the study view (issue 37; tests)
+curves_figure  # report.plots_curves: a study column's curves, for the site (issue 37; tests)

@@ -312,11 +312,18 @@ class BertFlow(Method):
     name = "bertflow"
     Config = BertFlowConfig
     description = "BERT-flow: Glow (additive, reverse; dropout re-encoding) on a frozen encoder's mean-pooled vectors"
+    step0_unsupported = (
+        "at 0 steps it returns the start's pooled vectors through a randomly initialised flow (on tiny-bert "
+        "the cosines move by up to 0.96): a random map, not a reading of the start. Its own start is the "
+        "frozen encoder it flows: read it against plm-<its pooling> (plm-mean by default)."
+    )
 
     def train(self, corpus: list[str], ctx: TrainContext):
         from benchbench import embed
 
         c = self.config
+        if c.steps == 0:
+            raise ConfigError(f"bertflow: option 'steps' = 0: {self.step0_unsupported}")
         if (
             c.coupling not in ("additive", "affine")
             or c.permutation not in ("reverse", "lu")

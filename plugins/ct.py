@@ -20,6 +20,7 @@ pooling; the SECOND encoder is the result.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,6 +112,10 @@ class CT(Method):
     name = "ct"
     Config = CTConfig
     description = "Contrastive Tension: two encoders, BCE on dot products, RMSprop; the second encoder"
+
+    def loss_chance(self, objective) -> float:
+        """Binary cross-entropy summed over the b pairs of a batch, at logit 0: b ln 2."""
+        return self.config.batch_size * math.log(2)
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

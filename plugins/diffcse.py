@@ -37,6 +37,7 @@ Equality with the reference's own ``cl_forward`` (loss and weights over SGD step
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,6 +248,11 @@ class DiffCSE(Method):
     def provenance(self) -> dict[str, Any]:
         """The generator's label: its folder's weights hash (``model_label_of``), not the option's text."""
         return {"diffcse_generator": model_label_of(os.path.expanduser(self.config.generator))}
+
+    def loss_chance(self, objective) -> float:
+        """InfoNCE over the batch's b candidates (ln b) plus ``lambda_weight`` x the replaced-token
+        detection's two-class cross-entropy at p = 1/2 (ln 2)."""
+        return math.log(self.config.batch_size) + self.config.lambda_weight * math.log(2)
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

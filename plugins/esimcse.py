@@ -40,6 +40,7 @@ objective, so checkpoints hold them and a resumed run continues the same queue.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,6 +215,12 @@ class ESimCSE(Method):
     name = "esimcse"
     Config = ESimCSEConfig
     description = "ESimCSE: word-repetition positives, momentum-encoder queue of negatives, temperature 0.05"
+
+    def loss_chance(self, objective) -> float:
+        """InfoNCE over the b repeated views plus the queue once full: ln(b + queue_size). The queue fills
+        in its first queue_size / b steps, so the level rises from ln b to this while it fills (a loss
+        that rises early, e.g. 3.7 -> 4.8 at b = 16 with 160 queued, is mostly that)."""
+        return math.log(self.config.batch_size + self.config.queue_size)
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

@@ -23,6 +23,7 @@ steps, "20-30 seconds" on a GPU.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -158,6 +159,10 @@ class MirrorBERT(Method):
     name = "mirror-bert"
     Config = MirrorBERTConfig
     description = "Mirror-BERT: a sentence and its span-masked copy, dropout, InfoNCE at 0.04, ~50 steps"
+
+    def loss_chance(self, objective) -> float:
+        """NT-Xent over the 2b views: each anchor's mirror among the 2b - 1 others: ln(2b - 1)."""
+        return math.log(2 * self.config.batch_size - 1)
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

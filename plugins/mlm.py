@@ -17,6 +17,7 @@ per-batch RNG so that a resumed run masks the same tokens.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,6 +134,11 @@ class MLM(Method):
     name = "mlm"
     Config = MLMConfig
     description = "masked-language-model domain pre-training, mean pooling (TSDAE baseline)"
+
+    def loss_chance(self, objective) -> float:
+        """Masked-token cross-entropy over the vocabulary V: ln V, an upper reference (unigram
+        frequencies alone score well below it)."""
+        return math.log(len(objective.encoder.tokenizer))
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,6 +214,10 @@ class PromptBERT(Method):
     name = "promptbert"
     Config = PromptBERTConfig
     description = "unsupervised PromptBERT: [MASK] of a prompt, two templates as positives, template denoising"
+
+    def loss_chance(self, objective) -> float:
+        """InfoNCE of the two templates' [MASK] vectors over the batch's b candidates: ln b."""
+        return math.log(self.config.batch_size)
 
     def train(self, corpus: list[str], ctx: TrainContext) -> PromptEncoder:
         c = self.config

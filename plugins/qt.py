@@ -545,7 +545,7 @@ def train_qt(method: Method, c: QTConfig, sentences, ctx: TrainContext, spec: To
     obj = QTObjective(f, g, sentences, c.batch_size, c.context)
     starts = window_starts(len(sentences), c.batch_size)
     steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(starts)))
-    if steps > 0:
+    if steps >= 0:  # 0: train_loop returns the towers as built, accounted as the step-0 row
         loop = LoopConfig.from_config(c, steps=steps, batch_size=1)  # an item is one window of batch_size
         obj = train_loop(
             obj,
@@ -658,7 +658,7 @@ class SkipThought(Method):
         obj = SkipThoughtObjective(f, corpus, c.max_tokens, out_vocab)
         items = list(range(1, len(corpus) - 1))
         steps = c.steps if c.steps is not None else max(1, round(c.epochs * len(items) / c.batch_size))
-        if steps > 0:
+        if steps >= 0:  # 0: train_loop returns the encoder as built, accounted as the step-0 row
             loop = LoopConfig.from_config(c, steps=steps)
             obj = train_loop(
                 obj,

@@ -211,6 +211,12 @@ class SimCSE(Method):
     Config = SimCSEConfig
     description = "unsupervised SimCSE: dropout positives, in-batch negatives, temperature 0.05"
 
+    def loss_chance(self, objective) -> float:
+        """InfoNCE over the batch's b candidates (SimCSE++'s dropout-off negatives keep b per row): ln b;
+        plus ``dcl_weight`` x ln(dim) for the dimension-wise term (each dimension among dim)."""
+        c = self.config
+        return math.log(c.batch_size) + (c.dcl_weight * math.log(objective.encoder.dim) if c.dcl_weight else 0.0)
+
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         if c.temperature <= 0:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,6 +285,12 @@ class SNCSE(Method):
     name = "sncse"
     Config = SNCSEConfig
     description = "SNCSE: prompt [MASK] vectors, two templates as positives, negations as soft negatives (BML)"
+
+    def loss_chance(self, objective) -> float:
+        """InfoNCE over the batch's b candidates (ln b) plus ``bml_weight`` x the BML at cos(x, x-) =
+        cos(x, x+) (relu(alpha) + relu(-beta))."""
+        c = self.config
+        return math.log(c.batch_size) + c.bml_weight * (max(c.alpha, 0.0) + max(-c.beta, 0.0))
 
     def train(self, corpus: list[str], ctx: TrainContext) -> PromptEncoder:
         c = self.config

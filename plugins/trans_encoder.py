@@ -465,6 +465,7 @@ class TransEncoder(Method):
     transductive = True
     corpus = "pairs"
     description = "Trans-Encoder: bi<->cross self-distillation on the task's unlabelled pairs (transductive)"
+    step0_options = {"cycles": "0"}  # its budget is cycles: 0 returns the start bi-encoder at its pooling
 
     # --- what to train on and select with --------------------------------------------------
     def _adapter(self, ctx: TrainContext, task: str):
@@ -637,7 +638,8 @@ class TransEncoder(Method):
         )
         if not pairs:
             raise ConfigError(f"{self.name}: no training pairs for task {ctx.task!r}.")
-
+        if cycles == 0:  # the step-0 row: the start bi-encoder at its pooling, the cross-encoder's fresh head
+            acc.update(steps=0, step0_row=True)
         for cycle in range(1, cycles + 1):
             # (a) bi -> cross: mean over models of each bi-encoder's cosines
             bi_labels = np.mean([_bi_cosines(t.bi, pairs, c.score_batch_size) for t in tracks], axis=0)

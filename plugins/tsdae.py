@@ -35,6 +35,7 @@ Departures and choices (reference code: sentence-transformers ``DenoisingAutoEnc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -296,6 +297,11 @@ class TSDAE(Method):
         return TSDAEObjective(
             encoder, decoder, WordNoise(c.noise, c.noise_ratio, mask), c.group_by_length, c.sparse_embedding_grad
         )
+
+    def loss_chance(self, objective) -> float:
+        """Token cross-entropy of the decoder over the vocabulary V: ln V, an upper reference (unigram
+        frequencies alone score well below it)."""
+        return math.log(len(objective.encoder.tokenizer))
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config

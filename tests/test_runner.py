@@ -216,6 +216,6 @@ def test_learning_curve_is_stored_and_ends_at_the_stored_score(workdir, capsys):
     assert main(args + ["--eval-every", "2", "--eval-split", "test"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
     curve = rec["train"]["monitor"]
-    assert [step for step, _ in curve] == [2, 3]
+    assert [step for step, _ in curve] == [0, 2, 3]  # 0: the start as the method built it, before any update
     assert list(curve[-1][1]) == ["test/spearman_all"]
     assert curve[-1][1]["test/spearman_all"] == pytest.approx(rec["splits"]["test"]["main_score"], abs=1e-9)

@@ -42,6 +42,12 @@ def _positive_int(s: str) -> int:
 # anything loads; the text itself goes on to the method's config, which converts it as it converts a
 # --set value. "none" passes: an option typed ``X | None`` takes it (e.g. --max-seq-length none: no
 # truncation), any other is refused by the config.
+def _steps_int(s: str) -> str:
+    """``--steps``: a positive budget, or 0 for the method's step-0 row (its start through its own
+    pooling, head and template)."""
+    return "0" if s.strip() == "0" else _budget_int(s)
+
+
 def _budget_int(s: str) -> str:
     if s.strip().lower() in ("none", "null"):
         return s
@@ -162,7 +168,7 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--device", default=None)
     r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     r.add_argument("--encode-batch-size", type=_positive_int, default=None)
-    r.add_argument("--steps", type=_budget_int, default=None)
+    r.add_argument("--steps", type=_steps_int, default=None, help="optimizer steps; 0: the untrained step-0 row")
     r.add_argument("--batch-size", type=_budget_int, default=None)
     r.add_argument("--lr", type=_learning_rate, default=None)
     r.add_argument("--max-seq-length", type=_budget_int, default=None)
@@ -176,6 +182,12 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
         "record's train.monitor; the result is still the encoder at the end of the budget)",
     )
     r.add_argument("--eval-split", default="dev", help="split the learning curve is scored on (default: dev)")
+    r.add_argument(
+        "--eval-task",
+        default=None,
+        help="task whose --eval-split scores the learning curve (default: the task trained on), e.g. stsb "
+        "for tasks without a dev split",
+    )
     r.add_argument(
         "--score",
         default="bi",
@@ -340,6 +352,7 @@ def cmd_run(args) -> int:
             encode_batch_size=args.encode_batch_size,
             eval_every=args.eval_every,
             eval_split=args.eval_split,
+            eval_task=args.eval_task,
             corpus=args.corpus,
             score=args.score,
             store_items=args.store_items,

@@ -9,6 +9,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,12 +40,27 @@ class Method:
     # methods that use no base model (GloVe, BM25) name what they use instead; --model is then ignored
     fixed_model: ClassVar[str | None] = None
     description: ClassVar[str] = ""
+    # the options that stop training at step 0, for the method's step-0 row (the start through its own
+    # pooling, head and template, which a study reads each trained row against); None: {"steps": "0"}
+    # when its Config has ``steps``. A method whose step 0 reads nothing says why in ``step0_unsupported``.
+    step0_options: ClassVar[Mapping[str, str] | None] = None
+    step0_unsupported: ClassVar[str] = ""
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.Config()
 
     def train(self, corpus: list[str], ctx: TrainContext):
         raise NotImplementedError
+
+    def loss_chance(self, objective: Any) -> float | None:
+        """The training loss of an encoder that cannot tell its candidates apart (every score equal),
+        for the trained ``objective``: InfoNCE over K candidates ln K, a binary cross-entropy ln 2, a
+        token cross-entropy over a vocabulary of V ln V (an upper reference: unigram frequencies beat
+        it), a weighted sum of terms the same sum of their levels. ``fit`` stores it as the record's
+        ``train.loss_chance``, so a loss curve that stays near it reads as "learned nothing" (a study's
+        verdict, ``benchbench.report.learning``). None (the default): no meaningful level (a
+        regression or likelihood loss)."""
+        return None
 
     def provenance(self) -> dict[str, Any]:
         """What the options name by path or name that their text cannot pin: the labels of external
@@ -55,6 +71,42 @@ class Method:
         result. Before reusing a stored record or a stored encoder, the runner compares these labels
         with the stored ones and refuses on a difference. Empty (the default): nothing to compare."""
         return {}
+
+
+def loss_chance_of(method: Any, objective: Any) -> float | None:
+    """``method.loss_chance(objective)`` (see ``Method.loss_chance``) as a finite float; None for a
+    plugin class that defines none. A non-finite or negative level is the plugin's error, named."""
+    stated = getattr(method, "loss_chance", None)
+    value = stated(objective) if callable(stated) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise PluginError(
+            f"method {getattr(method, 'name', method)!r}: loss_chance() returned {value!r}; it must be a "
+            f"finite number >= 0 (the loss at chance) or None."
+        )
+    return float(value)
+
+
+def step0_options_of(method_cls: Any) -> dict[str, str]:
+    """The options that give ``method_cls``'s step-0 row (see ``Method.step0_options``); a ConfigError
+    naming the method and why when it has none (a training-free method is its own row)."""
+    name = getattr(method_cls, "name", method_cls)
+    if not getattr(method_cls, "trains", True):
+        raise ConfigError(f"method {name!r} does not train: it has no step-0 row (its one row is untrained).")
+    why = getattr(method_cls, "step0_unsupported", "")
+    if why:
+        raise ConfigError(f"method {name!r} has no meaningful step-0 row: {why}")
+    stated = getattr(method_cls, "step0_options", None)
+    if stated is not None:
+        return {str(k): str(v) for k, v in stated.items()}
+    config = getattr(method_cls, "Config", None)
+    if dataclasses.is_dataclass(config) and "steps" in {f.name for f in dataclasses.fields(config)}:
+        return {"steps": "0"}
+    raise ConfigError(
+        f"method {name!r} has no 'steps' option and states no step0_options: its plugin must say which "
+        f"options stop it at step 0 (or why it has no step-0 row, step0_unsupported)."
+    )
 
 
 def provenance_of(method: Any) -> dict[str, Any]:

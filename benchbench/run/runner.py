@@ -78,6 +78,9 @@ class RunOptions:
     progress: bool | None = None
     eval_every: int = 0  # learning curve: score the encoder on ``eval_split`` every N training steps
     eval_split: str = "dev"
+    # the task whose ``eval_split`` scores the curve (None: the task trained on); a study's held-out split,
+    # e.g. "stsb" dev for tasks that have no dev split of their own (the STS tasks, TwitterPara)
+    eval_task: str | None = None
     corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
     store_items: bool = False  # --store-items: per-item scores beside the record (benchbench.store.items)
     score: str = (
@@ -503,7 +506,7 @@ def _train_context(plan: _RunPlan, seed: int, task: str, adapter: TaskAdapter) -
         progress=opts.progress if opts.progress is not None else True,
     )
     if opts.eval_every and plan.method_cls.trains:
-        _attach_curve(ctx, adapter, opts, plan.data)
+        _attach_curve(ctx, _curve_adapter(plan, adapter), opts, plan.data)
     return ctx
 
 
@@ -674,6 +677,17 @@ def _scoring_encoder(encoder: Any, score: str, method: str) -> Any:
     return encoder
 
 
+def _curve_adapter(plan: _RunPlan, adapter: TaskAdapter) -> TaskAdapter:
+    """The task ``--eval-task`` names (its own adapter), or the task trained on."""
+    name = plan.opts.eval_task
+    if not name or name == adapter.name:
+        return adapter
+    try:
+        return make_adapter(plan.reg, name, plan.data)
+    except BenchbenchError as e:
+        raise ConfigError(f"--eval-task {name!r}: {e}") from None
+
+
 def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, data: DataStore) -> None:
     """``--eval-every N``: every N optimizer steps the encoder as it stands is scored on the task's
     ``--eval-split`` (default dev; never silently another split) with no embedding cache (the
@@ -696,9 +710,11 @@ def _attach_curve(ctx: TrainContext, adapter: TaskAdapter, opts: RunOptions, dat
         result = adapter.evaluate(
             Embedder(encoder, cache=None, batch_size=opts.encode_batch_size, progress=False), split
         )
-        return {f"{split}/{result.main_metric}": result.main_score}
+        where = f"{adapter.name}:{split}" if opts.eval_task else split
+        return {f"{where}/{result.main_metric}": result.main_score}
 
-    ctx.monitor, ctx.monitor_every = score, opts.eval_every
+    # monitor_start: the curve's step-0 point, the start as the method built it, before any update
+    ctx.monitor, ctx.monitor_every, ctx.monitor_start = score, opts.eval_every, score
 
 
 def _prefix(adapter: TaskAdapter) -> str:

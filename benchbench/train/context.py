@@ -33,6 +33,9 @@ class TrainContext:
     # to ``accounting["monitor"]``
     monitor: Callable[[int, Any], dict[str, float]] | None = None
     monitor_every: int = 0
+    # the curve's step-0 point (the start before any update), scored once by the loop when ``monitor``
+    # is set; apart from ``monitor`` because methods wrap that one for their own dev selection
+    monitor_start: Callable[[int, Any], dict[str, float]] | None = None
 
     @property
     def checkpoint_dir(self) -> Path:

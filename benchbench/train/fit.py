@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from benchbench.core.methods import loss_chance_of
 from benchbench.train.loop import LoopConfig, LoopState, method_fingerprint, train_loop
 
 
@@ -31,7 +32,7 @@ def fit(
     ``loop`` is given) and return it unwrapped. The resume fingerprint covers the method's name and
     full config, the base model, the seed and ``fingerprint_items`` (default: ``items``; a method
     that trains on derived items, e.g. cached vectors, names the sentences they came from)."""
-    return train_loop(
+    trained = train_loop(
         objective,
         items,
         ctx,
@@ -42,3 +43,8 @@ def fit(
         on_step=on_step,
         desc=f"{method.name} {ctx.task or ''}".strip(),
     )
+    chance = loss_chance_of(method, trained)
+    accounting = getattr(ctx, "accounting", None)
+    if chance is not None and accounting is not None:
+        accounting["loss_chance"] = round(chance, 5)  # the level its loss curve is read against
+    return trained

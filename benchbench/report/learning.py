@@ -1,0 +1,168 @@
+"""Did a study cell learn? A verdict from its curves, stated as a rule and never silently absent.
+
+A trained cell can match its start because the method does nothing at this budget, or because it
+learned something the task does not reward; the two read alike in a table of final scores. The
+records hold what tells them apart: the dev curve (``train.monitor``, scored every ``--eval-every``
+steps on a held-out split, its step-0 point the start as the method built it) and the training loss
+against the level an encoder that cannot tell its candidates apart scores (``train.loss_curve``,
+``train.loss_chance``; ``Method.loss_chance``).
+
+The rule (:func:`learning_verdict`), with ``tol`` the tolerance in the dev score's units and ``r``
+the chance ratio (default 0.95):
+
+* **rose**: some dev point after the first is more than ``tol`` above the first (the step-0 point
+  when the curve has one) -> "learned". A rising learning curve never reads "did not learn".
+* **flat**: >= 2 dev points, every later one within ``tol`` of the first -> "did not learn", whatever
+  the loss did (an objective fit that does not move the held-out score is no effect on the task).
+* **loss not reduced**: the last loss point is >= ``r`` x chance, or the loss ROSE (last > 1.05 x
+  first) -> "did not learn" unless the dev curve rose. A rising loss is flagged in any case (ESimCSE's
+  3.7 -> 4.8: its chance level itself grows from ln b to ln(b + queue) while the queue fills, so read
+  its reason, not only the word).
+* otherwise, a dev curve that fell by more than ``tol`` or a loss below ``r`` x chance -> "learned"
+  (the encoder moved, or fit its objective; the reason says which and in which direction).
+* nothing of the above (no dev curve of >= 2 points, no loss curve with a chance level) -> "not
+  assessable", with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LEARNED = "learned"
+DID_NOT_LEARN = "did not learn"
+NOT_ASSESSABLE = "not assessable"
+VERDICTS = (LEARNED, DID_NOT_LEARN, NOT_ASSESSABLE)
+CHANCE_RATIO = 0.95  # a final loss within 5% of chance has learned (almost) nothing of its objective
+RISE_RATIO = 1.05  # a final loss 5% above the first point: the loss rose
+
+Curve = Sequence[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # one of VERDICTS
+    reason: str
+    flags: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+
+
+def curve_points(curve: Iterable[Any] | None) -> list[tuple[float, float]]:
+    """(step, value) pairs with finite numbers, in step order; malformed points dropped."""
+    out = []
+    for p in curve or ():
+        if isinstance(p, list | tuple) and len(p) == 2 and all(_finite(x) for x in p):
+            out.append((float(p[0]), float(p[1])))
+    return sorted(out)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _dev_state(dev: list[tuple[float, float]], tol: float) -> tuple[str, str]:
+    """("rose" | "flat" | "fell" | "none", what the curve did, in words)."""
+    if len(dev) < 2:
+        return "none", "no dev curve" if not dev else "one dev point, no curve"
+    (s0, v0), later = dev[0], [v for _, v in dev[1:]]
+    start = "step-0" if s0 == 0 else f"first (step {s0:g})"
+    hi, lo, last = max(later), min(later), later[-1]
+    if hi - v0 > tol:
+        return "rose", f"dev rose {hi - v0:+.2f} above its {start} {v0:.2f} (last {last:.2f})"
+    if v0 - lo > tol:
+        return "fell", f"dev fell {lo - v0:+.2f} below its {start} {v0:.2f} and never rose above it"
+    return "flat", f"dev stayed within {tol:g} of its {start} {v0:.2f} over {len(dev)} points"
+
+
+def _loss_state(loss: list[tuple[float, float]], chance: float | None, ratio: float) -> tuple[str, str, tuple]:
+    """("reduced" | "not reduced" | "none", words, flags)."""
+    if not loss:
+        return "none", "no loss curve", ()
+    first, last = loss[0][1], loss[-1][1]
+    rose = len(loss) >= 2 and last > RISE_RATIO * first
+    flags = (f"loss rose {first:.3g} -> {last:.3g}",) if rose else ()
+    if chance is None or not _finite(chance) or chance <= 0:
+        if rose:
+            return "not reduced", f"loss rose {first:.3g} -> {last:.3g} (no chance level stated)", flags
+        return "none", f"loss {first:.3g} -> {last:.3g}, no chance level to read it against", flags
+    words = f"loss {first:.3g} -> {last:.3g}, {last / chance:.2f} x chance {chance:.3g}"
+    if last >= ratio * chance or rose:
+        return "not reduced", words, flags
+    return "reduced", words, flags
+
+
+def learning_verdict(
+    dev_curve: Curve | None,
+    loss_curve: Curve | None,
+    loss_chance: float | None,
+    *,
+    tolerance: float,
+    chance_ratio: float = CHANCE_RATIO,
+) -> Verdict:
+    """The cell's verdict by the module's rule. ``dev_curve``: (step, score) points, the step-0 point
+    first when there is one; ``loss_curve``: (step, mean loss) points; ``loss_chance``: the loss at
+    chance (None: none stated); ``tolerance``: how far the dev score must move to count, in its units
+    (a study's equivalence margin, e.g. 1.0 point x100)."""
+    if not _finite(tolerance) or tolerance < 0:
+        raise ValueError(f"tolerance must be a finite number >= 0 (got {tolerance!r})")
+    dev, what = _dev_state(curve_points(dev_curve), float(tolerance))
+    loss, said, flags = _loss_state(curve_points(loss_curve), loss_chance, chance_ratio)
+    reason = f"{what}; {said}"
+    if dev == "rose":
+        return Verdict(LEARNED, reason, flags)
+    if dev == "flat" or loss == "not reduced":
+        return Verdict(DID_NOT_LEARN, reason, flags)
+    if dev == "fell" or loss == "reduced":
+        return Verdict(LEARNED, reason, flags)
+    return Verdict(NOT_ASSESSABLE, reason, flags)
+
+
+# ---- from records --------------------------------------------------------------------------------------
+def dev_curve_of(record: Mapping[str, Any], key: str | None = None) -> list[tuple[float, float]]:
+    """The record's dev curve from ``train.monitor`` ([step, {name: score}] points): the series ``key``,
+    or the only series there is; [] when there is none or several and no ``key`` says which."""
+    mon = (record.get("train") or {}).get("monitor") or []
+    series: dict[str, list[tuple[Any, Any]]] = {}
+    for p in mon:
+        if isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[1], Mapping):
+            for name, v in p[1].items():
+                series.setdefault(str(name), []).append((p[0], v))
+    if key is None:
+        if len(series) != 1:
+            return []
+        key = next(iter(series))
+    return curve_points(series.get(key))
+
+
+def record_verdict(record: Mapping[str, Any], *, tolerance: float, dev_key: str | None = None) -> Verdict:
+    """:func:`learning_verdict` on one record's stored curves. A step-0 record (``train.step0_row``)
+    is the start itself: "not assessable", with that reason."""
+    train = record.get("train") or {}
+    if train.get("step0_row") or train.get("steps") == 0:
+        return Verdict(NOT_ASSESSABLE, "the step-0 row: the start as the method builds it, not trained")
+    chance = train.get("loss_chance")
+    return learning_verdict(
+        dev_curve_of(record, dev_key),
+        train.get("loss_curve"),
+        chance if _finite(chance) else None,
+        tolerance=tolerance,
+    )
+
+
+def cell_verdict(records: Sequence[Mapping[str, Any]], *, tolerance: float, dev_key: str | None = None) -> Verdict:
+    """One verdict for a cell's seeds: the seeds' verdict when they agree; when they disagree, "not
+    assessable" naming the split (a majority would hide the seeds that went the other way)."""
+    if not records:
+        return Verdict(NOT_ASSESSABLE, "no records in this cell")
+    per = [record_verdict(r, tolerance=tolerance, dev_key=dev_key) for r in records]
+    flags = tuple(dict.fromkeys(f"seed {r.get('seed')}: {f}" for r, v in zip(records, per) for f in v.flags))
+    kinds = sorted({v.verdict for v in per})
+    if len(kinds) == 1:
+        return Verdict(kinds[0], f"all {len(per)} seeds: {per[0].reason}" if len(per) > 1 else per[0].reason, flags)
+    counts = ", ".join(f"{sum(v.verdict == k for v in per)} {k}" for k in kinds)
+    return Verdict(NOT_ASSESSABLE, f"the seeds disagree ({counts})", flags)

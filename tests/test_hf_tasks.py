@@ -176,3 +176,15 @@ def test_two_copies_of_one_revision_never_share_rows(tmp_path, monkeypatch):
     first = HFData(_data(tmp_path), "a", *STSB).split(None, "test")
     second = HFData(DataStore(tmp_path / "other", cache_dir=tmp_path / "c2", allow_download=False), "b", *STSB)
     assert len(first) == 10 and len(second.split(None, "test")) == 4
+
+
+def test_unreachable_hub_without_local_copy_names_where_the_copy_goes(tiny_encoder, tmp_path, monkeypatch):
+    """Downloads allowed but the hub unreachable (HF offline): the error names the full revision and
+    where a local copy would be found, not a bare ConnectionError."""
+    from benchbench.evaluate.adapters.hf import HFSTSAdapter
+
+    other = "e" * 40
+    data = DataStore(COPIES, cache_dir=tmp_path / "cache", allow_download=True)
+    monkeypatch.delenv("BENCHBENCH_OFFLINE", raising=False)
+    with pytest.raises(DataError, match=rf"my-sts.*@{other}.*No local copy at .*hf/{STSB[0]}/{other}"):
+        HFSTSAdapter(_spec(revision=other), data).evaluate(Embedder(tiny_encoder), "test")

@@ -105,14 +105,17 @@ class HFData:
         import datasets
 
         src = self._source()
-        name = f"{self.dataset}@{self.revision[:8]}" + (f" config {config!r}" if config else "")
-        configs = self.configs()
-        if config is not None and config not in configs:
-            raise DataError(f"Task {self.task!r}: dataset {self.dataset} has no config {config!r} (it has {configs}).")
+        name = f"{self.dataset}@{self.revision}" + (f" config {config!r}" if config else "")
         try:
+            configs = self.configs()
+            if config is not None and config not in configs:
+                raise DataError(
+                    f"Task {self.task!r}: dataset {self.dataset} has no config {config!r} (it has {configs})."
+                )
             dd = datasets.load_dataset(src, config, revision=self._rev(), cache_dir=self._cache_dir())
-        except (ValueError, FileNotFoundError, OSError) as e:
-            raise DataError(f"Task {self.task!r}: dataset {name} does not load from {src} ({e}).") from e
+        except (ValueError, FileNotFoundError, OSError) as e:  # OSError: ConnectionError, offline hub
+            local = "" if self.folder is not None else f" No local copy at {self.where()}."
+            raise DataError(f"Task {self.task!r}: dataset {name} does not load from {src} ({e}).{local}") from e
         if split not in dd:
             raise DataError(f"Task {self.task!r}: dataset {name} has no split {split!r} (it has {sorted(dd)}).")
         ds = dd[split]

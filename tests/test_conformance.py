@@ -114,7 +114,7 @@ def test_the_kit_catches_broken_methods(tmp_path):
 
 def test_the_kit_catches_an_inexact_resume(tmp_path, monkeypatch):
     """A resume that loses the RNG state (what a silently ignored damaged RNG file did) is caught."""
-    import benchbench.train.loop as T
+    import benchbench.train.checkpoint as T
 
     monkeypatch.setattr(T, "_set_rng_state", lambda st: None)
     cls = _REG.method("tsdae")  # dropout + noise: the RNG matters

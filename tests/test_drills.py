@@ -32,7 +32,7 @@ _SERVER = textwrap.dedent("""
     torch.set_num_threads(1)
     import benchbench.encode.encoding as E
     import benchbench.encode.models as M
-    import benchbench.train.loop as T
+    import benchbench.train.checkpoint as T
     from benchbench.cli.main import main
     from benchbench.core.registry import get_registry
     get_registry()

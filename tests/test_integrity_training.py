@@ -285,9 +285,9 @@ def _enospc_safetensors():  # what safetensors really raises on a full disk (see
 
 @pytest.mark.parametrize("error", [_enospc_oserror, _enospc_safetensors])
 def test_a_full_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_good_one(error, env, monkeypatch, capsys):
-    from benchbench.train import loop as L
+    from benchbench.train import checkpoint as C
 
-    real, optimizer_saves = L._save_tree, []
+    real, optimizer_saves = C._save_tree, []
 
     def save_tree(obj, folder, name):  # the third checkpoint hits a full disk halfway through
         if name == "optimizer":
@@ -297,7 +297,7 @@ def test_a_full_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_goo
                 raise error()
         return real(obj, folder, name)
 
-    monkeypatch.setattr(L, "_save_tree", save_tree)
+    monkeypatch.setattr(C, "_save_tree", save_tree)
     out = env / "out"
     assert main(_run_args(out, 20, 4)) == 2
     err = capsys.readouterr().err
@@ -310,7 +310,7 @@ def test_a_full_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_goo
     assert not list(out.rglob(".tmp-step-*"))
     assert [d.name for d in _checkpoint_dirs(out)] == ["step-000000004", "step-000000008"]
 
-    monkeypatch.setattr(L, "_save_tree", real)  # space freed: the same command resumes
+    monkeypatch.setattr(C, "_save_tree", real)  # space freed: the same command resumes
     assert main(_run_args(out, 20, 4)) == 0
     (rec,) = json.loads(capsys.readouterr().out)
     assert rec["train"]["resumed_from_steps"] == [8]

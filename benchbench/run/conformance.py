@@ -179,9 +179,9 @@ def _check_round_trip(enc: Any, va: np.ndarray, tmp: Path, who: str, report: dic
 def _check_resume(train: Any, va: np.ndarray, tmp: Path, who: str, report: dict[str, Any]) -> None:
     """Train with a checkpoint every step, "kill" right after the second one, train again in the
     same folder: the resumed encoder must equal the uninterrupted one exactly."""
-    import benchbench.train.loop as T
+    import benchbench.train.checkpoint as T
 
-    real, saves = T._save_checkpoint, []
+    real, saves = T.save_checkpoint, []
 
     def interrupting(*a, **k):
         real(*a, **k)
@@ -189,7 +189,7 @@ def _check_resume(train: Any, va: np.ndarray, tmp: Path, who: str, report: dict[
         if len(saves) == 2:
             raise _Interrupt  # "killed" right after the second checkpoint
 
-    T._save_checkpoint = interrupting
+    T.save_checkpoint = interrupting
     try:
         train("r")
         report["skipped"]["resume equality"] = "training finished before a second checkpoint (budget under 3 steps?)"
@@ -197,7 +197,7 @@ def _check_resume(train: Any, va: np.ndarray, tmp: Path, who: str, report: dict[
     except _Interrupt:
         pass
     finally:
-        T._save_checkpoint = real
+        T.save_checkpoint = real
     vr = _vectors(train("r"), PROBES, who)
     if not np.array_equal(vr, va):
         raise _fail(

@@ -15,36 +15,24 @@ Exact resume rests on two choices:
   ``numpy.random.default_rng([seed, m, rank])``; so resuming needs only the position, not a sampler's
   internal state;
 * a checkpoint holds the model, optimizer, scheduler and every RNG state plus the counters, written
-  to a temporary folder and renamed into place only when complete.
+  to a temporary folder and renamed into place only when complete (the format, its checksums and
+  which checkpoint a resume trusts: ``checkpoint.py``).
 
-Checkpoints hold no pickle: tensors go to safetensors files (the model through
-``safetensors.torch.save_model``, which drops the duplicates of tied weights), everything else (optimizer
-hyper-parameters, scheduler counters, Python/NumPy RNG states, loop counters) to JSON, and
-``benchbench_state.json`` (written last) lists every file's sha256 and carries a checksum of its own
-(the loop counters it holds decide which data comes next, so a changed digit there would resume a
-different run). The two newest checkpoints are kept: one whose files do not match is ignored with a
-loud warning naming it and the run resumes from the older intact one, or from the start, which is
-exact too (the run is a pure function of its seed). Checkpoints are taken every ``checkpoint_every``
-steps AND every ``checkpoint_minutes`` of wall time, whichever comes first, so a kill at any instant
-loses at most one interval.
+Checkpoints are taken every ``checkpoint_every`` steps AND every ``checkpoint_minutes`` of wall time,
+whichever comes first, so a kill at any instant loses at most one interval.
 
 SIGINT and SIGTERM do not kill the loop mid-step: they ask it to stop after the current optimizer step
 (a second signal stops at once); it writes a checkpoint there when that is cheap, then raises
-:class:`TrainingInterrupted`, whose message says which step was kept and how to resume. A full disk
-while writing a checkpoint removes the partial folder and keeps the previous checkpoints.
+:class:`TrainingInterrupted`, whose message says which step was kept and how to resume.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import logging
 import math
-import os
-import re
-import shutil
 import signal
 import threading
 import time
@@ -55,21 +43,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchbench.core.errors import ConfigError, DataError
-from benchbench.store.files import atomic_write_json, check_inside, sha256_file
+from benchbench.core.errors import ConfigError
+from benchbench.train import checkpoint
+from benchbench.train.checkpoint import remove_checkpoints
 
 log = logging.getLogger(__name__)
 
-META = "benchbench_state.json"
-# 3: the state file carries a checksum of its own; 2: safetensors + JSON, the state file unchecked;
-# 1 (unmarked): Accelerate save_state with pickle
-CHECKPOINT_FORMAT = 3
-_OLD_FORMATS = {  # by str(format): a damaged field may hold anything
-    "2": "its state file has no checksum of its own, so its step counters cannot be trusted",
-    "1": "pickle-based Accelerate state; nothing is unpickled",
-    "None": "pickle-based Accelerate state; nothing is unpickled",
-}
-KEEP_CHECKPOINTS = 2  # the newest and one older: a damaged newest one then costs one interval, not the run
 # On SIGINT/SIGTERM a checkpoint that is not due is still written when it is cheap: the last one took at
 # most this long, or (none written yet) the model and two optimizer moments take at most this many bytes
 CHEAP_SAVE_SECONDS = 1.0
@@ -261,170 +240,6 @@ def corpus_fingerprint(items: Sequence[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def _checkpoints(root: Path) -> list[tuple[int, Path]]:
-    """The finished checkpoint folders under ``root`` (``step-N``; ``.tmp-step-N`` are unfinished),
-    newest first by the step in their name."""
-    if not root.is_dir():
-        return []
-    found = []
-    for d in root.glob("step-*"):
-        m = re.fullmatch(r"step-(\d+)", d.name)
-        if m and d.is_dir():
-            found.append((int(m.group(1)), d))
-    return sorted(found, reverse=True)
-
-
-def _meta_checksum(meta: dict) -> str:
-    """The state file's checksum of itself: every field but ``checksum``, as canonical JSON."""
-    body = {k: v for k, v in meta.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _read_meta(ckpt: Path, step: int, fingerprint: str) -> tuple[dict | None, str | None]:
-    """(the state file of ``ckpt``, None) when it is whole and this run's, else (None, why not)."""
-    f = ckpt / META
-    try:
-        meta = json.loads(f.read_text())
-    except FileNotFoundError:
-        return None, f"its state file {f} is missing"
-    except (OSError, ValueError) as e:
-        return None, f"its state file {f} is unreadable (truncated or damaged: {e})"
-    if not isinstance(meta, dict):
-        return None, f"its state file {f} is not a JSON object (damaged)"
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        why = _OLD_FORMATS.get(str(meta.get("format")), "an unknown format")
-        return None, f"it was written by another benchbench version (format {meta.get('format')}: {why})"
-    if meta.get("checksum") != _meta_checksum(meta):
-        return None, f"its state file {f} does not match its own checksum (damaged or edited)"
-    if meta.get("fingerprint") != fingerprint:
-        return None, f"it belongs to another run (fingerprint {meta.get('fingerprint')} != {fingerprint})"
-    if meta.get("step") != step:
-        return None, f"its state file {f} is the one of step {meta.get('step')} (copied from another checkpoint?)"
-    return meta, None
-
-
-def _damage(ckpt: Path, meta: dict, rank: int) -> str | None:
-    """Why ``ckpt`` cannot be resumed exactly by process ``rank`` (a missing or changed file), or None."""
-    files = meta.get("files", {})
-    needed = [n for n in files if not n.startswith("rng-")] + [f"rng-{rank}.json", f"rng-{rank}.safetensors"]
-    for name in needed:
-        if name not in files:
-            return f"{name} is not listed in {META} (written by a run with another number of processes?)"
-        f = ckpt / name
-        if not f.is_file():
-            return f"{f} is missing"
-        if sha256_file(f) != files[name]:
-            return f"{f} does not match its checksum in {META} (damaged or edited)"
-    return None
-
-
-def _pick_checkpoint(root: Path, fingerprint: str, max_step: int, rank: int) -> tuple[Path, dict] | None:
-    """The newest checkpoint of this run under ``root`` whose state file and every file match their
-    checksums, with its state. Each one passed over is named in a warning (never resumed from
-    silently), and so is the older one used instead."""
-    passed: list[Path] = []
-    for step, ckpt in _checkpoints(root):
-        if step > max_step:  # a longer budget's: another run (the budget is in the fingerprint)
-            continue
-        meta, why = _read_meta(ckpt, step, fingerprint)
-        why = why or _damage(ckpt, meta, rank)
-        if why is None:
-            if passed:
-                log.warning("resuming from the older intact checkpoint %s (step %d) instead", ckpt, step)
-            return ckpt, meta
-        log.warning(
-            "NOT resuming from checkpoint %s: %s. Falling back to an older intact checkpoint or to the "
-            "start (exact either way: the run is a pure function of its seed); delete the folder to "
-            "silence this.",
-            ckpt,
-            why,
-        )
-        passed.append(ckpt)
-    if passed:
-        log.warning("no intact checkpoint left in %s: this training starts from step 0", root)
-    return None
-
-
-# -- a state dict as safetensors + JSON: tensors go to the safetensors file under generated names, the
-# rest of the (nested) structure to JSON. Written by hand because neither safetensors nor torch stores a
-# nested optimizer/scheduler state without pickle.
-
-
-def _split_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    if isinstance(obj, torch.Tensor):
-        name = f"t{len(tensors)}"
-        tensors[name] = obj.detach().to("cpu").contiguous().clone()  # clone: no shared storage for safetensors
-        return {"__tensor__": name}
-    if isinstance(obj, dict):
-        if all(isinstance(k, str) for k in obj):
-            return {"__map__": {k: _split_tensors(v, tensors) for k, v in obj.items()}}
-        return {"__items__": [[_split_tensors(k, tensors), _split_tensors(v, tensors)] for k, v in obj.items()]}
-    if isinstance(obj, tuple):
-        return {"__tuple__": [_split_tensors(v, tensors) for v in obj]}
-    if isinstance(obj, list):
-        return [_split_tensors(v, tensors) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype)}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint without pickle")
-
-
-def _join_tensors(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    if isinstance(obj, list):
-        return [_join_tensors(v, tensors) for v in obj]
-    if isinstance(obj, dict):
-        if "__tensor__" in obj:
-            return tensors[obj["__tensor__"]]
-        if "__map__" in obj:
-            return {k: _join_tensors(v, tensors) for k, v in obj["__map__"].items()}
-        if "__items__" in obj:
-            return {_join_tensors(k, tensors): _join_tensors(v, tensors) for k, v in obj["__items__"]}
-        if "__tuple__" in obj:
-            return tuple(_join_tensors(v, tensors) for v in obj["__tuple__"])
-        if "__ndarray__" in obj:
-            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
-    return obj
-
-
-def _save_tree(obj: Any, folder: Path, name: str) -> None:
-    from safetensors.torch import save_file
-
-    tensors: dict[str, torch.Tensor] = {}
-    tree = _split_tensors(obj, tensors)
-    save_file(tensors, str(folder / f"{name}.safetensors"))
-    (folder / f"{name}.json").write_text(json.dumps(tree))
-
-
-def _load_tree(folder: Path, name: str) -> Any:
-    from safetensors.torch import load_file
-
-    return _join_tensors(
-        json.loads((folder / f"{name}.json").read_text()), load_file(str(folder / f"{name}.safetensors"))
-    )
-
-
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    import random
-
-    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        st["cuda"] = torch.cuda.get_rng_state_all()
-    return st
-
-
-def _set_rng_state(st: dict[str, Any]) -> None:
-    import random
-
-    random.setstate(st["python"])
-    np.random.set_state(st["numpy"])
-    torch.set_rng_state(st["torch"])
-    if "cuda" in st:
-        torch.cuda.set_rng_state_all(st["cuda"])
-
-
 @dataclasses.dataclass
 class LoopState:
     step: int = 0  # optimizer steps done
@@ -507,9 +322,9 @@ def train_loop(
         bar.close()
         # the runner keeps checkpoints until the trained encoder is saved and marked complete
         defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
-        if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / META).is_file():
+        if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / checkpoint.META).is_file():
             # a kill between here and the encoder being marked complete redoes no training
-            _save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+            checkpoint.save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
         acc.wait_for_everyone()
         if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
             remove_checkpoints(ckpt_root)
@@ -547,7 +362,7 @@ def _timed_save(acc, model, optimizer, scheduler, root, state, fingerprint) -> t
     """Save a checkpoint; returns (its step, when) and how long it took (which says whether one more
     is cheap enough to write on SIGINT/SIGTERM)."""
     t0 = time.perf_counter()
-    _save_checkpoint(acc, model, optimizer, scheduler, root, state, fingerprint)
+    checkpoint.save_checkpoint(acc, model, optimizer, scheduler, root, state, fingerprint)
     return (state.step, time.monotonic()), time.perf_counter() - t0
 
 
@@ -620,11 +435,11 @@ def _monitor_of(ctx, acc, model, desc: str, state: LoopState) -> tuple[Callable 
 def _resume(acc, model, optimizer, scheduler, root: Path, fingerprint: str, steps: int, desc: str) -> LoopState:
     """The state of the newest intact checkpoint of this run, loaded into the model, optimizer,
     scheduler and RNGs; a fresh state when there is none."""
-    found = _pick_checkpoint(root, fingerprint, steps, acc.process_index)
+    found = checkpoint.pick_checkpoint(root, fingerprint, steps, acc.process_index)
     if found is None:
         return LoopState()
     ckpt, meta = found
-    _load_checkpoint(acc, model, optimizer, scheduler, ckpt)
+    checkpoint.load_checkpoint(acc, model, optimizer, scheduler, ckpt)
     names = {f.name for f in dataclasses.fields(LoopState)}
     state = LoopState(**{k: v for k, v in meta["state"].items() if k in names})
     state.resumed_from.append(state.step)
@@ -710,13 +525,6 @@ def _run_monitor(monitor, acc, model, state: LoopState) -> None:
     acc.wait_for_everyone()
 
 
-def remove_checkpoints(root: Path) -> None:
-    """Delete a run's checkpoints (after its result is safely stored)."""
-    if Path(root).is_dir():
-        for d in list(Path(root).glob("step-*")) + list(Path(root).glob(".tmp-step-*")):
-            shutil.rmtree(d, ignore_errors=True)
-
-
 def _checkpoint_due(loop: LoopConfig, state: LoopState, last_save: tuple[int, float]) -> bool:
     """Every ``checkpoint_every`` steps, or when ``checkpoint_minutes`` have passed since the last save;
     never at the last step (the result is saved then)."""
@@ -744,109 +552,6 @@ def _next_move(
         broadcast_object_list(flag, from_process=0)
         save, stop = bool(flag[0]), flag[1]
     return save, stop
-
-
-def _save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:
-    """Write ``step-N``: the main process writes the model, optimizer and scheduler, every process its
-    RNG state, into a temporary folder that the main process renames into place once the state file
-    (with every file's checksum, and its own) is written; then all but the KEEP_CHECKPOINTS newest are
-    dropped. A write that fails (a full disk) removes the temporary folder and keeps the others."""
-    final = check_inside(root / f"step-{state.step:09d}", root)  # a linked step folder is refused, never
-    tmp = check_inside(root / f".tmp-step-{state.step:09d}", root)  # written through or deleted through
-    try:
-        _write_checkpoint(acc, model, optimizer, scheduler, tmp, state, fingerprint)
-    except Exception as e:
-        if acc.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)
-        cause = _os_error(e)
-        if cause is None:
-            raise
-        raise _checkpoint_write_error(root, state.step, cause) from e
-    if acc.is_main_process:
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _prune(root, state.step)
-    acc.wait_for_everyone()
-
-
-def _write_checkpoint(acc, model, optimizer, scheduler, tmp: Path, state: LoopState, fingerprint: str) -> None:
-    from safetensors.torch import save_model
-
-    if acc.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True, exist_ok=True)
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        save_model(acc.unwrap_model(model), str(tmp / "model.safetensors"))  # drops tied duplicates, keeps one
-        _save_tree(optimizer.state_dict(), tmp, "optimizer")
-        if scheduler is not None:
-            _save_tree(scheduler.state_dict(), tmp, "scheduler")
-    _save_tree(_rng_state(acc.device), tmp, f"rng-{acc.process_index}")
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        meta = {
-            "format": CHECKPOINT_FORMAT,
-            "fingerprint": fingerprint,
-            "step": state.step,
-            "processes": acc.num_processes,
-            "files": {f.name: sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()},
-            "state": dataclasses.asdict(state),
-        }
-        meta["checksum"] = _meta_checksum(meta)
-        atomic_write_json(tmp / META, meta, root=tmp)
-
-
-def _prune(root: Path, step: int) -> None:
-    """Keep checkpoint ``step`` (just written) and the newest older ones, KEEP_CHECKPOINTS in all; drop
-    the rest, any newer one (a resumed run passed over it: damaged, or another run's) and unfinished
-    folders."""
-    older = [d for s, d in _checkpoints(root) if s < step]
-    for d in older[KEEP_CHECKPOINTS - 1 :] + [d for s, d in _checkpoints(root) if s > step]:
-        shutil.rmtree(d, ignore_errors=True)
-    for d in root.glob(".tmp-step-*"):
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def _os_error(e: BaseException) -> tuple[int, str] | None:
-    """(errno, message) of an OS-level write failure: an OSError, or safetensors' SafetensorError, which
-    carries the OS error only in its text ("... No space left on device (os error 28)")."""
-    if isinstance(e, OSError) and e.errno:
-        return e.errno, e.strerror or str(e)
-    m = re.search(r"os error (\d+)", str(e))
-    if m:
-        return int(m.group(1)), os.strerror(int(m.group(1)))
-    return None
-
-
-def _checkpoint_write_error(root: Path, step: int, cause: tuple[int, str]) -> DataError:
-    """What to do when checkpoint ``step`` could not be written under ``root``, and what is kept."""
-    root = root.absolute()
-    kept = [d for s, d in _checkpoints(root) if s < step and (d / META).is_file()]
-    resume = f"it resumes from the last good checkpoint, {kept[0]}" if kept else "no earlier checkpoint was kept"
-    code, text = cause
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        return DataError(
-            f"No space left on the device holding {root}: training checkpoint step {step} could not be written "
-            f"(removed, nothing partial is left). Free space there (old run folders under the results' runs/, "
-            f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another --output, then "
-            f"run the same command: {resume}."
-        )
-    return DataError(
-        f"Training checkpoint step {step} could not be written under {root}: {text} (errno {code}). Make that "
-        f"folder writable or choose another --output, then run the same command: {resume}."
-    )
-
-
-def _load_checkpoint(acc, model, optimizer, scheduler, ckpt: Path) -> None:
-    from safetensors.torch import load_model
-
-    # strict: every weight comes back (tied duplicates, dropped at save, are restored through their tie)
-    load_model(acc.unwrap_model(model), str(ckpt / "model.safetensors"), strict=True, device=str(acc.device))
-    optimizer.load_state_dict(_load_tree(ckpt, "optimizer"))
-    if scheduler is not None:
-        scheduler.load_state_dict(_load_tree(ckpt, "scheduler"))
-    _set_rng_state(_load_tree(ckpt, f"rng-{acc.process_index}"))
 
 
 def _account(ctx, acc, state: LoopState, loop: LoopConfig) -> None:

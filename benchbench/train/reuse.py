@@ -95,7 +95,7 @@ def _train_in(
     encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
     from benchbench.encode.models import load_encoder
     from benchbench.store.files import MARKER, is_complete, mark_complete
-    from benchbench.train.loop import remove_checkpoints
+    from benchbench.train.checkpoint import remove_checkpoints
 
     method, adapter, ctx, run_dir, corpus = run.method, run.adapter, run.ctx, run.run_dir, run.corpus
     if is_complete(run_dir / "encoder") and not force:

@@ -23,7 +23,9 @@ from benchbench.evaluate.adapters import _classifier as C
 
 # ---- CQADupStack: MAP@100 over the top 100, relevant documents ranked 11-101 ---------------------------
 N_DOCS = 150
-RELEVANT_RANKS = (11, 50, 100, 101)  # 1-based ranks of the query's duplicates; 101 is just outside the top 100
+# 1-based ranks of each query's duplicates: q1's from 11 (none in the top 10) to 101 (just outside the
+# top 100); q2 has two in the top 10 (so nDCG@10 and its ideal, min(3, 10) gains, show) and one at 30
+RELEVANT_RANKS = {"q1": (11, 50, 100, 101), "q2": (2, 7, 30)}
 
 
 class AngleEncoder:
@@ -44,23 +46,25 @@ def _forum(root) -> None:
     with gzip.open(forum / "corpus.jsonl.gz", "wt") as f:
         f.writelines(json.dumps({"_id": f"d{r}", "title": f"document {r}", "text": ""}) + "\n" for r in ranks)
     with gzip.open(forum / "queries.jsonl.gz", "wt") as f:
-        f.write(json.dumps({"_id": "q1", "text": "the query"}) + "\n")
+        f.writelines(json.dumps({"_id": q, "text": "the query"}) + "\n" for q in RELEVANT_RANKS)
     (forum / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q1\td{r}\t1\n" for r in RELEVANT_RANKS)
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td{r}\t1\n" for q, rs in RELEVANT_RANKS.items() for r in rs)
     )
 
 
 def test_cqadupstack_map_counts_relevant_documents_down_to_rank_100_and_no_further(registry, tmp_path):
     """USEB's MAP@100: scikit-learn's AP over the top 100 only, so its denominator is the relevant
-    documents retrieved there (3 here, not 4). A cut at 10 scores 0; a cut at 1000 (or the full
+    documents retrieved there (3 for q1, not 4). A cut at 10 scores 0; a cut at 1000 (or the full
     ranking) averages in rank 101; an off-by-one cut at 99 loses rank 100."""
     _forum(tmp_path)
     ad = fixture_adapter(registry, "cqadupstack", tmp_path)
     r = ad.evaluate(Embedder(AngleEncoder()), "test")
-    expected = 100 * (1 / 11 + 2 / 50 + 3 / 100) / 3
-    assert r.subsets["android"]["map@100"] == pytest.approx(expected, abs=1e-6)
-    assert r.subsets["android"]["ndcg@10"] == 0.0  # nothing relevant in the top 10
-    assert r.items["subsets"]["android"]["values"] == pytest.approx([expected], abs=1e-4)
+    ap = [100 * (1 / 11 + 2 / 50 + 3 / 100) / 3, 100 * (1 / 2 + 2 / 7 + 3 / 30) / 3]
+    assert r.subsets["android"]["map@100"] == pytest.approx(np.mean(ap), abs=1e-6)
+    assert r.items["subsets"]["android"]["values"] == pytest.approx(ap, abs=1e-4)
+    # nDCG@10: q1 has nothing in its top 10; q2's gains at ranks 2 and 7 over the ideal 3 at ranks 1-3
+    ndcg_q2 = (1 / np.log2(3) + 1 / np.log2(8)) / (1 + 1 / np.log2(3) + 1 / np.log2(4))
+    assert r.subsets["android"]["ndcg@10"] == pytest.approx(100 * ndcg_q2 / 2, abs=1e-6)
 
 
 # ---- SentEval: the inner L2 selection on noisy data ------------------------------------------------------
@@ -91,7 +95,7 @@ def test_inner_kfold_chooses_l2_as_senteval_does_and_the_choices_differ(noisy):
     torch.set_num_threads(1)
     try:
         out = C.inner_kfold(X, y, 2, SETTING)
-        want = []
+        want, best = [], []
         for tr, _ in _outer(y):
             inner = StratifiedKFold(n_splits=SETTING.kfold, shuffle=True, random_state=1111).split(tr, y[tr])
             folds = list(inner)
@@ -102,9 +106,11 @@ def test_inner_kfold_chooses_l2_as_senteval_does_and_the_choices_differ(noisy):
                 for l2 in SETTING.l2_grid
             ]
             want.append(SETTING.l2_grid[int(np.argmax(scores))])
+            best.append(max(scores))
     finally:
         torch.set_num_threads(threads)
     assert out["l2"] == want
+    assert out["devacc"] == round(float(np.mean(best)), 2)  # SentEval's devacc: the folds' best, x100, 2 decimals
     assert len(set(want)) > 1
 
 
@@ -135,6 +141,13 @@ def test_inner_kfold_selection_never_reads_the_outer_test_fold(noisy, monkeypatc
             assert not set(te) & (set(stream.train) | set(stream.dev)), f"outer fold {o}"
 
 
+def _cv_mean(X, y, l2) -> float:
+    """SentEval's KFoldClassifier score of one L2: the mean dev accuracy of the reference fit over
+    StratifiedKFold(k, shuffle, seed) of the training set."""
+    folds = StratifiedKFold(n_splits=SETTING.kfold, shuffle=True, random_state=SETTING.seed).split(X, y)
+    return float(np.mean([C.senteval_sequential_fit(X, y, tr, dv, l2, SETTING)[0] for tr, dv in folds]))
+
+
 def test_kfold_and_split_select_l2_without_the_test_set(noisy):
     """TREC/MRPC (k-fold on train) and SST/SICK-E (dev): test features and labels replaced by noise,
     the chosen L2 and the selection scores stay the same."""
@@ -145,7 +158,12 @@ def test_kfold_and_split_select_l2_without_the_test_set(noisy):
     a = C.kfold(X[tr], y[tr], X[te], y[te], 2, SETTING)
     b = C.kfold(X[tr], y[tr], junk_X, junk_y, 2, SETTING)
     assert (a["l2"], a["cv_scores"]) == (b["l2"], b["cv_scores"]) and a["acc"] != b["acc"]
+    assert a["acc"] == round(100 * float(np.mean(a["yhat"] == y[te])), 2) and a["devacc"] == max(a["cv_scores"])
+    assert a["cv_scores"] == [round(100 * _cv_mean(X[tr], y[tr], l2), 2) for l2 in SETTING.l2_grid]
     dv = slice(120, 180)
     a = C.split(X[:120], y[:120], X[dv], y[dv], X[te], y[te], 2, SETTING)
     b = C.split(X[:120], y[:120], X[dv], y[dv], junk_X, junk_y, 2, SETTING)
     assert (a["l2"], a["dev_scores"]) == (b["l2"], b["dev_scores"]) and a["acc"] != b["acc"]
+    tr_rows, dev_rows = np.arange(120), np.arange(120, 180)
+    ref = [C.senteval_sequential_fit(X[:180], y[:180], tr_rows, dev_rows, l2, SETTING)[0] for l2 in SETTING.l2_grid]
+    assert a["dev_scores"] == [round(100 * r, 2) for r in ref] and a["devacc"] == max(a["dev_scores"])

@@ -37,7 +37,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from benchbench.core.registry import get_registry, make_adapter
-    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+    from benchbench.encode.encoding import Embedder
     from benchbench.evaluate.adapters.cqadupstack import CQADupStackAdapter
     from benchbench.evaluate.adapters.ranking import normalized, search_topk
     from benchbench.store.data import DataStore

@@ -160,7 +160,8 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from benchbench.encode import backends
-    from benchbench.encode.encoding import EmbeddingCache, embed
+    from benchbench.encode.cache import EmbeddingCache
+    from benchbench.encode.encoding import embed
     from benchbench.encode.models import load_encoder, resolve_model_path
 
     texts = load_texts(args.tasks, args.data_dir, args.limit)

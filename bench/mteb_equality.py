@@ -43,7 +43,8 @@ def main() -> None:
     import datasets
 
     from benchbench.core.registry import get_registry, make_adapter
-    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+    from benchbench.encode.encoding import Embedder
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.mteb_encoder import MTEBEncoder
     from benchbench.store.data import DataStore

@@ -40,7 +40,8 @@ def cpu_seconds() -> float:
 def load_features(model: str, tasks: list[str], data_dir: str | None) -> dict:
     """task -> (TransferData, features, setting name), through the harness's cache."""
     from benchbench.core.registry import get_registry, make_adapter
-    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+    from benchbench.encode.encoding import Embedder
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.adapters import senteval as se
     from benchbench.store.data import DataStore

@@ -85,7 +85,8 @@ def main() -> int:
 
     from benchbench.core.methods import build_config
     from benchbench.core.registry import get_registry, make_adapter
-    from benchbench.encode.encoding import Embedder, EmbeddingCache
+    from benchbench.encode.cache import EmbeddingCache
+    from benchbench.encode.encoding import Embedder
     from benchbench.encode.models import load_encoder
     from benchbench.store.data import DataStore
     from benchbench.train.context import TrainContext

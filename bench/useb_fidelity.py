@@ -349,7 +349,7 @@ def convert(task: str, ad, work: Path, forums: list[str] | None) -> None:
 
 def cached_forums(ad, embedder) -> tuple[list[str], dict[str, float]]:
     """Forums whose corpus titles and queries are (>= 99%) already in the embedding cache."""
-    from benchbench.encode.encoding import text_key
+    from benchbench.encode.cache import text_key
 
     ok, coverage = [], {}
     for forum in ad.available_forums("test"):
@@ -469,7 +469,8 @@ def main() -> int:
 
     from tabulate import tabulate
 
-    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+    from benchbench.encode.encoding import Embedder
     from benchbench.encode.models import load_encoder
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]

@@ -9,7 +9,8 @@ from helpers import FIXTURES
 
 from benchbench.core.errors import DataError
 from benchbench.core.tasks import load_spec_file
-from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.encode.cache import EmbeddingCache
+from benchbench.encode.encoding import Embedder
 from benchbench.evaluate.adapters.afs import AFSAdapter, read_afs
 from benchbench.store.data import DataStore
 

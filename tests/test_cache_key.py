@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchbench.encode.encoding import EmbeddingCache, cache_key, embed
+from benchbench.encode.cache import EmbeddingCache, cache_key
+from benchbench.encode.encoding import embed
 from benchbench.encode.models import TransformerEncoder, tiny_bert
 
 TEXTS = [

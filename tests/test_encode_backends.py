@@ -15,7 +15,8 @@ import torch
 
 from benchbench.core.errors import ConfigError
 from benchbench.encode import backends
-from benchbench.encode.encoding import Embedder, EmbeddingCache, cache_key, embed
+from benchbench.encode.cache import EmbeddingCache, cache_key
+from benchbench.encode.encoding import Embedder, embed
 from benchbench.encode.models import TransformerEncoder, load_encoder
 
 HAS_ORT = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx", "onnxscript"))

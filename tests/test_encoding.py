@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from helpers import CosineFixtureEncoder
 
-from benchbench.encode.encoding import EmbeddingCache, embed
+from benchbench.encode.cache import EmbeddingCache
+from benchbench.encode.encoding import embed
 
 
 def test_dedup_order_and_batches(tmp_path):
@@ -128,7 +129,7 @@ def test_transformer_fingerprint_tracks_weights(tiny_encoder):
 
 def test_keys_ending_in_nul_bytes_hit_the_cache(tmp_path):
     """Regression: numpy 'S16' drops trailing NUL bytes, so 1 text in 256 never hit the cache."""
-    from benchbench.encode.encoding import text_key
+    from benchbench.encode.cache import text_key
 
     texts = [f"a{i}" for i in range(2000)]
     nul = [t for t in texts if text_key(t).endswith(b"\0")]

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchbench.encode import encoding
-from benchbench.encode.encoding import Embedder, EmbeddingCache, text_key
+from benchbench.encode import cache as embedding_cache
+from benchbench.encode.cache import EmbeddingCache, text_key
+from benchbench.encode.encoding import Embedder
 
 FP = "integrity-fixture-v1"
 DIM = 8
@@ -142,8 +143,8 @@ def test_vectors_are_hashed_once_a_process_and_only_for_shards_in_use(tmp_path, 
     Embedder(enc, cache, progress=False).embed(TEXTS)
     Embedder(enc, cache, progress=False).embed(OTHER)  # two shards
     hashed: list[str] = []
-    real = encoding._crc32_file
-    monkeypatch.setattr(encoding, "_crc32_file", lambda p: hashed.append(Path(p).name) or real(p))
+    real = embedding_cache._crc32_file
+    monkeypatch.setattr(embedding_cache, "_crc32_file", lambda p: hashed.append(Path(p).name) or real(p))
     emb = Embedder(HashEncoder(), EmbeddingCache(tmp_path), progress=False)
     for _ in range(3):
         np.testing.assert_array_equal(emb.embed(TEXTS[:50]), _truth(TEXTS[:50]))
@@ -171,7 +172,7 @@ def test_old_shards_stay_readable_after_a_spot_check(tmp_path, caplog):
         again.embed(TEXTS[10:])  # one spot check per shard per process
     np.testing.assert_array_equal(out, _truth(TEXTS))
     # a spot check in each process (of the texts asked for: 10 in the second), nothing else
-    assert len(enc.encoded) == encoding.SPOT_CHECK + 10
+    assert len(enc.encoded) == embedding_cache.SPOT_CHECK + 10
     assert _warnings(caplog) == ""
     assert {p.name: p.read_bytes() for p in (tmp_path / FP).iterdir()} == before  # not invalidated, not rewritten
     assert vf.exists()
@@ -226,11 +227,11 @@ def test_short_write_on_a_full_disk_is_named_and_leaves_nothing(tmp_path, monkey
         f.write(b"\x93NUMPY" + b"\0" * 100)  # half a shard on disk, then numpy's short-write error
         raise OSError("979968 requested and 523232 written")
 
-    monkeypatch.setattr(encoding.np, "save", short_save)
+    monkeypatch.setattr(embedding_cache.np, "save", short_save)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 4096, 4096))
     with caplog.at_level(logging.WARNING):
         out, _ = _embed(tmp_path, TEXTS)
-    monkeypatch.setattr(encoding.np, "save", real_save)
+    monkeypatch.setattr(embedding_cache.np, "save", real_save)
     np.testing.assert_array_equal(out, _truth(TEXTS))  # the score is still computed
     warned = _warnings(caplog)
     assert "no space left" in warned and str(tmp_path / FP) in warned, warned
@@ -246,7 +247,7 @@ def test_full_disk_at_any_file_of_a_shard_leaves_no_partial_shard(tmp_path, monk
     _embed(cache_root, OTHER)  # an earlier shard: it must survive
     kept = sorted(p.name for p in (cache_root / FP).iterdir())
     calls = []
-    real_fsync = encoding.os.fsync
+    real_fsync = embedding_cache.os.fsync
 
     def fsync(fd):
         calls.append(fd)
@@ -254,10 +255,10 @@ def test_full_disk_at_any_file_of_a_shard_leaves_no_partial_shard(tmp_path, monk
             raise OSError(errno.ENOSPC, "No space left on device")
         real_fsync(fd)
 
-    monkeypatch.setattr(encoding.os, "fsync", fsync)
+    monkeypatch.setattr(embedding_cache.os, "fsync", fsync)
     with caplog.at_level(logging.WARNING):
         out, _ = _embed(cache_root, TEXTS)
-    monkeypatch.setattr(encoding.os, "fsync", real_fsync)
+    monkeypatch.setattr(embedding_cache.os, "fsync", real_fsync)
     np.testing.assert_array_equal(out, _truth(TEXTS))
     assert sorted(p.name for p in (cache_root / FP).iterdir()) == kept  # no partial shard, no temp file
     warned = _warnings(caplog)

@@ -304,7 +304,6 @@ def test_unwritable_output_fails_before_any_training(err, words, workdir, monkey
 
 def test_full_cache_disk_warns_and_runs_uncached(workdir, tmp_cache, monkeypatch, capsys, caplog):
     """A failed cache write used to abort the run and leave its partial .tmp shard behind."""
-    from benchbench.encode import encoding
 
     real_save = np.save
 
@@ -312,9 +311,9 @@ def test_full_cache_disk_warns_and_runs_uncached(workdir, tmp_cache, monkeypatch
         f.write(b"\x93NUMPY partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(encoding.np, "save", save)
+    monkeypatch.setattr(np, "save", save)
     assert main(["run", "--method", "fixed", "--tasks", "mini"]) == 0
-    monkeypatch.setattr(encoding.np, "save", real_save)
+    monkeypatch.setattr(np, "save", real_save)
     assert _records(workdir / "results")
     warned = " ".join(r.getMessage() for r in caplog.records)
     assert "no space left" in warned and str(tmp_cache) in warned and "Free space" in warned
@@ -332,9 +331,9 @@ def test_unwritable_cache_dir_is_a_warning(workdir, tmp_cache, monkeypatch, capl
 
 
 def test_cache_put_failure_removes_temp_files(tmp_path, monkeypatch):
-    from benchbench.encode import encoding
+    from benchbench.encode.cache import EmbeddingCache
 
-    cache = encoding.EmbeddingCache(tmp_path)
+    cache = EmbeddingCache(tmp_path)
     calls = []
 
     def save(f, arr, *a, **kw):
@@ -343,7 +342,7 @@ def test_cache_put_failure_removes_temp_files(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         np.lib.format.write_array(f, np.asanyarray(arr))
 
-    monkeypatch.setattr(encoding.np, "save", save)
+    monkeypatch.setattr(np, "save", save)
     with pytest.raises(OSError):
         cache.put("fp", [b"k" * 16], np.ones((1, 2), dtype=np.float32))
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]

@@ -9,7 +9,8 @@ import multiprocessing as mp
 
 import numpy as np
 
-from benchbench.encode.encoding import EmbeddingCache, embed, text_key
+from benchbench.encode.cache import EmbeddingCache, text_key
+from benchbench.encode.encoding import embed
 
 FP = "shared-fingerprint-v1"
 N_PROC = 4

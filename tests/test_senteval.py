@@ -9,7 +9,8 @@ from helpers import FIXTURES
 
 from benchbench.core.errors import ConfigError, DataError
 from benchbench.core.tasks import TaskSpec
-from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.encode.cache import EmbeddingCache
+from benchbench.encode.encoding import Embedder
 from benchbench.evaluate.adapters import _classifier as C
 from benchbench.evaluate.adapters.senteval import (
     SentEvalAdapter,

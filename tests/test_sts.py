@@ -7,7 +7,8 @@ import pytest
 from helpers import FIXTURES, CosineFixtureEncoder, TablePairScorer
 
 from benchbench.core.tasks import load_spec_file
-from benchbench.encode.encoding import Embedder, EmbeddingCache
+from benchbench.encode.cache import EmbeddingCache
+from benchbench.encode.encoding import Embedder
 from benchbench.evaluate.adapters.sts import STSAdapter
 from benchbench.store.data import DataStore
 

@@ -115,7 +115,8 @@ def cmd_pos(args) -> int:
     from pathlib import Path
 
     from benchbench.core.registry import get_registry, make_adapter
-    from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+    from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+    from benchbench.encode.encoding import Embedder
     from benchbench.encode.models import load_encoder
     from benchbench.evaluate.analysis import pos
     from benchbench.store.data import DataStore

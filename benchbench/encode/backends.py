@@ -13,7 +13,7 @@ every vector leaves as float32).
 
 The exact backends agree with torch fp32 to cosine >= 0.99999 (tests/test_encode_backends.py). Each
 (backend, dtype) other than torch fp32 has its own embedding-cache folder (``encode_variant``, read by
-``encoding.cache_key``). The graph is exported with ``torch.onnx.export(dynamo=True)`` (torch.export: no
+``cache.cache_key``). The graph is exported with ``torch.onnx.export(dynamo=True)`` (torch.export: no
 traced branch is baked in, unlike the legacy TorchScript exporter, which warned that it froze the
 attention-mask checks; optimum was not used: ``optimum[onnxruntime]`` 2.1 downgrades transformers to 4.57)
 and cached under ``<cache>/exported/<weight hash>/`` (``hash_weights``), written to a temp folder and
@@ -247,7 +247,7 @@ def _input_names(encoder: TransformerEncoder) -> list[str]:
 
 
 def export_dir() -> Path:
-    from benchbench.encode.encoding import default_cache_dir
+    from benchbench.encode.cache import default_cache_dir
 
     return default_cache_dir().parent / "exported"
 

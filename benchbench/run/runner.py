@@ -25,7 +25,8 @@ from benchbench.core.methods import build_config, config_hash, provenance_of
 from benchbench.core.registry import Registry, call_observers, get_registry, make_adapter
 from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
 from benchbench.encode.cards import zero_shot
-from benchbench.encode.encoding import Embedder, EmbeddingCache, default_cache_dir
+from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+from benchbench.encode.encoding import Embedder
 from benchbench.encode.models import canonical_model_name, model_label_of
 from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter

@@ -8,7 +8,7 @@ is scored with one sparse product. ``tests/test_bm25.py`` checks the scores equa
 ``BM25Okapi.get_scores``.
 
 The encoder implements the USEB adapters' optional vectorless protocol (see
-``benchbench/adapters/ranking.py``): ``score_pairs(a, b)`` for re-ranking and pair scoring, with the
+``benchbench/evaluate/adapters/ranking.py``): ``score_pairs(a, b)`` for re-ranking and pair scoring, with the
 IDF taken from the texts of that call (every query and candidate of the split), and
 ``search(queries, corpus, k)`` for retrieval, with the IDF taken from the corpus searched. Text is
 lower-cased and split into ``\\w+`` tokens (Elasticsearch's standard analyser, no stop words, as

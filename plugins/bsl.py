@@ -12,7 +12,7 @@ augmenters, and the single-view setting x1 = x, x2 = T(x) of section 4.4, throug
 
 Loss: the symmetric negative cosine, -cos(q(f(x1)), sg(g(x2))) - cos(q(f(x2)), sg(g(x1))), batch mean.
 Paper defaults: Adam, lr 5e-4, batch 64, one epoch over the unlabelled NLI sentences (``corpus =
-"general"``; offline: SNLI dev/test + XNLI-en, about 36K sentences, see benchbench/nli.py). The
+"general"``; offline: SNLI dev/test + XNLI-en, about 36K sentences, see benchbench/train/nli.py). The
 encoder handed back is the online encoder (the predictor and target are dropped).
 
 Views are made before training, in big batches, only for the sentences the step budget draws

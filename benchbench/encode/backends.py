@@ -45,18 +45,9 @@ BACKENDS = ("torch", "onnx", "openvino", "onnx-int8")
 LOSSY_BACKENDS = frozenset({"onnx-int8"})
 DTYPES = ("auto", "fp32", "bf16")
 EXPORT_FORMAT = "v1"  # bump when the exported graph changes (inputs, outputs, pooling in the graph)
-# Batch size for the CPU runtimes, by measurement on a quiet machine (2026-11-27, nothing else running,
-# load 0.0-2.0 = this job's own 2 threads): all-MiniLM-L6-v2, 3,000 CQADupStack titles (13.9 tokens on
-# average), length-sorted, 2 threads, sentences/s of two runs each:
-#            batch 32         batch 64         batch 128
-#   torch     358 / 299        353 / 408        376 / 351
-#   onnx      373 / 369        408 / 472        411 / 382
-#   openvino  463 / 432        500 / 459        463 / 447
-# 64 is within the run-to-run spread of the best for every runtime (and is the torch encoder's default),
-# so the runtimes keep it. (An earlier session's sweep, on the first 1,000 STS texts at load 2.9-11, read
-# 15-108 sentences/s with no stable order: it measured the load as much as the runtimes.)
-# bench/encode_throughput.py on the 37,700 STS texts, same day, quiet: onnx 1.21x and openvino 1.39x
-# torch eager, all three exact (leaderboards/speed/encode_throughput.md).
+# Batch size for the CPU runtimes: 64 was within the run-to-run spread of the best of 32/64/128 for
+# torch, onnx and openvino on a quiet machine (the torch encoder's default too); the measurement and its
+# command are in leaderboards/speed/encode_throughput.md, section 2.
 RUNTIME_BATCH_SIZE = 64
 
 
@@ -346,9 +337,8 @@ def quantized_onnx(encoder: TransformerEncoder) -> Path:
 def _runtime_threads() -> int:
     """Intra-op threads for the CPU runtimes: torch's own thread count, so each backend gets the same
     cores as eager torch (a fair comparison, and ``torch.set_num_threads``/OMP_NUM_THREADS are obeyed).
-    Measured on a quiet machine (2026-11-27; 2,000 CQADupStack titles, batch 64, best of 2): with 2
-    threads (this machine's cores) torch / onnx / openvino reached 391 / 435 / 509 sentences/s against
-    249 / 269 / 291 with 1, so all of torch's threads, not one."""
+    All of torch's threads, not one: every runtime was markedly faster with 2 threads than with 1
+    (leaderboards/speed/encode_throughput.md, section 2)."""
     return max(1, torch.get_num_threads())
 
 

@@ -24,8 +24,8 @@ from benchbench.core.errors import BenchbenchError, ConfigError, DataError, Plug
 from benchbench.core.methods import build_config, config_hash, provenance_of
 from benchbench.core.registry import Registry, call_observers, get_registry, make_adapter
 from benchbench.encode.backends import LOSSY_BACKENDS, check_runtime, evaluation_encoder
-from benchbench.encode.cards import zero_shot
 from benchbench.encode.cache import EmbeddingCache, default_cache_dir
+from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder
 from benchbench.encode.models import canonical_model_name, model_label_of
 from benchbench.encode.sizes import check_sizes
@@ -130,7 +130,7 @@ class _RunPlan:
     reg: Registry
     method_cls: type
     plugin: str  # the plugin that registered the method: named in every error it causes
-    setup: Any  # parsed --setup (benchbench/setups.py)
+    setup: Any  # parsed --setup (benchbench/train/setups.py)
     seeds: list[int]
     config: Any
     stages: dict[str, Any]  # supervised stage kind -> its SupervisedConfig (--set supervised.X=...)
@@ -554,7 +554,7 @@ def _encoder_by_stages(
     trained: dict[str, tuple[Any, dict]],
     t0: float,
 ) -> tuple[Any, dict]:
-    """--setup other than unsupervised: ``run_stages`` (benchbench/setups.py) applies the setup's
+    """--setup other than unsupervised: ``run_stages`` (benchbench/train/setups.py) applies the setup's
     stages in order; its ``target`` stage is the method's usual training (or, for a training-free
     method, its encoder, built afresh)."""
     from benchbench.encode.models import load_encoder

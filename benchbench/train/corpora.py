@@ -66,7 +66,7 @@ def sha256_of_lines(lines: Sequence[str]) -> str:
 
 
 # loaders for the non-task kinds: kind -> loader(data, path or None) -> Corpus. Filled by the modules
-# that implement them (ordered text: benchbench/ordered.py; general: benchbench/nli.py), imported lazily.
+# that implement them (ordered text: benchbench/train/ordered.py; general: benchbench/train/nli.py), imported lazily.
 _LOADERS: dict[str, Callable[[Any, str | None], Corpus]] = {}
 _LOADER_MODULES = {"ordered": ".ordered", "general": ".nli"}
 

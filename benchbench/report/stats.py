@@ -421,13 +421,16 @@ def hierarchical_bootstrap(
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> Resampled:
-    """Each method's seed-mean resampled in two levels: the task's items (stratified by subset; ONE draw
-    per resample shared by every method and seed, so comparisons are paired on items) and, within each
-    method, its seeds (with replacement; seeds are not paired across methods: seed 1 of two methods
-    shares nothing). The seed level is scaled by sqrt(k/(k-1)) around the resample's own seed-mean:
-    a plain bootstrap of k seeds has variance (k-1)/k of the sample's, which at k = 3 hides a third of
-    the seed variance. ``items``: method -> seed -> stored items, for every seed of every method;
-    without them (None) seeds are resampled alone (``SEEDS_ONLY``)."""
+    """Each method's seed-mean resampled in two levels. Items: the task's items drawn with replacement
+    (stratified by subset; ONE draw per resample shared by every method and seed, so comparisons are
+    paired on items), each seed scored on the draw. Seeds: on each item draw, the method's seed-mean
+    plus its seed std / sqrt(k) times a Student t draw with k-1 degrees of freedom (seeds are not paired
+    across methods: seed 1 of two methods shares nothing). Why t and not seeds resampled with
+    replacement: with k = 3 seeds a resample can never leave the range of the three, so three seeds on
+    one side of a rival give p at the bootstrap's floor where a t-test over the same seeds gives 0.05-0.2;
+    the t draw carries the small-sample uncertainty of a seed std (the Behrens-Fisher problem solved by
+    simulation). ``items``: method -> seed -> stored items, for every seed of every method; without them
+    (None) the seed level alone (``SEEDS_ONLY``)."""
     methods = [m for m in scores if scores[m]]
     if not methods:
         raise ConfigError("hierarchical_bootstrap: no method has a score.")
@@ -457,8 +460,8 @@ def hierarchical_bootstrap(
         if k < 2:
             draws[m] = mean_b
             continue
-        w = _seed_stream(seed, m).multinomial(k, np.full(k, 1.0 / k), size=n_resamples) / k
-        draws[m] = mean_b + math.sqrt(k / (k - 1)) * ((w * x).sum(axis=1) - mean_b)
+        t = _seed_stream(seed, m).standard_t(k - 1, size=n_resamples)
+        draws[m] = mean_b + x.std(axis=1, ddof=1) / math.sqrt(k) * t
     observed = {m: float(np.mean([scores[m][s] for s in seeds[m]])) for m in methods}
     return Resampled(observed, draws, test, n_resamples)
 

@@ -40,7 +40,7 @@ from benchbench.run.study import PUBLISHED_MIN_SEEDS, Study
 
 TIE_P = 0.05  # the family-wise level of the tie groups and of the equivalence (≈) claims
 BOOTSTRAP_SEED = 0
-STATS_VERSION = 2  # bump when the column statistics change: cached columns of another version are ignored
+STATS_VERSION = 3  # bump when the column statistics change: cached columns of another version are ignored
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
 AT_START_MARK = "≈"  # equivalent to the study's start row within the margin (TOST)
@@ -535,8 +535,9 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
         f"Cells: mean ± sample std over the seeds stored, (n) = how many; {NO_CELL} none stored. Statistics per "
         f"column: a hierarchical bootstrap ({study.resamples} resamples, bootstrap seed {BOOTSTRAP_SEED}): each "
         "resample draws the task's items (stratified by subset; one draw shared by every method and seed, so "
-        "comparisons are paired on items) and each method's seeds with replacement (scaled by sqrt(k/(k-1)) so "
-        f"{k} seeds do not understate their variance). Bold ¹: the column's best and every method whose two-sided "
+        "comparisons are paired on items) and, on that draw, each method's seed-mean varies by its seed std / "
+        f"sqrt(k) times a Student t with k-1 degrees of freedom (k = {k} seeds: heavy tails, as a t-test over "
+        "the seeds would have). Bold ¹: the column's best and every method whose two-sided "
         f"difference from it has a Holm-adjusted p >= {TIE_P} over the column's comparisons (they share rank 1; "
         "a lone bold cell is separated from every other method).",
         "Test per column: "

@@ -80,7 +80,7 @@ def test_corpus_identity_and_kind_for_the_record(tmp_path):
 
 
 def test_default_is_jane_austen_from_the_data_dir(tmp_path):
-    # a stand-in data dir (splitting the real novels costs ~15 s of CPU; bench/qt_learning_check.sh uses them)
+    # a stand-in data dir (splitting the real novels costs ~15 s of CPU; the QT runs in leaderboards/qt/ use them)
     ja = tmp_path / "data" / "corpora" / "janeausten"
     ja.mkdir(parents=True)
     (ja / "emma.txt").write_text("EMMA\n\nEmma Woodhouse, handsome, clever,\nand rich. She was the youngest.\n")

@@ -42,7 +42,9 @@ class AngleEncoder:
 def _forum(root) -> None:
     forum = root / "beir" / "cqadupstack" / "android"
     (forum / "qrels").mkdir(parents=True)
-    ranks = np.random.default_rng(0).permutation(np.arange(1, N_DOCS + 1))  # file order is not rank order
+    ranks = list(np.random.default_rng(0).permutation(np.arange(1, N_DOCS + 1)))  # file order is not rank order
+    ranks.remove(11)
+    ranks.insert(0, 11)  # a duplicate is the pool's first document (index 0 is a document, -1 the padding)
     with gzip.open(forum / "corpus.jsonl.gz", "wt") as f:
         f.writelines(json.dumps({"_id": f"d{r}", "title": f"document {r}", "text": ""}) + "\n" for r in ranks)
     with gzip.open(forum / "queries.jsonl.gz", "wt") as f:

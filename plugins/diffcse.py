@@ -57,6 +57,7 @@ from benchbench import (
     checkpoint_source,
     fit,
     hookimpl,
+    linear_decay,
     load_pretrained_head,
     model_label_of,
     resolve_steps,
@@ -287,7 +288,7 @@ class DiffCSE(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw([p for p in m.parameters() if p.requires_grad], lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
         s = obj.stats
         ctx.accounting.update(self.provenance())
@@ -296,7 +297,6 @@ class DiffCSE(Method):
             ctx.accounting["diffcse_discriminator_accuracy"] = round(s["correct"] / s["tokens"], 4)
         encoder = obj.encoder
         encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
-        encoder._fp_cache = None
         return encoder
 
 

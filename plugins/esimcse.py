@@ -57,6 +57,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    linear_decay,
     resolve_steps,
     seed_everything,
 )
@@ -247,12 +248,11 @@ class ESimCSE(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
         ctx.accounting["esimcse_queue_filled"] = int(obj.queue_len)
         encoder = obj.encoder
         encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
-        encoder._fp_cache = None
         return encoder
 
 

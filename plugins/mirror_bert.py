@@ -219,7 +219,6 @@ class MirrorBERT(Method):
                 h.remove()
         encoder = obj.encoder
         encoder.max_seq_length = eval_length  # the training max length (50) must not truncate evaluation
-        encoder._fp_cache = None
         return encoder
 
 

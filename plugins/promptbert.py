@@ -58,6 +58,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    linear_decay,
     resolve_steps,
     seed_everything,
 )
@@ -236,9 +237,8 @@ class PromptBERT(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
-        obj.encoder._fp_cache = None
         return obj.encoder
 
 

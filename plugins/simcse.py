@@ -6,15 +6,16 @@ similarities divided by a temperature of 0.05 (the in-batch-negatives loss, MNRL
 [CLS] vector through a linear+tanh layer, trained AND kept in the saved encoder: the TSDAE paper ran
 SimCSE's official code with its defaults ("a linear layer on the CLS token embedding as the pooling
 method"); SimCSE's later ``mlp_only_train`` recipe is ``mlp="train_only"``. The TSDAE paper kept the
-official code's STS-B-dev checkpoint selection (its footnote 8); benchbench does not offer it yet and
-keeps the last step. Appendix B's settings: one epoch, batch 512, AdamW lr 5e-5 (linear decay, the
+official code's STS-B-dev checkpoint selection (its footnote 8); benchbench offers it as
+``select_on_stsb_dev=true`` (off by default: it selects on labelled STS data, which the other
+unsupervised methods do not see) and otherwise keeps the last step. Appendix B's settings: one epoch, batch 512, AdamW lr 5e-5 (linear decay, the
 official HF-Trainer default), max length 32 (training only: the saved encoder keeps the start's).
 
 | item | paper (TSDAE App. B) | reference code (princeton-nlp/SimCSE) | benchbench |
 |---|---|---|---|
 | pooling / MLP | "a linear layer on the CLS token embedding as the pooling method" | ``--pooler_type cls``: MLP (dense+tanh) at train and test; later ``--mlp_only_train`` (test: bare CLS) | ``mlp="train_and_test"`` (default, the TSDAE paper's); ``mlp="train_only"`` = ``mlp_only_train``; the saved encoder keeps the MLP (``simcse_mlp/`` + registered loader ``simcse-mlp``) |
 | max length | 32 | 32 (training) | 32 for training only; the saved encoder keeps the start's max length |
-| checkpoint selection | STS-B dev early stopping (footnote 8: "We do not change this setting") | evaluate every 125 steps on STS-B dev, keep the best | NOT implemented: the last step is kept (fixed budget, as for the other methods) |
+| checkpoint selection | STS-B dev early stopping (footnote 8: "We do not change this setting") | evaluate every 125 steps on STS-B dev, keep the best | ``select_on_stsb_dev=true``: STS-B dev Spearman every ``eval_every`` (125) steps and at the last, the best weights kept (``_stsb_dev_selection``); off by default (labelled STS data), then the last step is kept (fixed budget, as for the other methods) |
 | epochs / batch / lr | 1 / 512 / 5e-5 | same; linear decay, no warm-up | same |
 | gradient clipping | not stated | HF Trainer: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 | MLP init | - | BERT init (normal 0.02, zero bias) | same |
@@ -51,6 +52,7 @@ from benchbench import (
     fit,
     hash_weights,
     hookimpl,
+    linear_decay,
     resolve_steps,
     seed_everything,
 )
@@ -242,13 +244,12 @@ class SimCSE(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
         if best is not None:
             obj.load_state_dict(best["state"])
             ctx.accounting["stsb_dev_selected_step"], ctx.accounting["stsb_dev_best"] = best["step"], best["score"]
         obj.encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
-        obj.encoder._fp_cache = None
         if c.mlp == "train_and_test":
             return MLPEncoder(obj.encoder, obj.mlp)
         return obj.encoder

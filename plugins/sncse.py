@@ -71,6 +71,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    linear_decay,
     resolve_steps,
     seed_everything,
 )
@@ -317,9 +318,8 @@ class SNCSE(Method):
             loop=LoopConfig.from_config(c, steps=steps),
             fingerprint_items=corpus,
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
-        obj.encoder._fp_cache = None
         return obj.encoder
 
 

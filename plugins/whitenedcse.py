@@ -48,6 +48,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    linear_decay,
     resolve_steps,
     seed_everything,
 )
@@ -220,11 +221,10 @@ class WhitenedCSE(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / steps)),
+            make_scheduler=lambda o: linear_decay(o, steps),
         )
         encoder = obj.encoder
         encoder.max_seq_length = eval_length
-        encoder._fp_cache = None
         return encoder
 
 

@@ -221,7 +221,7 @@ class TransformerEncoder(torch.nn.Module):
         self.normalize = normalize
         self.name = name
         self.batch_size = batch_size
-        self._fp_cache: tuple[int, str] | None = None
+        self._fp_cache: tuple[tuple[int, str], str] | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -360,17 +360,21 @@ class TransformerEncoder(torch.nn.Module):
     @property
     def fingerprint(self) -> str:
         """Hash of the weights and of everything that changes the vectors. Recomputed only when a
-        parameter was modified in place since the last call (tensor version counters)."""
+        parameter was modified in place since the last call (tensor version counters) or one of the
+        settings hashed with them changed (pooling, ``max_seq_length``, the tokenizer): a method that
+        trains at one max length and hands back the encoder at another gets the right fingerprint
+        without refreshing anything."""
         version = sum(p._version for p in self.state_dict().values()) + id(self.model) % 1_000_003
-        if self._fp_cache and self._fp_cache[0] == version:
+        settings = (
+            f"|{self.pooling}|{self.max_seq_length}|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|"
+            f"{getattr(self.tokenizer, 'do_lower_case', None)}|v1"
+        )
+        if self._fp_cache and self._fp_cache[0] == (version, settings):
             return self._fp_cache[1]
         h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
-        h.update(
-            f"|{self.pooling}|{self.max_seq_length}|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|"
-            f"{getattr(self.tokenizer, 'do_lower_case', None)}|v1".encode()
-        )
+        h.update(settings.encode())
         fp = f"tf-{h.hexdigest()}"
-        self._fp_cache = (version, fp)
+        self._fp_cache = ((version, settings), fp)
         return fp
 
     def save(self, path: str | Path) -> Path:

@@ -157,6 +157,14 @@ def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
+def linear_decay(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate decayed linearly from its value at step 0 to 0 at ``steps`` (no warm-up): the
+    schedule of SimCSE's and its followers' reference trainers. Written as ``1 - s / steps``, not
+    through transformers' ``get_linear_schedule_with_warmup``, whose ``(steps - s) / steps`` can differ
+    in the last bit (``steps=3, s=1``), which would move every stored result of these methods."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / steps))
+
+
 def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tensor]:
     """Split a batch into groups of similar length so that each group is padded only to its own
     longest member. Exact for models where padding cannot reach real positions (masked or causal

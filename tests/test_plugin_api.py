@@ -1,0 +1,33 @@
+"""The plugin author's helpers in ``benchbench``'s public API: the fingerprint follows the settings
+an encoder is handed back with, and the one linear decay every SimCSE-family method schedules with."""
+
+from __future__ import annotations
+
+import torch
+
+from benchbench import linear_decay, tiny_bert
+
+
+def test_the_fingerprint_follows_max_seq_length_without_a_refresh():
+    enc = tiny_bert(16, 1, 2, 32, max_seq_length=32)
+    at_32 = enc.fingerprint  # memoised here
+    enc.max_seq_length = 8  # a method's training length...
+    assert enc.fingerprint != at_32
+    enc.max_seq_length = 32  # ...handed back at the start's: the fingerprint is the start's again
+    assert enc.fingerprint == at_32
+    enc.pooling = "mean"  # tiny_bert pools [CLS]
+    assert enc.fingerprint != at_32
+
+
+def test_linear_decay_is_one_minus_step_over_steps_to_the_last_bit():
+    for steps in (1, 3, 7, 250):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        sched = linear_decay(opt, steps)
+        got = []
+        for _ in range(steps + 2):
+            got.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        assert got == [max(0.0, 1 - s / steps) for s in range(steps + 2)]  # exact: stored results depend on it
+    # transformers' (steps - s) / steps differs in the last bit here: the reason the helper exists
+    assert 1 - 1 / 3 != (3 - 1) / 3

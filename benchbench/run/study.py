@@ -16,6 +16,7 @@ Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are 
     seeds = [1, 2, 3, 4, 5]
     tasks = ["twitterpara", "sts"]          # tasks or suites
     methods = ["tsdae", "simcse", ...]
+    step0_rows = true                        # optional: each trained method's step-0 row as cells too
     [budget]
     steps = 100
     batch_size = 16
@@ -26,6 +27,10 @@ Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are 
     resamples = 10000                        # hierarchical bootstrap resamples
     [set.simcse]                             # per-method options (strings, as --set gives them)
     select_on_stsb_dev = "false"
+    [curves]                                 # optional: a learning curve (train.monitor) in every trained cell
+    every = 10                               # a dev point every 10 steps, plus the step-0 point and the last
+    split = "dev"
+    task = "stsb"                            # whose split ("" or absent: each cell's own task)
 
 Every value is checked against a schema before anything runs (types, ranges, uniqueness, known names);
 each error names the file and the key.
@@ -59,7 +64,10 @@ STUDY_KEYS = {
     "budget",
     "statistics",
     "set",
+    "curves",
+    "step0_rows",
 }
+CURVES_KEYS = {"every", "split", "task"}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
 STATISTICS_KEYS = {"margin", "resamples"}
 SELECTIONS = ("last",)  # the encoder at the end of the budget; a method that selects on labels is flagged
@@ -93,6 +101,12 @@ class Study:
     margin: float = DEFAULT_MARGIN
     resamples: int = DEFAULT_RESAMPLES
     sha256: str = ""  # of the file's bytes: with ``version``, what a record set was planned from
+    # [curves]: a dev point every ``curve_every`` steps (0: none) on ``curve_task``'s ``curve_split`` (""
+    # task: each cell's own), plus the step-0 point; ``step0_rows``: each trained method's step-0 row too
+    curve_every: int = 0
+    curve_split: str = "dev"
+    curve_task: str = ""
+    step0_rows: bool = False
 
     @property
     def builtin(self) -> bool:
@@ -107,6 +121,27 @@ class Study:
         """The command that runs (or resumes) this study into ``output`` (default: its leaderboard folder)."""
         arg = self.name if self.builtin else self.path
         return f"benchbench study run {arg} --output {output or f'leaderboards/studies/{self.name}'}"
+
+    def curve_options(self) -> dict[str, Any]:
+        """The RunOptions fields that store a cell's learning curve (``train.monitor``); {} without [curves]."""
+        if not self.curve_every:
+            return {}
+        return {"eval_every": self.curve_every, "eval_split": self.curve_split, "eval_task": self.curve_task or None}
+
+    def step0_overrides(self, method: str) -> dict[str, str] | None:
+        """The options of ``method``'s step-0 row (its cell's options, stopped at step 0:
+        ``core.methods.step0_options_of``); None for the start, a training-free method, a method with no
+        meaningful step-0 row (BERT-flow) or a study without ``step0_rows``."""
+        from benchbench.core.methods import step0_options_of
+        from benchbench.core.registry import get_registry
+
+        if not self.step0_rows or method == self.start:
+            return None
+        try:
+            stop = step0_options_of(get_registry().method(method))
+        except ConfigError:
+            return None
+        return {**self.overrides(method), **stop}
 
     def overrides(self, method: str, options: Collection[str] | None = None) -> dict[str, str]:
         """The options a cell of ``method`` runs with: the study's budget, then its own options.
@@ -261,6 +296,17 @@ def _per_method(doc: Mapping[str, Any], methods: Sequence[str], where: str) -> d
     return out
 
 
+def _curves(doc: Mapping[str, Any], where: str) -> tuple[int, str, str]:
+    curves = doc.get("curves", {})
+    if not isinstance(curves, dict) or set(curves) - CURVES_KEYS:
+        raise _bad(where, "curves", f"must be a table with keys among {sorted(CURVES_KEYS)} (got {curves!r}).")
+    every = _int(curves, "curves.every", where, 1) if "every" in curves else 0
+    split, task = curves.get("split", "dev"), curves.get("task", "")
+    if not isinstance(split, str) or not split.strip() or not isinstance(task, str):
+        raise _bad(where, "curves", f"split must be a non-empty string and task a string (got {split!r}, {task!r}).")
+    return every, split, task
+
+
 def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
     """A study from its TOML document, every key checked (types, ranges, uniqueness): a wrong value is
     a ConfigError naming ``where`` and the key, never a silent conversion (``"123"`` is not [1, 2, 3])."""
@@ -276,6 +322,10 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         raise _bad(where, "start", f"{start!r} is not one of the study's methods {list(methods)}.")
     steps, batch, lr, selection = _budget(doc, where)
     margin, resamples = _statistics(doc, where)
+    curve_every, curve_split, curve_task = _curves(doc, where)
+    step0_rows = doc.get("step0_rows", False)
+    if not isinstance(step0_rows, bool):
+        raise _bad(where, "step0_rows", f"must be true or false (got {step0_rows!r}).")
     model = _str(doc, "model", where)
     return Study(
         name=_str(doc, "name", where),
@@ -296,6 +346,10 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         margin=margin,
         resamples=resamples,
         sha256=sha256,
+        curve_every=curve_every,
+        curve_split=curve_split,
+        curve_task=curve_task,
+        step0_rows=step0_rows,
     )
 
 
@@ -315,19 +369,32 @@ def check_known_names(study: Study) -> None:
             reg.expand([t])
         except BenchbenchError as e:
             raise _bad(study.path, "tasks", str(e)) from None
+    if study.curve_task:
+        try:
+            reg.task(study.curve_task)
+        except BenchbenchError as e:
+            raise _bad(study.path, "curves.task", str(e)) from None
 
 
 # ---- running -----------------------------------------------------------------------------------------
 def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = None) -> list[Any]:
-    """One sweep cell per (method, task, seed), each with the study's options for its method."""
+    """One sweep cell per (method, task, seed), each with the study's options for its method, its
+    learning-curve options ([curves]) when it trains, and with ``step0_rows`` one more per trained
+    method: its step-0 row (:meth:`Study.step0_overrides`)."""
+    from benchbench.core.registry import get_registry
     from benchbench.run.sweep import SweepRun
 
-    return [
-        SweepRun(m, t, s, "unsupervised", {"overrides": study.overrides(m)})
-        for m in study.methods
-        for t in task_names
-        for s in (study.seeds if seeds is None else seeds)
-    ]
+    reg, cells = get_registry(), []
+    for m in study.methods:
+        step0 = study.step0_overrides(m)
+        curve = study.curve_options() if reg.method(m).trains else {}
+        for ov in [study.overrides(m)] + ([step0] if step0 is not None else []):
+            cells += [
+                SweepRun(m, t, s, "unsupervised", {"overrides": ov, **curve})
+                for t in task_names
+                for s in (study.seeds if seeds is None else seeds)
+            ]
+    return cells
 
 
 def subset(study: Study, what: str, declared: Sequence[Any], wanted: Sequence[Any] | None) -> list[Any]:

@@ -45,8 +45,9 @@ def render_markdown(
     ]
     if topics:
         out += [
-            "Hand-written tables, records and bench logs by topic (not generated; each states its command, "
-            "budget and device): " + ", ".join(f"`{_code(t)}`" for t in topics),
+            "Not generated (this build never writes them): hand-written topic pages, one line each in "
+            "`TOPICS.md`, each stating its commands, budget and device; the records in `results/` and "
+            "`studies/`. Everything here: " + ", ".join(f"`{_code(t)}`" for t in topics),
             "",
         ]
     if sections:

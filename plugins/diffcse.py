@@ -264,11 +264,10 @@ class DiffCSE(Method):
         if c.lambda_weight < 0:
             raise ConfigError(f"diffcse: option 'lambda_weight' must be >= 0 (got {c.lambda_weight}).")
         seed_everything(ctx.seed)
-        encoder = ctx.load_encoder(pooling=c.pooling)
+        # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
+        encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         generator = load_generator(c.generator, encoder)
         eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
-        if c.max_seq_length:
-            encoder.max_seq_length = int(c.max_seq_length)  # the reference's training truncation only
         obj = DiffCSEObjective(
             encoder,
             generator,
@@ -296,7 +295,6 @@ class DiffCSE(Method):
             ctx.accounting["diffcse_replaced_share"] = round(s["replaced"] / s["tokens"], 4)
             ctx.accounting["diffcse_discriminator_accuracy"] = round(s["correct"] / s["tokens"], 4)
         encoder = obj.encoder
-        encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
         return encoder
 
 

@@ -146,7 +146,7 @@ class ESimCSEObjective(Objective):
     # ---- the two views --------------------------------------------------------------------------
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         tok = self.encoder.tokenizer
-        ids = tok([s.strip() for s in items], truncation=True, max_length=self.encoder.max_seq_length)["input_ids"]
+        ids = tok([s.strip() for s in items], truncation=True, max_length=self.encoder.seq_length)["input_ids"]
         repeated = [repeat_at(x, repetition_positions(len(x), self.dup_rate, rng)) for x in ids]
         both = tok.pad({"input_ids": ids + repeated}, return_tensors="pt")  # one pass, one padded length
         return {
@@ -234,10 +234,9 @@ class ESimCSE(Method):
         if c.queue_size < 0:
             raise ConfigError(f"esimcse: option 'queue_size' must be >= 0 (got {c.queue_size}).")
         seed_everything(ctx.seed)
-        encoder = ctx.load_encoder(pooling=c.pooling)
+        # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
+        encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
-        if c.max_seq_length:
-            encoder.max_seq_length = int(c.max_seq_length)  # the reference's training truncation only
         obj = ESimCSEObjective(encoder, c.temperature, c.dup_rate, c.momentum, c.queue_size, mlp=c.mlp)
         obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
@@ -252,7 +251,6 @@ class ESimCSE(Method):
         )
         ctx.accounting["esimcse_queue_filled"] = int(obj.queue_len)
         encoder = obj.encoder
-        encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
         return encoder
 
 

@@ -181,10 +181,8 @@ class MirrorBERT(Method):
         if c.max_sentences is not None and len(items) > c.max_sentences:
             keep = np.sort(np.random.default_rng(ctx.seed).permutation(len(items))[: c.max_sentences])
             items = [items[i] for i in keep]
-        encoder = ctx.load_encoder(pooling=c.pooling)
+        encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         eval_length = encoder.max_seq_length
-        if c.max_seq_length:
-            encoder.max_seq_length = int(c.max_seq_length)
         set_dropout(encoder.model, c.dropout)
         hooks = []
         if c.drophead > 0:
@@ -218,7 +216,6 @@ class MirrorBERT(Method):
             for h in hooks:
                 h.remove()
         encoder = obj.encoder
-        encoder.max_seq_length = eval_length  # the training max length (50) must not truncate evaluation
         return encoder
 
 

@@ -227,10 +227,9 @@ class SimCSE(Method):
             raise ConfigError(f"simcse: option 'mlp' must be one of {MLP_KINDS} (got {c.mlp!r}).")
         check_ingredients(self.name, c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature)
         seed_everything(ctx.seed)
-        encoder = ctx.load_encoder(pooling=c.pooling)
+        # max_seq_length: SimCSE's training truncation only (the saved encoder keeps the start's)
+        encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
-        if c.max_seq_length:
-            encoder.max_seq_length = int(c.max_seq_length)  # SimCSE's training truncation only
         obj = SimCSEObjective(
             encoder, c.temperature, c.mlp != "none", c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature
         )
@@ -249,7 +248,6 @@ class SimCSE(Method):
         if best is not None:
             obj.load_state_dict(best["state"])
             ctx.accounting["stsb_dev_selected_step"], ctx.accounting["stsb_dev_best"] = best["step"], best["score"]
-        obj.encoder.max_seq_length = eval_length  # the training max length (32) must not truncate evaluation
         if c.mlp == "train_and_test":
             return MLPEncoder(obj.encoder, obj.mlp)
         return obj.encoder

@@ -31,3 +31,23 @@ def test_linear_decay_is_one_minus_step_over_steps_to_the_last_bit():
         assert got == [max(0.0, 1 - s / steps) for s in range(steps + 2)]  # exact: stored results depend on it
     # transformers' (steps - s) / steps differs in the last bit here: the reason the helper exists
     assert 1 - 1 / 3 != (3 - 1) / 3
+
+
+def test_a_training_only_max_length_cuts_in_training_mode_only(tmp_path):
+    from benchbench import TrainContext
+
+    ctx = TrainContext(model="tiny-bert:16:1:2:32", seed=1, output_dir=tmp_path, progress=False, device="cpu")
+    start = ctx.load_encoder()
+    enc = ctx.load_encoder(train_max_seq_length=8)
+    long = [" ".join(["word"] * 40)]
+    enc.train()
+    assert enc.seq_length == 8 and enc.tokenize(long)["input_ids"].shape[1] == 8
+    enc.eval()
+    assert enc.tokenize(long)["input_ids"].shape[1] == start.tokenize(long)["input_ids"].shape[1] > 8
+    enc.train()  # encode() evaluates at the start's length even while the encoder is in training mode
+    assert enc.max_seq_length == start.max_seq_length and enc.fingerprint == start.fingerprint
+    assert (enc.encode(long) == start.encode(long)).all() and enc.training
+    enc.save(tmp_path / "saved")
+    assert (
+        '"max_seq_length": %d' % start.max_seq_length in (tmp_path / "saved" / "sentence_bert_config.json").read_text()
+    )

@@ -222,6 +222,8 @@ class TransformerEncoder(torch.nn.Module):
         self.name = name
         self.batch_size = batch_size
         self._fp_cache: tuple[tuple[int, str], str] | None = None
+        # a training-only max length (``ctx.load_encoder(train_max_seq_length=...)``): see ``seq_length``
+        self.train_max_seq_length: int | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -301,12 +303,22 @@ class TransformerEncoder(torch.nn.Module):
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
+    @property
+    def seq_length(self) -> int:
+        """The max length ``tokenize`` cuts at now: ``train_max_seq_length`` while the encoder is in
+        training mode (the training loop's ``model.train()``), else ``max_seq_length``, the length it
+        evaluates, is saved and fingerprinted with (SimCSE trains at 32 and evaluates at the start's;
+        ``encode`` and the learning-curve monitor run in eval mode)."""
+        if self.training and self.train_max_seq_length:
+            return self.train_max_seq_length
+        return self.max_seq_length
+
     def tokenize(self, texts: list[str]):
         return self.tokenizer(
             [t.strip() for t in texts],
             padding=True,
             truncation="longest_first",
-            max_length=self.max_seq_length,
+            max_length=self.seq_length,
             return_tensors="pt",
         )
 

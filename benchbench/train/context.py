@@ -41,10 +41,16 @@ class TrainContext:
     def checkpoint_dir(self) -> Path:
         return self.output_dir / "checkpoints"
 
-    def load_encoder(self, pooling: str | None = None, **kw):
+    def load_encoder(self, pooling: str | None = None, train_max_seq_length: int | None = None, **kw):
+        """The base model (``ctx.model``) as a ``TransformerEncoder``; ``train_max_seq_length`` cuts
+        its inputs while it trains only (``TransformerEncoder.seq_length``): the trained encoder
+        evaluates, saves and fingerprints at the start's ``max_seq_length`` (or ``max_seq_length=``)."""
         from benchbench.encode.models import load_encoder
 
-        return load_encoder(self.model, pooling=pooling, **kw)
+        encoder = load_encoder(self.model, pooling=pooling, **kw)
+        if train_max_seq_length:
+            encoder.train_max_seq_length = int(train_max_seq_length)
+        return encoder
 
     def budget_items(self, n_items: int, steps: int, batch_size: int, grad_accum: int = 1) -> list[int]:
         """The corpus items (ascending, distinct indices) that ``train_loop`` draws in ``steps`` optimizer

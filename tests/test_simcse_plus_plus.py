@@ -59,6 +59,14 @@ def test_simcse_keeps_its_stored_result_key_while_the_ingredients_are_off():
     assert len(keys) == 4  # each option, once set, is in the key
 
 
+def test_the_objectives_ingredients_are_off_by_default_at_the_reference_temperature():
+    import inspect
+
+    params = inspect.signature(SimCSEObjective).parameters
+    got = {k: params[k].default for k in ("off_dropout_negatives", "dcl_weight", "dcl_temperature")}
+    assert got == {"off_dropout_negatives": False, "dcl_weight": 0.0, "dcl_temperature": 5.0}
+
+
 def test_simcse_plus_plus_defaults_are_the_reference_runs_and_all_hashed():
     c = SimCSEPlusPlusConfig()
     assert (c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature) == (True, 0.1, 5.0)

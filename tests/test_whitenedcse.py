@@ -42,6 +42,14 @@ def _cov(x):
     return x.T @ x / len(x)
 
 
+def test_the_objectives_own_defaults_are_the_references():
+    import inspect
+
+    got = {k: v.default for k, v in inspect.signature(WhitenedCSEObjective).parameters.items() if k != "encoder"}
+    want = {"temperature": 0.05, "num_pos": 3, "num_groups": 128, "shuffle": True}
+    assert got == want | {"whiten_rows": "reference", "whiten_eps": 0.0}
+
+
 def test_defaults_are_the_reference_runs():
     c = WhitenedCSEConfig()
     assert (c.batch_size, c.lr, c.temperature, c.max_seq_length, c.epochs) == (128, 1e-5, 0.05, 32, 1.0)
@@ -60,6 +68,7 @@ def test_each_shuffled_group_is_white_and_the_groups_stay_correlated(groups):
     for g in range(groups):
         dims = perm[g * k : (g + 1) * k]  # the original dimensions that formed group g
         assert torch.allclose(_cov(out[:, dims]), torch.eye(k), atol=1e-2)
+        assert torch.allclose(out[:, dims], whiten_groups(x[:, dims], 1), atol=1e-3)  # exactly those dimensions
     if groups > 1:  # whitening is per group: across groups the covariance is not the identity
         assert (_cov(out) - torch.eye(12)).abs().max() > 0.1
         # and a different permutation groups other dimensions together
@@ -266,6 +275,7 @@ def test_limits_of_the_options_that_are_allowed():
     ok = dict(num_groups=8, batch_size=4)
     WhitenedCSE(WhitenedCSEConfig(**ok, num_pos=2))._check(16)  # two views: one positive
     WhitenedCSE(WhitenedCSEConfig(num_groups=1, batch_size=17))._check(16)  # one group of all 16
+    WhitenedCSE(WhitenedCSEConfig(**ok, whiten_eps=0.0))._check(16)  # the reference's (no epsilon)
     with pytest.raises(ConfigError, match="option 'temperature'"):
         WhitenedCSE(WhitenedCSEConfig(**ok, temperature=0.0))._check(16)
     with pytest.raises(ConfigError, match="option 'num_groups'"):

@@ -44,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = ["-q", "-x", "-p", "no:cacheprovider"]
-K = "tests/test_mutation_kills.py::"
+K = "tests/plugins/test_mechanism_details.py::"
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ MODULES: dict[str, Target] = {
             "esimcse_loss",
         ),
         (
-            "tests/test_esimcse.py",
+            "tests/plugins/test_esimcse.py",
             K + "TestESimCSE",
             "-k",
             "not cli_run and not conformance and not registered",
@@ -89,7 +89,12 @@ MODULES: dict[str, Target] = {
             "MirrorBERTObjective.collate",
             "MirrorBERTObjective.forward",
         ),
-        ("tests/test_mirror_bert.py", K + "TestMirrorBERT", "-k", "not cli_run and not conformance and not registered"),
+        (
+            "tests/plugins/test_mirror_bert.py",
+            K + "TestMirrorBERT",
+            "-k",
+            "not cli_run and not conformance and not registered",
+        ),
     ),
     "promptbert": Target(
         "plugins/promptbert.py",
@@ -102,12 +107,12 @@ MODULES: dict[str, Target] = {
             "PromptEncoder.forward",
             "PromptBERTObjective",
         ),
-        ("tests/test_promptbert.py", K + "TestPromptBERT", "-k", "not conformance_kit"),
+        ("tests/plugins/test_promptbert.py", K + "TestPromptBERT", "-k", "not conformance_kit"),
     ),
     "sncse": Target(
         "plugins/sncse.py",
         ("SNCSEConfig", "punctuate", "prompt_batch", "mask_vectors", "bml", "SNCSEObjective"),
-        ("tests/test_sncse.py", K + "TestSNCSE", "-k", "not conformance_kit and not negation"),
+        ("tests/plugins/test_sncse.py", K + "TestSNCSE", "-k", "not conformance_kit and not negation"),
     ),
     "diffcse": Target(
         "plugins/diffcse.py",
@@ -120,14 +125,19 @@ MODULES: dict[str, Target] = {
             "load_generator",
             "DiffCSEObjective",
         ),
-        ("tests/test_diffcse.py", K + "TestDiffCSE", "-k", "not cli_run and not conformance and not registered"),
+        (
+            "tests/plugins/test_diffcse.py",
+            K + "TestDiffCSE",
+            "-k",
+            "not cli_run and not conformance and not registered",
+        ),
     ),
     "_prompt": Target(
         "plugins/_prompt.py",
         ("Template", "sentence_ids", "pad_rows", "make_mlp"),
         (
-            "tests/test_promptbert.py",
-            "tests/test_sncse.py",
+            "tests/plugins/test_promptbert.py",
+            "tests/plugins/test_sncse.py",
             K + "TestPrompt",
             "-k",
             "not conformance_kit and not negation",
@@ -137,46 +147,46 @@ MODULES: dict[str, Target] = {
         "benchbench/train/loop.py",
         ("LoopConfig", "resolve_steps", "ItemStream", "_optimizer_step", "train_loop"),
         (
-            "tests/test_fidelity.py::test_gradient_clipping_is_on_by_default_at_norm_1",
-            "tests/test_fidelity.py::test_collate_rng_is_fresh_per_micro_batch",
-            "tests/test_fidelity.py::test_scheduler_steps_once_per_optimizer_step",
-            "tests/test_training.py::test_item_stream_is_position_addressable_and_covers_each_epoch",
-            "tests/test_training.py::test_budget_and_accounting",
-            "tests/test_training.py::test_gradient_accumulation_equals_the_large_batch",
+            "tests/plugins/test_method_fidelity.py::test_gradient_clipping_is_on_by_default_at_norm_1",
+            "tests/plugins/test_method_fidelity.py::test_collate_rng_is_fresh_per_micro_batch",
+            "tests/plugins/test_method_fidelity.py::test_scheduler_steps_once_per_optimizer_step",
+            "tests/train/test_training.py::test_item_stream_is_position_addressable_and_covers_each_epoch",
+            "tests/train/test_training.py::test_budget_and_accounting",
+            "tests/train/test_training.py::test_gradient_accumulation_equals_the_large_batch",
             # checkpoints and resume: the loop's own safety machinery. The signal tests
-            # (tests/test_integrity_training.py) cannot run in the forked test server (no main-thread
+            # (tests/train/test_training_state_integrity.py) cannot run in the forked test server (no main-thread
             # signal handling there): their mutants are checked by hand (docs/fidelity.md)
-            "tests/test_training.py::test_checkpoint_of_another_run_is_not_resumed",
-            "tests/test_training.py::test_kill_and_resume_gives_the_uninterrupted_weights",
-            "tests/test_training.py::test_checkpoints_by_wall_time_and_kept_until_the_encoder_is_complete",
+            "tests/train/test_training.py::test_checkpoint_of_another_run_is_not_resumed",
+            "tests/train/test_training.py::test_kill_and_resume_gives_the_uninterrupted_weights",
+            "tests/train/test_training.py::test_checkpoints_by_wall_time_and_kept_until_the_encoder_is_complete",
             K + "TestLoop",
         ),
     ),
     "fit": Target(
         "benchbench/train/fit.py",
         ("fit",),
-        ("tests/test_fidelity.py::test_every_method_passes_max_grad_norm_to_the_loop", K + "TestLoop"),
+        ("tests/plugins/test_method_fidelity.py::test_every_method_passes_max_grad_norm_to_the_loop", K + "TestLoop"),
     ),
     "noise": Target(
         "benchbench/train/noise.py",
         ("words", "join", "WordNoise", "DEFAULT_RATIOS", "register_noise"),
-        ("tests/test_tsdae.py", K + "TestNoise", "-k", "noise or swap or paper_defaults or Noise"),
+        ("tests/plugins/test_tsdae.py", K + "TestNoise", "-k", "noise or swap or paper_defaults or Noise"),
     ),
     "classifier": Target(
         "benchbench/evaluate/adapters/_classifier.py",
         ("L2_GRID", "OPTIM_LR", "Setting", "SETTINGS", "validation_split_stream"),
         (
-            "tests/test_senteval.py::test_unknown_setting_is_a_config_error",
+            "tests/evaluate/test_senteval.py::test_unknown_setting_is_a_config_error",
             K + "TestClassifier",
-            "tests/test_senteval.py::test_protocols_on_separable_data",
+            "tests/evaluate/test_senteval.py::test_protocols_on_separable_data",
         ),
     ),
     "senteval": Target(
         "benchbench/evaluate/adapters/senteval.py",
         ("TREC_CLASSES", "SICK_CLASSES", "pair_features"),
         (
-            "tests/test_senteval.py::test_trec_mrpc_sick_sst_loaders",
-            "tests/test_senteval.py::test_pair_features_and_featurize_order",
+            "tests/evaluate/test_senteval.py::test_trec_mrpc_sick_sst_loaders",
+            "tests/evaluate/test_senteval.py::test_pair_features_and_featurize_order",
             K + "TestClassifier",
         ),
     ),
@@ -184,10 +194,10 @@ MODULES: dict[str, Target] = {
         "plugins/simcse.py",
         ("SimCSEConfig", "make_mlp", "SimCSEObjective"),
         (
-            "tests/test_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
-            "tests/test_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
+            "tests/plugins/test_method_fidelity.py::test_simcse_loss_equals_mnrl_scale_20_on_non_unit_vectors",
+            "tests/plugins/test_method_fidelity.py::test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length",
             K + "TestSimCSE",
-            "tests/test_simcse_plus_plus.py",  # the SimCSE++ ingredients' branches of SimCSEObjective
+            "tests/plugins/test_simcse_plus_plus.py",  # the SimCSE++ ingredients' branches of SimCSEObjective
             "-k",
             "not cli_run and not conformance and not registered",
         ),
@@ -195,12 +205,12 @@ MODULES: dict[str, Target] = {
     "_contrastive": Target(
         "plugins/_contrastive.py",
         ("BN_EPS", "dropout_off", "off_dropout_infonce", "dimension_contrastive_loss", "check_ingredients"),
-        ("tests/test_simcse_plus_plus.py", "-k", "not cli_run and not conformance and not registered"),
+        ("tests/plugins/test_simcse_plus_plus.py", "-k", "not cli_run and not conformance and not registered"),
     ),
     "simcse_plus_plus": Target(
         "plugins/simcse_plus_plus.py",
         ("SimCSEPlusPlusConfig",),
-        ("tests/test_simcse_plus_plus.py", "-k", "defaults or result_key or bad_options or builds"),
+        ("tests/plugins/test_simcse_plus_plus.py", "-k", "defaults or result_key or bad_options or builds"),
     ),
     "whitenedcse": Target(
         "plugins/whitenedcse.py",
@@ -213,18 +223,18 @@ MODULES: dict[str, Target] = {
             "whitenedcse_loss",
             "WhitenedCSE._check",
         ),
-        ("tests/test_whitenedcse.py", "-k", "not cli_run and not conformance and not registered"),
+        ("tests/plugins/test_whitenedcse.py", "-k", "not cli_run and not conformance and not registered"),
     ),
     "views": Target(
         "benchbench/train/views.py",
         ("ViewCache.config_key", "ViewCache.get", "ViewCache.put", "ViewCache.map"),
-        ("tests/test_augmenters.py", K + "TestViews", "-k", "cache or TestViews"),
+        ("tests/plugins/test_augmenters.py", K + "TestViews", "-k", "cache or TestViews"),
     ),
     "augmenters": Target(
         "plugins/augmenters.py",
         ("_tokens", "_detok", "_text_seed", "CachedAugmenter"),
         (
-            "tests/test_augmenters.py",
+            "tests/plugins/test_augmenters.py",
             K + "TestAugmenters",
             "-k",
             "synonym or cache or mlm_substitutes or TestAugmenters",
@@ -234,10 +244,10 @@ MODULES: dict[str, Target] = {
         "plugins/tsdae.py",
         ("TSDAEConfig", "OneVectorCrossAttention", "TSDAEObjective.collate", "TSDAEObjective.forward"),
         (
-            "tests/test_fidelity.py::test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean",
-            "tests/test_fidelity.py::test_tsdae_loss_equals_denoising_auto_encoder_loss",
-            "tests/test_fidelity.py::test_one_vector_shortcut_keeps_attention_dropout_in_training",
-            "tests/test_tsdae.py",
+            "tests/plugins/test_method_fidelity.py::test_tsdae_noise_corrupts_the_input_and_leaves_the_target_clean",
+            "tests/plugins/test_method_fidelity.py::test_tsdae_loss_equals_denoising_auto_encoder_loss",
+            "tests/plugins/test_method_fidelity.py::test_one_vector_shortcut_keeps_attention_dropout_in_training",
+            "tests/plugins/test_tsdae.py",
             K + "TestTSDAE",
             "-k",
             "not train_saves",
@@ -247,25 +257,25 @@ MODULES: dict[str, Target] = {
         "plugins/ct.py",
         ("CTConfig", "segmented_lr", "CTObjective"),
         (
-            "tests/test_fidelity.py::test_ct_loss_equals_contrastive_tension_loss",
-            "tests/test_fidelity.py::test_ct_uses_the_segmented_schedule",
-            "tests/test_fidelity.py::test_ct_random_negative_equal_to_anchor_is_labelled_0_and_dropout_option",
+            "tests/plugins/test_method_fidelity.py::test_ct_loss_equals_contrastive_tension_loss",
+            "tests/plugins/test_method_fidelity.py::test_ct_uses_the_segmented_schedule",
+            "tests/plugins/test_method_fidelity.py::test_ct_random_negative_equal_to_anchor_is_labelled_0_and_dropout_option",
             K + "TestCT",
         ),
     ),
     "bsl": Target(
         "plugins/bsl.py",
         ("BSLConfig", "predictor", "BSLObjective", "symmetric_negative_cosine", "make_optimizer", "schedule"),
-        ("tests/test_bsl.py", K + "TestBSL", "-k", "not registered"),
+        ("tests/plugins/test_bsl.py", K + "TestBSL", "-k", "not registered"),
     ),
     "trans_encoder": Target(
         "plugins/trans_encoder.py",
         ("bi_to_cross_loss", "cross_to_bi_loss", "TransEncoderConfig", "MutualConfig"),
         (
-            "tests/test_trans_encoder.py::test_losses_are_soft_bce_and_mse_on_cosine",
-            "tests/test_trans_encoder.py::test_default_cross_rule_constants",
-            "tests/test_trans_encoder.py::test_cycle_targets_and_refreshing",
-            "tests/test_trans_encoder.py::test_mutual_labels_are_the_mean_over_models",
+            "tests/plugins/test_trans_encoder.py::test_losses_are_soft_bce_and_mse_on_cosine",
+            "tests/plugins/test_trans_encoder.py::test_default_cross_rule_constants",
+            "tests/plugins/test_trans_encoder.py::test_cycle_targets_and_refreshing",
+            "tests/plugins/test_trans_encoder.py::test_mutual_labels_are_the_mean_over_models",
             K + "TestTransEncoder",
         ),
     ),
@@ -321,7 +331,7 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     (
         r"\| NumberReplacer \| +checkpoint_every: int = (field\(default=)?1000",
         "a speed knob: when a checkpoint is written, never what is trained (not in the result key; "
-        "tests/test_training.py::test_speed_knobs_do_not_change_the_run_fingerprint)",
+        "tests/train/test_training.py::test_speed_knobs_do_not_change_the_run_fingerprint)",
     ),
     (
         r"loop.py \| NumberReplacer \| checkpoint_minutes: float = 10.0 ",
@@ -358,7 +368,7 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
     (
         r"noise.py \| NumberReplacer \| if k < 2: -> if k < 1:",
         "k = 1 only for a one-word text: the word swaps with itself, and numpy draws nothing to shuffle one "
-        "element (tests/test_mutation_kills.py::TestNoise checks the next sentence's noise is unchanged)",
+        "element (tests/plugins/test_mechanism_details.py::TestNoise checks the next sentence's noise is unchanged)",
     ),
     (
         r"(bsl|trans_encoder).py \| ReplaceUnaryOperator_Delete_USub \| .*F.cosine_similarity\(.*dim=-1\)",
@@ -707,7 +717,7 @@ def failed_tests(output: str) -> str:
 
 
 def present(tests: tuple[str, ...], base: Path, kills_too: bool = True) -> list[str]:
-    """``tests`` without the kill-test classes that tests/test_mutation_kills.py does not define (yet),
+    """``tests`` without the kill-test classes that tests/plugins/test_mechanism_details.py does not define (yet),
     or without any of them (``kills_too=False``: what the mechanism tests alone kill)."""
     kills = base / K.split("::")[0]
     text = kills.read_text() if kills.exists() and kills_too else ""

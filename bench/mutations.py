@@ -9,7 +9,7 @@ finder, and a sanity import checks that the copy is what gets imported.
     OMP_NUM_THREADS=1 python bench/mutations.py [--only SUBSTRING] [--json OUT]
 
 Exit status 1 if any mutation survives (or a target string no longer matches the code: then the
-mutation list must be updated with the code; tests/test_mutations_meta.py checks that in CI).
+mutation list must be updated with the code; tests/project/test_mutations_meta.py checks that in CI).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-F = "tests/test_fidelity.py::"
+F = "tests/plugins/test_method_fidelity.py::"
 
 # (name, file, [(old, new), ...], tests)
 MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [

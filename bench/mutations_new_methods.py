@@ -1,6 +1,6 @@
 """Mutation check for the ESimCSE and Mirror-BERT plugins: each listed one-line breakage of a defining
 mechanism, alone, in a temporary COPY of the package (bench/mutations.py's machinery: never the shared
-working tree), must make tests/test_esimcse.py or tests/test_mirror_bert.py fail.
+working tree), must make tests/plugins/test_esimcse.py or tests/plugins/test_mirror_bert.py fail.
 
     OMP_NUM_THREADS=1 nice python bench/mutations_new_methods.py [--only SUBSTRING]
 
@@ -21,7 +21,7 @@ _spec = importlib.util.spec_from_file_location("bb_mutations", ROOT / "bench" / 
 M = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(M)
 
-E, MB = "tests/test_esimcse.py::", "tests/test_mirror_bert.py::"
+E, MB = "tests/plugins/test_esimcse.py::", "tests/plugins/test_mirror_bert.py::"
 ES, MI = "plugins/esimcse.py", "plugins/mirror_bert.py"
 
 MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [

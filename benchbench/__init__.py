@@ -1,7 +1,7 @@
 """benchbench: a benchmark harness with pluggable trainers for unsupervised sentence embeddings.
 
 This module is the public API: everything a method or task plugin needs is importable from
-``benchbench`` itself, and a built-in plugin imports nothing else (``tests/test_public_api.py``
+``benchbench`` itself, and a built-in plugin imports nothing else (``tests/project/test_public_api.py``
 fails when one does). Names resolve lazily (PEP 562), so ``import benchbench`` and the command
 line's ``--help``/``list`` do not pay for torch and transformers until a name that needs them is
 used.

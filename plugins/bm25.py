@@ -4,7 +4,7 @@ The scoring function and its statistics are rank-bm25's ``BM25Okapi`` (IDF with 
 for terms in more than half the documents, k1, b, document-length normalisation). rank-bm25 scores
 one query at a time in Python over every document, which takes hours on a 48K-title forum, so the
 same per-(term, document) weights are laid out once as a scipy sparse matrix and a block of queries
-is scored with one sparse product. ``tests/test_bm25.py`` checks the scores equal
+is scored with one sparse product. ``tests/plugins/test_bm25.py`` checks the scores equal
 ``BM25Okapi.get_scores``.
 
 The encoder implements the USEB adapters' optional vectorless protocol (see

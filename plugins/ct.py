@@ -9,7 +9,7 @@ pooling; the SECOND encoder is the result.
 
 | item | paper (TSDAE App. B) | reference code | benchbench |
 |---|---|---|---|
-| implementation | the TSDAE authors' own (PyTorch) | official TF code (FreddeFrallan/Contrastive-Tension); the TSDAE authors' port is sentence-transformers ``ContrastiveTensionLoss`` | the port's loss (equal to it: tests/test_fidelity.py) |
+| implementation | the TSDAE authors' own (PyTorch) | official TF code (FreddeFrallan/Contrastive-Tension); the TSDAE authors' port is sentence-transformers ``ContrastiveTensionLoss`` | the port's loss (equal to it: tests/plugins/test_method_fidelity.py) |
 | dropout while training | not stated | official: both encoders without dropout; port: train mode, dropout on | on (``dropout=True``, the TSDAE authors' port); ``dropout=False`` = official; recorded in the config |
 | max length | not stated | official 75; port: the model's | the model's (``--max-seq-length 75`` for the official) |
 | random negative equal to its anchor | - | labelled 0 (port's data loader; official samples at random too) | labelled 0 (not resampled) |

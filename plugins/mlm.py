@@ -12,7 +12,7 @@ per-batch RNG so that a resumed run masks the same tokens.
 | gradient clipping | - | global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 | warm-up | 10K of 1M steps | linear warm-up, linear decay | ``warmup_ratio`` 0.01, linear decay |
 | whole-word masking | (later BERT release) | wwm with 80/10/10 | ``whole_word=True``: transformers 5 disables the random-token 10% under wwm (all chosen words -> [MASK]) |
-| loss | CE on masked tokens | ``BertForMaskedLM`` loss | equal to it (tests/test_fidelity.py) |
+| loss | CE on masked tokens | ``BertForMaskedLM`` loss | equal to it (tests/plugins/test_method_fidelity.py) |
 """
 
 from __future__ import annotations

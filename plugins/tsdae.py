@@ -28,7 +28,7 @@ Departures and choices (reference code: sentence-transformers ``DenoisingAutoEnc
 |---|---|---|---|
 | decoder LM head | pretrained (bert-base) | ``AutoModelForCausalLM.from_pretrained`` of the model | the checkpoint's head for every model source (hub id, local dir, sentence-transformers folder); a checkpoint without one starts it at random and the record says so (``train.pretrained_lm_head``) |
 | gradient clipping | not stated | ``fit``: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
-| cross-attention over one vector | full attention | library attention | exact shortcut (``fast_cross_attention``); loss equal to the reference (tests/test_fidelity.py) |
+| cross-attention over one vector | full attention | library attention | exact shortcut (``fast_cross_attention``); loss equal to the reference (tests/plugins/test_method_fidelity.py) |
 | word splitting for the noise | words | nltk ``word_tokenize`` / ``TreebankWordDetokenizer`` | benchbench's own word splitter (no nltk data offline) |
 | lr schedule | constant 3e-5 | the example uses ``constantlr`` | constant |
 """

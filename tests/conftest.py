@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # codecarbon's tracker takes seconds to start: runs in tests measure no energy unless a test asks
-# (tests/test_energy.py sets it back); benchbench.run.energy reads it at each measurement
+# (tests/run/test_energy.py sets it back); benchbench.run.energy reads it at each measurement
 os.environ.setdefault("BENCHBENCH_ENERGY", "0")
 
 

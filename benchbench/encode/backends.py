@@ -11,7 +11,7 @@ or number format, with the same tokenizer, pooling and normalisation.
 activations in bf16 with SDPA attention; the last hidden state is upcast to fp32 before pooling, so
 every vector leaves as float32).
 
-The exact backends agree with torch fp32 to cosine >= 0.99999 (tests/test_encode_backends.py). Each
+The exact backends agree with torch fp32 to cosine >= 0.99999 (tests/encode/test_encode_backends.py). Each
 (backend, dtype) other than torch fp32 has its own embedding-cache folder (``encode_variant``, read by
 ``cache.cache_key``). The graph is exported with ``torch.onnx.export(dynamo=True)`` (torch.export: no
 traced branch is baked in, unlike the legacy TorchScript exporter, which warned that it froze the

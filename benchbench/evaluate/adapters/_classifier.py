@@ -603,7 +603,7 @@ def senteval_sequential_fit(X, y, tr, dev, l2: float, s: Setting, split: bool = 
     """SentEval's MLP(nhid=0).fit written out sequentially, one model at a time: seed both RNGs, build
     the Linear, torch's Adam/RMSprop with weight_decay, one permutation per epoch, early stopping.
     Not used for scoring: it is the reference the batched trainer is tested against and timed
-    against (tests/test_senteval.py, bench/senteval_speed.py). Returns (best dev acc, W, epochs)."""
+    against (tests/evaluate/test_senteval.py, bench/senteval_speed.py). Returns (best dev acc, W, epochs)."""
     import copy
 
     np.random.seed(s.seed)

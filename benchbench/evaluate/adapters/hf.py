@@ -2,7 +2,7 @@
 MTEB's catalogue as tasks (``mteb:STSBenchmark``): the metadata (dataset, revision, splits, main
 score) comes from the installed ``mteb`` package, the rows through ``benchbench.store.hf``, and the
 scores are computed the way ``mteb`` 2.x computes them, so that they equal mteb's own evaluator on
-the same data and vectors (``bench/mteb_equality.py`` and ``tests/test_hf_tasks.py`` check it):
+the same data and vectors (``bench/mteb_equality.py`` and ``tests/evaluate/test_hf_tasks.py`` check it):
 
 * ``hf-sts``: Spearman/Pearson of the gold score against cosine, negative Manhattan and negative
   Euclidean distance (mteb's ``cosine_spearman`` ...), x100.

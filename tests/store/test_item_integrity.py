@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from benchbench.core.errors import DataError
 from benchbench.evaluate.item_scores import aggregate_score, query_items
@@ -143,7 +144,7 @@ def test_the_committed_records_all_load():
     per-item file of theirs verifies against its record."""
     from benchbench.store.results import key_of
 
-    root = Path(__file__).resolve().parents[1] / "leaderboards"
+    root = REPO / "leaderboards"
     if not root.is_dir():
         pytest.skip("no leaderboards/ beside the tests")
     n_records = n_items = 0

@@ -3,14 +3,14 @@ when a dataset is missing or partial, and the dev-split rule inside a suite run.
 
 import dataclasses
 import shutil
-from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench.report.leaderboard import render, summarise
 from benchbench.run.runner import RunOptions, run
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 USEB = ["askubuntu", "cqadupstack", "twitterpara", "scidocs"]
 
 

@@ -7,11 +7,10 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from benchbench.core.errors import ConfigError
 from benchbench.core.tasks import load_spec_file
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _write(p: Path, text: str) -> Path:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 
 from benchbench.core.errors import DataError
 from benchbench.evaluate.analysis import overlap
 from benchbench.evaluate.analysis.overlap import OverlapIndex, cached_index, measure, words
 from benchbench.report import contamination as C
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PLANTED = "a little white curly haired dog runs across the pavement with a stick in its mouth ."
 SHORT = "a man is playing a guitar ."
 SPAN = "a boy rides a red bicycle down a steep and narrow hill in the rain"

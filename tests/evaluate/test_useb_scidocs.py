@@ -1,15 +1,13 @@
 """SciDocs: trec_eval MAP per sub-task over each query's candidates (None titles dropped from the
 ranking but kept in the qrels), sub-tasks averaged; allenai and USEB layouts agree."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from helpers import TablePairScorer, fixture_adapter
+from helpers import FIXTURES, TablePairScorer, fixture_adapter
 
 from benchbench.encode.encoding import Embedder
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 
 
 def make(registry, root, **params):

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bb_mutations", ROOT / "bench" / "mutations.py")
+    spec = importlib.util.spec_from_file_location("bb_mutations", REPO / "bench" / "mutations.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -22,8 +21,8 @@ def test_every_mutation_target_matches_exactly_once_and_changes_the_code():
     mod = _bench()
     assert len([m for m in mod.MUTATIONS if not m[0].startswith("(extra)")]) == 14
     for name, rel, edits, tests in mod.MUTATIONS:
-        text = (ROOT / rel).read_text()
+        text = (REPO / rel).read_text()
         assert mod.apply(text, edits, rel) != text, name
         for t in tests:
             path, _, func = t.partition("::")
-            assert re.search(rf"^def {re.escape(func)}\(", (ROOT / path).read_text(), re.M), (name, t)
+            assert re.search(rf"^def {re.escape(func)}\(", (REPO / path).read_text(), re.M), (name, t)

@@ -2,16 +2,15 @@
 all pairs), TURL/PIT averaged, and the no-dev-split rule."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
-from helpers import TablePairScorer, fixture_adapter
+from helpers import FIXTURES, TablePairScorer, fixture_adapter
 
 from benchbench.core.errors import ConfigError, DataError
 from benchbench.encode.encoding import Embedder
 from benchbench.run.runner import RunOptions, run
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 
 
 def make(registry, root, **params):

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from helpers import FIXTURES, fixture_adapter, local_plugin_workdir
 
 from benchbench.cli.main import main
@@ -151,8 +152,7 @@ def test_unsafe_train_path_and_defaults_are_refused(tmp_path):
 
 def test_builtin_specs_pass_the_path_checks():
     """Every shipped spec keeps loading: its paths are relative and its URLs https."""
-    repo = Path(__file__).resolve().parents[1]
-    for f in sorted((repo / "tasks").glob("*.toml")):
+    for f in sorted((REPO / "tasks").glob("*.toml")):
         for t in load_spec_file(f)[0]:
             assert all(e.url is None or e.url.startswith("https://") for e in t.files.values()), t.name
 

@@ -14,8 +14,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 LAYERS = ["cli", "report", "run", "train", "evaluate", "encode", "store", "core"]
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from benchbench.core.errors import PluginError
 from benchbench.core.registry import TASK_PATH_ENV, load_registry
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_TASK = REPO / "examples" / "example_task" / "example-sts.toml"
 EXAMPLE_PLUGIN = REPO / "examples" / "benchbench-example-method" / "benchbench_wordcrop.py"
 

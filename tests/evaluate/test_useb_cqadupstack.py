@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import fixture_adapter
+from helpers import FIXTURES, fixture_adapter
 from sklearn.metrics import average_precision_score
 
 from benchbench.core.errors import ConfigError
 from benchbench.encode.encoding import Embedder
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 
 
 def make(registry, root, **params):

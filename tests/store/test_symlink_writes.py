@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from helpers import FIXED_METHOD_PLUGIN, FIXTURES, local_plugin_workdir
 
 from benchbench.cli.main import main
 from benchbench.core import registry as plugins
 from benchbench.store.results import ResultStore, key_of
 
-ROOT = Path(__file__).resolve().parent.parent
 STS_MINI = (FIXTURES / "sts_mini.toml").read_text()
 TASK = STS_MINI[: STS_MINI.index("[[suite]]")]
 LONG = "long-" + "t" * 230 + "-task"  # 240 characters: its record's temp file name was over NAME_MAX (255)
@@ -100,11 +100,11 @@ def test_training_folder_lock_and_marker_never_followed(tmp_path, monkeypatch, t
     """The real training path (tiny-bert, the example task, simcse for 1 step): a symlinked owner note
     of the run-folder lock is refused by name; a symlinked ``.complete`` marker does not make a
     trained encoder reusable (old main reused it) and its target is never written."""
-    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(ROOT / "examples" / "example_task" / "example-sts.toml"))
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(REPO / "examples" / "example_task" / "example-sts.toml"))
     monkeypatch.setattr(plugins, "_REGISTRY", None)
     out = tmp_path / "out"
     argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "example-sts"]
-    argv += ["--steps", "1", "--batch-size", "8", "--data-dir", str(ROOT / "examples" / "example_task" / "data")]
+    argv += ["--steps", "1", "--batch-size", "8", "--data-dir", str(REPO / "examples" / "example_task" / "data")]
     argv += ["--output", str(out)]
     try:
         assert main(argv) == 0

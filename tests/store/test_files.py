@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from benchbench.core.errors import BenchbenchError, UnsafePathError
 from benchbench.store import files
@@ -24,8 +25,6 @@ from benchbench.store.files import (
     slug,
 )
 from benchbench.store.results import ResultStore, key_of
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---- sha256 ---------------------------------------------------------------------------------------------
@@ -179,7 +178,7 @@ def test_slug_names_the_committed_records_where_they_are() -> None:
     """The record folders committed under leaderboards/results were named by the store's old rule:
     ``slug`` must give every one of them the same path (else stored records would be "missing")."""
     assert slug("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers__all-MiniLM-L6-v2~e9e2c8815f"
-    store = ResultStore(ROOT / "leaderboards" / "results")
+    store = ResultStore(REPO / "leaderboards" / "results")
     records = list(store.records())
     assert len(records) > 50 and not store.damaged
     for r in records:

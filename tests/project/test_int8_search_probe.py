@@ -6,12 +6,12 @@ reports: a faster search that missed rows would not be a result."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(REPO / "bench"))
 import int8_search_probe as probe
 
 from benchbench.evaluate.adapters.ranking import search_topk

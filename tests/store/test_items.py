@@ -9,11 +9,10 @@ import gzip
 import json
 import shutil
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import TablePairScorer, fixture_adapter
+from helpers import FIXTURES, TablePairScorer, fixture_adapter
 from test_pairs import LookupEncoder, _adapter
 from test_useb_cqadupstack import HashEncoder
 from test_useb_twitterpara import TABLE
@@ -26,7 +25,7 @@ from benchbench.run.runner import RunOptions, run
 from benchbench.store.items import read_items
 from benchbench.store.results import ResultStore, record_items
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 
 
 def test_each_adapter_recomputes_its_main_score_from_its_items(registry, tmp_path):

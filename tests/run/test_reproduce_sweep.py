@@ -2,7 +2,7 @@
 (row, task, seed) runs the records lack with each row's options; the executor is local unless Ray is
 asked for (--workers/--address) and importable; a failing run is named and the others still run; a
 second invocation passes only what is still missing (resumable). No test here starts Ray
-(tests/test_sweep.py covers the Ray executor itself)."""
+(tests/run/test_sweep.py covers the Ray executor itself)."""
 
 from __future__ import annotations
 

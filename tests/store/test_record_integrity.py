@@ -301,7 +301,7 @@ def test_drill_record_damage_never_shows_or_stores_a_wrong_number(workdir, capsy
 def test_drill_limit_an_edited_record_without_checksum_cannot_be_told(workdir, capsys):
     """What the drill cannot detect: a record written before checksums (schema 2's first day, dated so)
     that is valid JSON, at its own path, with only a score edited. It loads as genuine; this test pins
-    that limit. Deleting the checksum of a newer record is caught (tests/test_items_integrity.py)."""
+    that limit. Deleting the checksum of a newer record is caught (tests/store/test_item_integrity.py)."""
     assert _run() == 0
     (path,) = _record_files()
     r = json.loads(path.read_text())

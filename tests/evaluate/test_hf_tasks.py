@@ -12,12 +12,14 @@ import pytest
 pytest.importorskip("datasets")
 mteb = pytest.importorskip("mteb")
 
+from helpers import FIXTURES  # noqa: E402
+
 from benchbench.core.errors import ConfigError, DataError  # noqa: E402
 from benchbench.core.tasks import TaskSpec  # noqa: E402
 from benchbench.encode.encoding import Embedder  # noqa: E402
 from benchbench.store.data import DataStore  # noqa: E402
 
-COPIES = Path(__file__).parent / "fixtures" / "mteb_copies"
+COPIES = FIXTURES / "mteb_copies"
 STSB = ("mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831")
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import benchbench
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
+import benchbench
 
 
 def _private_imports(path: Path) -> list[str]:

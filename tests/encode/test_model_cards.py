@@ -15,14 +15,15 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import REPO
+from helpers import FIXTURES
 
 from benchbench.core.errors import ConfigError
 from benchbench.encode import cards
 from benchbench.encode.models import OFFLINE_MODELS, SPLIT_ZIP_MODELS, canonical_model_name, model_card
 from benchbench.run.runner import RunOptions, run
 
-REPO = Path(__file__).resolve().parents[1]
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 # an absolute machine path: a POSIX home/temp/work root or a Windows drive
 ABS_PATH = re.compile(r"(?<![\w.~-])(/(?:root|home|tmp|work|Users|mnt|scratch|var/folders)/|[A-Za-z]:\\\\)")
 

@@ -14,11 +14,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from benchbench.core.errors import ConfigError
 from benchbench.encode import model_names, models
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _extras() -> dict[str, list[str]]:

@@ -1,15 +1,14 @@
 """AskUbuntu: USEB's re-ranking conventions, both published layouts, hand-computed MAP."""
 
 import gzip
-from pathlib import Path
 
 import pytest
-from helpers import TablePairScorer, fixture_adapter
+from helpers import FIXTURES, TablePairScorer, fixture_adapter
 
 from benchbench.core.errors import DataError
 from benchbench.encode.encoding import Embedder
 
-FIX = Path(__file__).parent / "fixtures" / "useb"
+FIX = FIXTURES / "useb"
 
 
 def make(registry, root, task="askubuntu"):

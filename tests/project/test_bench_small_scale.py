@@ -8,9 +8,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_small_scale_bench_curve_selection_and_length_diagnostic(real_data, tmp_path):
     out = tmp_path / "repro.json"
     cmd = [

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from helpers import FIXTURES
 
 STEPS = 12
@@ -73,6 +74,7 @@ def benchbench_register_tasks(register):
 """
 
 
+@pytest.mark.slow
 def test_four_processes_one_output_one_cache(tmp_path):
     spec = (FIXTURES / "sts_mini.toml").read_text().split("[[suite]]")[0]
     twin = spec.replace('name = "sts-mini"', 'name = "sts-twin"')  # same files, same corpus: same run folder

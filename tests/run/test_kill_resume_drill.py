@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from helpers import FIXTURES
 
 CKPT_EVERY = 4
@@ -162,6 +163,7 @@ def _weights(root: Path) -> dict:
     return load_file(str(f))
 
 
+@pytest.mark.slow
 def test_kill_minus_9_drill(tmp_path):
     (tmp_path / "benchbench_plugin.py").write_text(_PLUGIN)
     (tmp_path / "server.py").write_text(_SERVER)

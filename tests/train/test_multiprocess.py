@@ -41,6 +41,7 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_equal_one_with_the_same_global_batch(tmp_path):
     script = tmp_path / "mp.py"
     script.write_text(_SCRIPT)

@@ -128,6 +128,7 @@ def _run(script: Path, out: Path, kill_at: int) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_the_uninterrupted_weights(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(_SCRIPT)

@@ -99,6 +99,7 @@ def uninterrupted(tmp_path_factory) -> tuple[Path, dict]:
     return tmp / "out", rec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_at_a_safe_point_says_what_was_kept_and_the_same_command_resumes(
     sig, status, tmp_path, uninterrupted

@@ -310,6 +310,7 @@ def compare(spec: dict[str, Any], planned: list[Planned]) -> tuple[str, list[str
                 ours[t] = mean(vals)
         if len(ours) == len(spec["tasks"]):
             ours["avg"] = mean(ours[t] for t in spec["tasks"])
+        other = other_conditions(spec, p)
         for c in cols:
             pub = row["published"].get(c)
             mine = ours.get(c)
@@ -325,17 +326,40 @@ def compare(spec: dict[str, Any], planned: list[Planned]) -> tuple[str, list[str
                     c,
                     "" if pub is None else f"{pub:.2f}",
                     "" if mine is None else f"{mine:.2f}",
-                    "" if pub is None or mine is None else f"{mine - pub:+.2f}",
+                    _delta(pub, mine, other),
                     note,
                 ]
             )
     table = tabulate(
         lines,
-        headers=["row", "task", "paper", "ours", "ours - paper", "note"],
+        headers=["row", "task", "paper (published context)", "ours", "ours - paper (same conditions only)", "note"],
         tablefmt="github",
         disable_numparse=True,
     )
     return table, []
+
+
+def other_conditions(spec: dict[str, Any], p: Planned) -> str:
+    """Why a row's numbers are not comparable with the paper's ('' when they are): another base model or
+    another training budget. A difference across conditions is not a fidelity measurement, so none is
+    printed (DESIGN.md, Studies: papers' numbers are context, never a delta)."""
+    records = [r for rs in p.matched.values() for r in rs]
+    if not records:
+        return ""
+    why = []
+    models = sorted({str(r.get("model", "?")).split("@")[0] for r in records})
+    if spec.get("model") and models != [str(spec["model"])]:
+        why.append(f"base model {', '.join(models)} vs {spec['model']}")
+    steps = sorted({str((r.get("config") or {}).get("steps")) for r in records}) if p.trains else []
+    if p.trains and spec.get("steps") and steps != [str(spec["steps"])]:
+        why.append(f"{', '.join(steps)} steps vs {spec['steps']}")
+    return "; ".join(why)
+
+
+def _delta(pub: float | None, mine: float | None, other: str) -> str:
+    if pub is None or mine is None:
+        return ""
+    return f"n/a ({other})" if other else f"{mine - pub:+.2f}"
 
 
 def differences(spec: dict[str, Any], planned: list[Planned], b: Budget) -> list[str]:

@@ -78,9 +78,31 @@ def test_dry_run_and_compare(tmp_path: Path) -> None:
     out.clear()
     assert reproduce.reproduce(str(_spec(tmp_path)), str(res), b, compare_only=True, echo=out.append) == 0
     text = re.sub(r" +", " ", "\n".join(out))
-    assert "| TSDAE | twitterpara | 73.00 | 70.00 | -3.00 |" in text
+    # other base model and budget: the paper's number is context, never a difference
+    assert (
+        "| TSDAE | twitterpara | 73.00 | 70.00 | n/a (base model sentence-transformers/all-MiniLM-L6-v2 vs bert-base-uncased; 200 steps vs 100000) |"
+        in text
+    )
+    assert "-3.00" not in text
     assert "base model: paper bert-base-uncased; ours sentence-transformers/all-MiniLM-L6-v2" in text
     assert "paper 100000 steps; ours 200 steps" in text and "data gap: twitterpara: x gap" in text
+
+
+def test_a_difference_only_under_the_papers_conditions(tmp_path: Path) -> None:
+    res = tmp_path / "res"
+    res.mkdir()
+    r = _rec("tsdae", "twitterpara", 70.0, 200)
+    (res / "0.json").write_text(json.dumps({**r, "checksum": checksum(r)}))
+    spec = _spec(tmp_path)
+    spec.write_text(
+        spec.read_text()
+        .replace('model = "bert-base-uncased"', 'model = "sentence-transformers/all-MiniLM-L6-v2"')
+        .replace("steps = 100000", "steps = 200")
+    )
+    out: list[str] = []
+    b = Budget(model="all-MiniLM-L6-v2", steps=200)
+    assert reproduce.reproduce(str(spec), str(res), b, compare_only=True, echo=out.append) == 0
+    assert "| TSDAE | twitterpara | 73.00 | 70.00 | -3.00 |" in re.sub(r" +", " ", "\n".join(out))
 
 
 def test_mteb_roundtrip(tmp_path: Path) -> None:

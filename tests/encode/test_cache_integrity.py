@@ -1,4 +1,4 @@
-"""The embedding cache never hands out a wrong vector (issue "stored state never lies", item 2).
+"""The embedding cache never hands out a wrong vector.
 
 A third of a shard overwritten with finite random values used to be read back as is: a wrong score was
 stored, with no warning, even under ``--force``. Now every shard carries a checksum (verified on read,

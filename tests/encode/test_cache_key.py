@@ -1,4 +1,4 @@
-"""Every setting that changes a vector changes the embedding-cache key (issue 41, item 11).
+"""Every setting that changes a vector changes the embedding-cache key.
 
 The cache files vectors under ``cache_key(encoder)`` (the encoder's fingerprint, plus its
 ``encode_variant``); a setting missing from it hands one encoder's cached vectors to another. Losing

@@ -1,4 +1,4 @@
-"""Issue 41, item 1: nothing in a model folder executes. A folder whose config names custom code
+"""Nothing in a model folder executes. A folder whose config names custom code
 (``auto_map`` to a ``configuration_*.py``) made transformers ask "run the custom code? [y/N]", and a
 ``y`` on stdin ran the file (it wrote a marker) and a record was stored."""
 

@@ -1,4 +1,4 @@
-"""Issue 41, items 8 and 10: sizes nobody checked, and errors that named no file.
+"""Sizes nobody checked, and errors that named no file.
 
 8. ``--batch-size 100000`` (simcse, tiny-bert), ``--max-seq-length 100000`` and ``--model
    tiny-bert:120000:1:1:1`` each grew past 6-8 GB until a watchdog killed them; a max length above
@@ -87,7 +87,7 @@ def test_a_huge_model_shape_is_refused_against_the_machine(sts_env, capsys):
 @pytest.mark.slow
 def test_a_huge_model_shape_never_allocates(tmp_path):
     """The same through a fresh process under a 6 GiB address-space limit: refused (rc 2) with the
-    numbers, never a MemoryError or a kill (old main tried to allocate ~228 GiB of weights)."""
+    numbers, never a MemoryError or a kill (it used to try to allocate ~228 GiB of weights)."""
     env = {
         **os.environ,
         "BENCHBENCH_DATA": str(FIXTURES),
@@ -219,7 +219,7 @@ def test_empty_task_training_file_names_the_file(tmp_path, registry):
 
 
 def test_read_only_record_folder_fails_before_evaluating(env, monkeypatch, capsys):
-    """The seed folder of a stored run made read-only: old main evaluated, then died with a raw
+    """The seed folder of a stored run made read-only: the run used to evaluate, then die with a raw
     PermissionError writing the record. Now the run stops before encoding, naming the folder.
     (Writes are denied by refusing O_CREAT under the folder: chmod does not stop root.)"""
     from benchbench.encode import encoding

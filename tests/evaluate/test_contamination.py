@@ -1,4 +1,4 @@
-"""Contamination from text (issue 36): measured verbatim / n-gram overlap and declared source relations."""
+"""Contamination from text: measured verbatim / n-gram overlap and declared source relations."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_relations_file_names_real_subsets_and_evidence(registry):
 
 
 def test_real_data_sts15_images_in_the_starts_mlm_text(real_data, tmp_path):
-    """Issue 36's count, on the scored pairs (see bench/contamination_table.py for the 51)."""
+    """The flagged count, on the scored pairs (see bench/contamination_table.py for the 51)."""
     from benchbench.store.data import DataStore
 
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """CQADupStack's search (``ranking.search_topk``) with faiss's enlarged tiles gives what the search with
-faiss's default tiles gave (the path before issue 27): the same scores, the same rows in the same
+faiss's default tiles gave (the path before the tiles were enlarged): the same scores, the same rows in the same
 order (equal scores: the later row first), on vectors with planted ties, several blocks and tiles;
 a score does not depend on where its row sits; faiss's process-wide tile settings are restored."""
 
@@ -14,7 +14,7 @@ from benchbench.evaluate.adapters.ranking import search_topk
 
 
 def old_search_topk(queries, blocks, k):
-    """The search before issue 27, verbatim but for pinning faiss's default tiles (4096 x 1024)."""
+    """The search before the enlarged tiles, verbatim but for pinning faiss's default tiles (4096 x 1024)."""
     saved = (faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs)
     faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs = 4096, 1024
     try:

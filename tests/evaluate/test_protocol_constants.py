@@ -1,4 +1,4 @@
-"""Fixtures where a protocol constant or a selection rule shows (issue 41, item 11).
+"""Fixtures where a protocol constant or a selection rule shows.
 
 The old fixtures let realistic one-line bugs pass: every CQADupStack fixture forum held about six
 documents (AP cut at 10 or at 100 agreed), and the SentEval classifier's fixture was perfectly

@@ -47,7 +47,7 @@ def test_suite_average_is_partial_when_a_dataset_is_missing(reg, tmp_path):
     (row,) = rows
     cells = dict(zip(headers, row))
     assert cells["scidocs"] == "n/a" and cells["cqadupstack"].endswith("*")  # 2 of 12 forums: partial
-    # old main: an average over 3 of 4 tasks (one of them partial), marked only with "*"; now none, and
+    # before: an average over 3 of 4 tasks (one of them partial), marked only with "*"; now none, and
     # the footnote names what the row lacks
     assert cells["useb avg"] == ""
     text = render(headers, rows, notes)

@@ -1,5 +1,5 @@
-"""Tests that kill the mutants bench/mutation_tool.py (cosmic-ray) found surviving the mechanism tests
-(issue 25). Each test is named after what it pins and checks it at parameter values where the broken
+"""Tests that kill the mutants bench/mutation_tool.py (cosmic-ray) found surviving the mechanism tests.
+Each test is named after what it pins and checks it at parameter values where the broken
 variant differs (a momentum of 0.5 would hide a swapped EMA; clipping at 1.0 would hide a wrongly
 scaled loss), through the path a run takes (``Method.train`` up to ``fit``, ``train_loop``), with the
 reference's protocol constants. docs/fidelity.md ("Mutation testing") lists each survivor and the test

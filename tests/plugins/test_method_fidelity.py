@@ -1,4 +1,4 @@
-"""Method fidelity (issue 11): each method's loss equals its reference implementation's on the same
+"""Method fidelity: each method's loss equals its reference implementation's on the same
 weights and batch, and the mechanisms the references rely on (fresh noise, per-step scheduling,
 gradient clipping, pretrained heads, SimCSE's test-time MLP, the flow's log-determinant) are in place.
 bench/mutations.py checks that each listed one-line breakage makes a test here fail."""

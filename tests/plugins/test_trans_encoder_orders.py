@@ -1,4 +1,4 @@
-"""Trans-Encoder's ``both_orders`` branch, enabled (issue 41, item 11).
+"""Trans-Encoder's ``both_orders`` branch, enabled.
 
 Every Trans-Encoder test set ``both_orders="false"``, so its swapped (b, a) training pairs were never
 built in a test, and writing them as (a, b) passed the suite. The cross-encoder reads a pair in order

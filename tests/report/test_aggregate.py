@@ -51,7 +51,7 @@ def write_store(root: Path, records: list[dict]) -> list[Path]:
 
 # ---- a record in two folders -----------------------------------------------------------------------------
 def test_a_record_in_two_folders_counts_once(tmp_path: Path, capsys) -> None:
-    # old main: the site keyed copies by scored_by too (None in one, "bi" in the other), so glove-avg
+    # before: the site keyed copies by scored_by too (None in one, "bi" in the other), so glove-avg
     # sts14 in leaderboards/results and leaderboards/qt/results was seeds [1, 2, 3, 1]; `table` counted
     # every copy, printing "38.10±0.00" for one seed
     one = rec("glove-avg", "sts14", 38.0, seed=1)
@@ -107,7 +107,7 @@ def test_a_conflicting_copy_is_an_error_naming_both_paths(tmp_path: Path, capsys
 
 # ---- table and site agree; sample std; partial rows ----------------------------------------------------
 def test_table_and_site_print_the_same_cells_with_sample_std(tmp_path: Path, capsys) -> None:
-    # 10, 11, 13: ddof=0 std 1.25, ddof=1 std 1.53 (old main: `table` printed ±1.25, the site ±1.53)
+    # 10, 11, 13: ddof=0 std 1.25, ddof=1 std 1.53 (before: `table` printed ±1.25, the site ±1.53)
     recs = [rec("alpha", "stsb", s, seed) for seed, s in ((1, 10.0), (2, 11.0), (3, 13.0))]
     recs += [rec("beta", "stsb", 50.0), rec("beta", "sickr", 60.0, seed=1), rec("beta", "sickr", 61.0, seed=2)]
     write_store(tmp_path, recs)
@@ -136,7 +136,7 @@ def test_a_partial_row_has_no_average_and_the_missing_tasks_are_named(tmp_path: 
 
     headers, rows, notes = summarise(recs, sts, {"sts": sts})
     avg = {r[0]: r[headers.index("sts avg")] for r in rows}
-    assert avg == {"full": "73.00", "half": "", "subsets": ""}  # old main: "85.00*" beside "73.00"
+    assert avg == {"full": "73.00", "half": "", "subsets": ""}  # before: "85.00*" beside "73.00"
     (note,) = [n for n in notes if n.startswith("sts avg")]
     assert "2 of 3 rows" in note and "missing sts12 (in 1 row), sts13 (in 1 row)" in note
     assert "partial sickr (in 1 row)" in note

@@ -102,7 +102,7 @@ def test_labels_marks_and_means(tmp_path: Path, monkeypatch) -> None:
     cells = {row.label: c for row, c, _ in useb.rows}["tsdae steps=2000"]
     assert cells[useb.headers.index("twitterpara")] == "71.00 ± 1.41"  # sample std over 2 seeds
     assert cells[useb.headers.index("cqadupstack")] == "20.00*"
-    # a row missing tasks (and with a partial one) has no average (old main: "20.00*", over 2 of 4 tasks);
+    # a row missing tasks (and with a partial one) has no average (before: "20.00*", over 2 of 4 tasks);
     # the footnote names what it lacks, once for the table
     assert cells[useb.headers.index("avg")] == ""
     (note,) = [n for n in useb.notes if n.startswith("USEB avg")]

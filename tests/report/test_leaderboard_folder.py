@@ -56,7 +56,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 # ----------------------------------------------------------------------------------------------- ownership
 def test_foreign_files_are_refused_or_left_alone(tmp_path: Path, capsys) -> None:
-    """Issue 41.3: a folder holding a hand-written README, a page and a .tex lost the last two and had
+    """A folder holding a hand-written README, a page and a .tex lost the last two and had
     the README overwritten, without a word."""
     res = _records(tmp_path)
     out = tmp_path / "lb"
@@ -112,7 +112,7 @@ def test_a_folder_built_before_the_manifest_is_adopted_by_its_marks(tmp_path: Pa
 # ----------------------------------------------------------------------------------------------- symlinks
 @pytest.mark.parametrize("where", ["README.md", "latex", "site/screenshot.png", site.MANIFEST])
 def test_no_write_follows_a_symlink(tmp_path: Path, capsys, where: str) -> None:
-    """Issue 41.2: a symlinked README.md had its target overwritten, a symlinked screenshot copied its
+    """A symlinked README.md had its target overwritten, a symlinked screenshot copied its
     target's bytes into the site, a symlinked latex/ gave a raw traceback."""
     res = _records(tmp_path)
     out = tmp_path / "lb"
@@ -155,7 +155,7 @@ def test_a_symlinked_lock_is_refused(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------------------------- atomicity
 @pytest.mark.parametrize("stop_at", [1, 7, "exchange"])
 def test_a_build_stopped_anywhere_leaves_the_old_site_whole(tmp_path: Path, monkeypatch, stop_at) -> None:
-    """Issue 41.4: the old site/ was deleted before the new one was written; a kill in between left
+    """The old site/ was deleted before the new one was written; a kill in between left
     all.html without index.html, and the screenshot was gone. Here the build is stopped at its first and
     seventh site file, and just before the swap: the old site and screenshot are there, byte for byte."""
     res = _records(tmp_path)
@@ -214,7 +214,7 @@ def test_the_two_rename_fallback_swaps_the_site(tmp_path: Path, monkeypatch) -> 
 
 
 def test_concurrent_builds_wait_for_the_lock(tmp_path: Path, monkeypatch) -> None:
-    """Issue 41.4: two builds into one --out raced to a FileNotFoundError. A build holds the folder's
+    """Two builds into one --out raced to a FileNotFoundError. A build holds the folder's
     lock: one started while another holds it waits (here: gives up after 0.3 s, naming the lock)."""
     res = _records(tmp_path)
     out = tmp_path / "lb"
@@ -259,7 +259,7 @@ def test_check_covers_the_screenshot_and_the_manifest(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------------------------- names
 def test_a_mathtext_name_builds(tmp_path: Path) -> None:
-    """Issue 41.7: a task or method named ``$\\oops$`` reached matplotlib's mathtext (ParseFatalException,
+    """A task or method named ``$\\oops$`` reached matplotlib's mathtext (ParseFatalException,
     rc 1, nothing written)."""
     bad = r"$\oops$"
     curve = {"seconds": 5, "loss_curve": [[1, 2.0], [2, 1.0]], "monitor": [[1, {bad: 1.0}], [2, {bad: 2.0}]]}
@@ -277,7 +277,7 @@ def test_a_mathtext_name_builds(tmp_path: Path) -> None:
 
 
 def test_bidi_and_markdown_links_are_inert_everywhere(tmp_path: Path) -> None:
-    """Issue 41.7: a name with U+202E passed raw into README, site, LaTeX and the terminal table; a
+    """A name with U+202E passed raw into README, site, LaTeX and the terminal table; a
     Markdown link in a name stayed a link in the README."""
     evil = f"ab{RLO}cd"
     link = "[md](javascript:alert(3))"
@@ -314,7 +314,7 @@ while True:
 
 @pytest.mark.slow
 def test_kill_9_during_builds_leaves_a_whole_site(tmp_path: Path) -> None:
-    """Issue 41.4 with real kills: a process rebuilding the site in a loop is killed with SIGKILL at
+    """With real kills: a process rebuilding the site in a loop is killed with SIGKILL at
     several moments; each time ``site/`` is exactly the old site or exactly the new one (screenshot
     included), and the next build and ``--check`` find nothing wrong."""
     import os

@@ -1,4 +1,4 @@
-"""Reliability and security drills (issue 12, half B), each a failure reproduced on the old main:
+"""Failures a run must survive or refuse, each reproduced before its fix:
 NaN/Inf and wrong-shaped encoder output, untrusted model wrappers, unescaped HTML/Markdown
 tables, read-only and full disks, record permissions, a missing STSb file."""
 

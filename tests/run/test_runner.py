@@ -159,7 +159,7 @@ def test_missing_data_marks_suite_partial(workdir, capsys, tmp_path, monkeypatch
     monkeypatch.setenv("BENCHBENCH_OFFLINE", "1")
     assert main(["run", "--method", "fixed", "--tasks", "mini2"]) == 0
     out = capsys.readouterr().out
-    # old main: a "90.00*" average over 1 of 2 tasks beside complete ones; now no average, the missing task named
+    # before: a "90.00*" average over 1 of 2 tasks beside complete ones; now no average, the missing task named
     assert "90.00*" not in out and "mini2 avg: only over rows with all 2 tasks complete" in out
     assert "missing sts-gone (in 1 row)" in out and "gone/STS.input.A.txt" in out
     # naming the task itself is an error that lists the missing files
@@ -184,7 +184,7 @@ def test_table_keeps_configs_apart():
         }
 
     headers, rows, notes = summarise([rec("aaa", 1, 10.0), rec("bbb", 1, 20.0), rec("aaa", 2, 12.0)], ["t"])
-    # sample std (ddof=1) over the two seeds, as the leaderboards print it (old main: population std, "±1.00")
+    # sample std (ddof=1) over the two seeds, as the leaderboards print it (before: population std, "±1.00")
     assert [(r[0], r[2]) for r in rows] == [("m [aaa]", "11.00 ± 1.41"), ("m [bbb]", "20.00")]
 
 

@@ -1,4 +1,4 @@
-"""Issue 41, item 6: a gzip bomb named with its sha256 in a task spec was decompressed whole (a
+"""A gzip bomb named with its sha256 in a task spec was decompressed whole (a
 9.4 MB .gz inflating to 2 GiB ran 47 s and peaked at 4.75 GB before a parse error), and NUL bytes in a
 data file were accepted and changed the score. Reading now stops at a limit derived from the spec (a
 declared ``size``, else 20x the compressed size within a floor and a cap, else the environment's
@@ -97,7 +97,7 @@ def _no_record(workdir: Path) -> bool:
 
 
 def test_gzip_bomb_stops_at_the_limit_with_bounded_memory(workdir, monkeypatch, capsys):
-    """Old main inflated the whole file (here 24 MiB; the issue's 2 GiB) before any check. Now the
+    """The whole file used to be inflated (here 24 MiB; a reported one 2 GiB) before any check. Now the
     read stops past the lowered limit (1 MiB): the error names the file, the limit and its source,
     and Python's peak allocation stays a few MiB, far under the bomb's size."""
     _spec(workdir, "bomb/bomb.tsv.gz", gzip.compress(b"\0" * BOMB_BYTES, 9))
@@ -174,7 +174,7 @@ def test_a_bad_declared_size_is_refused_at_spec_load(size, tmp_path):
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_nul_byte_in_a_task_file_is_a_located_error(gz, workdir, monkeypatch, capsys):
-    """Old main read the NUL into a sentence and scored it (50.08 -> 50.73 in the issue)."""
+    """A NUL used to be read into a sentence and scored (a score moved from 50.08 to 50.73)."""
     rows = b"a0\tb0\t1\na1\tb1\t2\na2\x00\tb2\t3\na3\tb3\t4\n"
     rel = "d/pairs.tsv.gz" if gz else "d/pairs.tsv"
     _spec(workdir, rel, gzip.compress(rows) if gz else rows)

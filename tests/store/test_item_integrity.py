@@ -1,6 +1,6 @@
-"""Per-item scores are held to their record like the record is held to its checksum (issue 41, item 5).
+"""Per-item scores are held to their record like the record is held to its checksum.
 
-On the old main: a truncated ``*.items.test.json.gz``, or another task's copied over it, made a study's
+Before the fix: a truncated ``*.items.test.json.gz``, or another task's copied over it, made a study's
 tie column fall back from the item bootstrap to the seed test with no word; items edited with
 ``items_sha256`` updated and the record's ``checksum`` deleted were used as-is; and a schema-2 record
 with its checksum deleted and ``main_score`` set to 99 loaded silently. Records from before checksums
@@ -263,7 +263,7 @@ def test_significance_names_the_damaged_items_file(store, capsys, damage):
 def test_study_report_never_falls_back_in_silence(tmp_path):
     """A truncated items file under a study: ``collect`` (what `study report`, the README and the site
     read) raises naming the file, or the report it renders names it; it never quietly switches the tie
-    test to the seeds (the old main's ``except DataError: pass``)."""
+    test to the seeds (the old ``except DataError: pass``)."""
     from benchbench.core.methods import build_config, config_hash
     from benchbench.core.registry import get_registry
     from benchbench.encode.models import model_label_of

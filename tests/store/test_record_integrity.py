@@ -1,5 +1,5 @@
-"""Integrity of stored results (reliability review items 1, 3, 5), each reproduced on the old main
-through the CLI a user runs:
+"""Integrity of stored results: each failure below was first reproduced, before its fix, through the
+CLI a user runs:
 
 1. a damaged record (truncated, merge-conflict markers) ended `run` in a JSONDecodeError naming no
    file (--force too), and `table`/`leaderboard` dropped its cell silently; now it is named, moved to
@@ -119,7 +119,7 @@ def test_a_damaged_record_is_named_moved_aside_and_recomputed(workdir, caplog, c
     good = json.loads(path.read_text())
     damage(path)
     damaged_bytes = path.read_bytes()
-    # old main: json.JSONDecodeError escaped main() (a traceback naming no file), with --force too
+    # before: json.JSONDecodeError escaped main() (a traceback naming no file), with --force too
     assert _run(*(["--force"] if force else [])) == 0
     assert "1 evaluated, 0 already stored" in capsys.readouterr().err
     warned = _warnings(caplog)
@@ -142,7 +142,7 @@ def test_tables_and_leaderboard_check_name_every_damaged_record(workdir, caplog,
     _truncate(one)
     _conflict(two)
     caplog.clear()
-    _table(capsys)  # old main: both left out silently
+    _table(capsys)  # before: both left out silently
     warned = _warnings(caplog)
     assert str(one) in warned and "truncated" in warned
     assert str(two) in warned and "merge-conflict markers" in warned
@@ -151,7 +151,7 @@ def test_tables_and_leaderboard_check_name_every_damaged_record(workdir, caplog,
     warned = _warnings(caplog)
     assert str(one) in warned and str(two) in warned
     capsys.readouterr()
-    # old main: "stale leaderboard: lb/README.md: differs ..." and nothing about the records
+    # before: "stale leaderboard: lb/README.md: differs ..." and nothing about the records
     assert main(["leaderboard", "--check", "--results", "results", "--out", "lb"]) == 1
     err = capsys.readouterr().err
     assert f"damaged record: Result record {one}: is truncated" in err
@@ -175,7 +175,7 @@ def test_a_record_of_a_newer_schema_is_refused_not_overwritten(workdir, capsys):
 def test_task_names_that_slug_alike_get_their_own_records(workdir, capsys):
     assert main(["run", "--method", "fixed", "--tasks", "coll a"]) == 0
     capsys.readouterr()
-    # old main: "0 evaluated, 1 already stored" (coll_a.json held coll a's record), and a blank cell
+    # before: "0 evaluated, 1 already stored" (coll_a.json held coll a's record), and a blank cell
     assert main(["run", "--method", "fixed", "--tasks", "coll_a"]) == 0
     assert "1 evaluated, 0 already stored" in capsys.readouterr().err
     files = _record_files()
@@ -184,28 +184,28 @@ def test_task_names_that_slug_alike_get_their_own_records(workdir, capsys):
     spaced = next(p for p in files if p != plain)
     assert spaced.name.startswith("coll_a~")
     before = spaced.read_bytes()
-    # old main: --force on one rewrote the file of the other
+    # before: --force on one rewrote the file of the other
     assert main(["run", "--method", "fixed", "--tasks", "coll_a", "--force"]) == 0
     assert spaced.read_bytes() == before
     out = _table(capsys)
     (row,) = [ln for ln in out.splitlines() if ln.startswith("| fixed")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] and cells[3] and cells[2] == cells[3]  # both columns filled
-    # and the leaderboard site gives each its own page (old main: one tasks/coll-a.html for both)
+    # and the leaderboard site gives each its own page (before: one tasks/coll-a.html for both)
     assert main(["leaderboard", "--results", "results", "--out", "lb"]) == 0
     pages = sorted((workdir / "lb" / "site" / "tasks").glob("coll*.html"))
     assert len(pages) == 2 and {"task: coll a" in p.read_text() for p in pages} == {True, False}
 
 
 def test_records_written_under_the_old_names_still_resume(workdir, capsys):
-    """A record written by the old main (``coll_a.json`` for task ``coll a``) is found where it is; a
+    """A record written by an older version (``coll_a.json`` for task ``coll a``) is found where it is; a
     key whose own name it occupies moves it aside (the two could not both be kept before) and
     recomputes, and nothing is lost."""
     assert main(["run", "--method", "fixed", "--tasks", "coll a"]) == 0
     (new,) = _record_files()
     legacy = new.with_name("coll_a.json")
     r = json.loads(new.read_text())
-    r.pop("checksum", None)  # as the old main wrote it, before checksums began
+    r.pop("checksum", None)  # as older versions wrote it, before checksums began
     r["created_at"] = "2026-11-23T05:00:00+0000"
     r["evaluated"] = {s: {**e, "created_at": r["created_at"]} for s, e in r["evaluated"].items()}
     legacy.write_text(json.dumps(r))
@@ -240,7 +240,7 @@ def test_a_local_model_with_new_weights_is_a_new_result(workdir, tmp_path, capsy
     shutil.rmtree(folder)
     tiny_bert(16, 1, 2, 32, seed=1).save(folder)  # new weights, same folder
     caplog.clear()
-    # old main: "0 evaluated, 1 already stored": the first weights' score handed back for the new ones
+    # before: "0 evaluated, 1 already stored": the first weights' score handed back for the new ones
     assert "1 evaluated, 0 already stored" in run_model(folder)
     assert "its files are not those" in _warnings(caplog) and str(first) in _warnings(caplog)
     recs = {json.loads(p.read_text())["model"]: json.loads(p.read_text()) for p in _record_files()}
@@ -348,7 +348,7 @@ def test_drill_items_damage_is_refused_then_recomputed(useb_reg, workdir, capsys
     (items,) = path.parent.glob("*.items.test.json.gz")
     original = items.read_bytes()
     damage(items)
-    # refused with a clear message (old main: the swapped file was read as if genuine)
+    # refused with a clear message (before: the swapped file was read as if genuine)
     with pytest.raises(DataError, match=r"twitterpara\.items\.test\.json\.gz.*--store-items"):
         record_items(rec, "results")
     assert main(args) == 0  # a plain resume names it and says how to recompute it

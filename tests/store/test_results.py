@@ -96,7 +96,7 @@ def test_a_new_split_is_evaluated_and_merged_and_force_keeps_the_others(workdir,
     assert list(r["splits"]) == ["test"]
     test_score = r["splits"]["test"]["main_score"]
     capsys.readouterr()
-    # old main: skipped (exit 0, empty table); now dev is evaluated and merged in
+    # before: skipped (exit 0, empty table); now dev is evaluated and merged in
     assert main(["run", "--method", "trained", "--tasks", "sts-mini", "--split", "dev"]) == 0
     assert "1 evaluated, 0 already stored" in capsys.readouterr().err
     (r,) = _records()
@@ -104,11 +104,11 @@ def test_a_new_split_is_evaluated_and_merged_and_force_keeps_the_others(workdir,
     # asking again for both: nothing to do
     assert main(["run", "--method", "trained", "--tasks", "sts-mini", "--split", "dev,test"]) == 0
     assert "0 evaluated, 1 already stored" in capsys.readouterr().err
-    # old main: --force --split dev rewrote the record with dev only (the test score was lost)
+    # before: --force --split dev rewrote the record with dev only (the test score was lost)
     assert main(["run", "--method", "trained", "--tasks", "sts-mini", "--split", "dev", "--force"]) == 0
     (r,) = _records()
     assert sorted(r["splits"]) == ["dev", "test"] and r["splits"]["test"]["main_score"] == test_score
-    assert _plugin().Trained.calls == 1  # --force re-evaluates; it never retrained (old main retrained)
+    assert _plugin().Trained.calls == 1  # --force re-evaluates; it never retrained (it used to retrain)
 
 
 def test_retrain_trains_again_and_rescores_every_stored_split(workdir, capsys):
@@ -183,7 +183,7 @@ def test_a_run_with_no_data_at_all_fails(workdir, tmp_path, monkeypatch, capsys)
     (tmp_path / "empty").mkdir()
     spec = SPEC + '\n[[suite]]\nname = "both"\ntasks = ["sts-mini"]\n'
     (workdir / "mini.toml").write_text(spec.replace('[[suite]]\nname = "mini"\ntasks = ["sts-mini"]\n', ""))
-    assert main(["run", "--method", "trained", "--tasks", "both"]) == 2  # old main: exit 0, empty table
+    assert main(["run", "--method", "trained", "--tasks", "both"]) == 2  # before: exit 0, empty table
     err = capsys.readouterr().err
     assert "Nothing was evaluated" in err and "sts-mini" in err and "STS.input.A.txt" in err
     from benchbench.run.runner import RunOptions, run

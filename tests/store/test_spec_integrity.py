@@ -1,4 +1,4 @@
-"""Stored state never lies (issue items 4, 9 and 10), each reproduced on the old main first:
+"""Task specs and the files they name never lie; each failure below was reproduced before its fix:
 
 4. a task spec could write outside the data folder (``..`` or absolute data paths, ``file://`` URLs);
 9. readers split rows at U+0085/U+2028, accepted out-of-range STS gold scores and extra columns, and
@@ -158,7 +158,7 @@ def test_builtin_specs_pass_the_path_checks():
 
 
 def test_run_with_an_escaping_spec_writes_nothing_outside(workdir, http_server, monkeypatch, capsys):
-    """Old main: the run downloaded the file to ``<cache>/../../sts-test.csv``, outside the cache."""
+    """The bug: the run downloaded the file to ``<cache>/../../sts-test.csv``, outside the cache."""
     www, url = http_server
     (www / "a.txt").write_text("g\tf\ty\t1\t4.0\ta0\tb0\ng\tf\ty\t2\t1.0\ta1\tb1\n")
     spec = _write(
@@ -222,7 +222,7 @@ def test_read_lines_keeps_crlf_files_and_empty_lines(tmp_path):
 
 @pytest.mark.parametrize("sep", ["\u2028", "\u0085"])
 def test_sts_sentence_with_a_line_separator_is_one_row(workdir, monkeypatch, sep):
-    """Old main: the pair was split in two and reported as a short row (``too few columns``)."""
+    """The bug: the pair was split in two and reported as a short row (``too few columns``)."""
     monkeypatch.setenv(plugins.TASK_PATH_ENV, str(_sts_spec(workdir / "specs" / "sep.toml", "sts-sep")))
     data = workdir / "data"
     _write(data / "mine" / "STS.input.X.txt", f"a0 one{sep}two\tb0\na1\tb1\na2\tb2\na3\tb3\na4\tb4\n".encode())
@@ -245,7 +245,7 @@ def test_senteval_and_analogy_rows_are_not_split(tmp_path):
 
 # ---- 9b. STS gold scores inside the task's range, no extra columns ---------------------------------
 def test_sts_gold_score_outside_the_range_is_named(workdir, monkeypatch, capsys):
-    """Old main: a 50 on a 0..5 scale was ranked with the rest and a record was written."""
+    """The bug: a 50 on a 0..5 scale was ranked with the rest and a record was written."""
     monkeypatch.setenv(plugins.TASK_PATH_ENV, str(_sts_spec(workdir / "specs" / "r.toml", "sts-range")))
     data = workdir / "data"
     _write(data / "mine" / "STS.input.X.txt", "a0\tb0\na1\tb1\na2\tb2\na3\tb3\na4\tb4\n")
@@ -285,7 +285,7 @@ def test_bad_score_range_is_refused_at_load(tmp_path, value):
     ],
 )
 def test_sts_extra_columns_are_named(registry, tmp_path, task, rel, content, line, expected):
-    """Old main: the extra field was dropped silently (STSb, SICK and STS17 extended) or the row read."""
+    """The bug: the extra field was dropped silently (STSb, SICK and STS17 extended) or the row read."""
     p = _write(tmp_path / rel, content)
     params = {"subsets": ["X"]} if task == "sts12" else {"gold": ""} if task.startswith("sts17") else {}
     if task == "sts12":
@@ -358,7 +358,7 @@ def test_non_finite_options_are_refused(overrides, option):
 
 
 def test_set_temperature_nan_is_refused_by_run(workdir, monkeypatch, capsys):
-    """Old main: the run went ahead with temperature=nan (and every ``<= 0`` check passed)."""
+    """The bug: the run went ahead with temperature=nan (and every ``<= 0`` check passed)."""
     monkeypatch.setenv(plugins.TASK_PATH_ENV, str(FIXTURES / "sts_mini.toml"))
     assert _run("sts-mini", FIXTURES, workdir / "out", "--set", "temperature=nan") == 2
     err = capsys.readouterr().err
@@ -388,7 +388,7 @@ def test_broken_spec_disables_only_its_tasks(monkeypatch, tmp_path, caplog):
 
 
 def test_broken_spec_commands_still_work(monkeypatch, tmp_path, tmp_cache, capsys):
-    """Old main: ``list``, ``table`` and ``run`` all stopped at ``Task spec ...: Unclosed array``."""
+    """The bug: ``list``, ``table`` and ``run`` all stopped at ``Task spec ...: Unclosed array``."""
     broken = _write(tmp_path / "broken.toml", BROKEN)
     monkeypatch.setenv(plugins.TASK_PATH_ENV, f"{broken}:{FIXTURES / 'sts_mini.toml'}")
     monkeypatch.setattr(plugins, "_REGISTRY", None)

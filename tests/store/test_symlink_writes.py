@@ -1,4 +1,4 @@
-"""No write leaves its folder (issue 41 item 2) and no name is too long for a file (item 8), through
+"""No write leaves its folder and no name is too long for a file, through
 ``benchbench run``: a symlinked lock, lock owner note, record or ``.complete`` marker is an
 error naming it (or, for a marker, simply not trusted), and the link's target is never written."""
 
@@ -51,7 +51,7 @@ def _refused(capsys, link: Path) -> str:
 
 @pytest.mark.parametrize("which", [".lock.owner", ".lock"])
 def test_a_symlinked_result_lock_or_owner_note_is_refused_by_run_force(workdir, capsys, which):
-    """Old main: ``run --force`` wrote the owner note through the link (the target became
+    """The bug: ``run --force`` wrote the owner note through the link (the target became
     {"pid": ...}); a linked ``.lock`` gave filelock's raw ``OSError: Too many levels of symbolic links``."""
     assert _run() == 0
     (owner,) = (workdir / "results" / ".locks").rglob("sts-mini.lock.owner")
@@ -67,7 +67,7 @@ def test_a_symlinked_result_lock_or_owner_note_is_refused_by_run_force(workdir, 
 
 
 def test_a_symlinked_record_is_refused_and_its_target_untouched(workdir, capsys):
-    """Old main: the record's temp file was renamed over the link without a word."""
+    """The bug: the record's temp file was renamed over the link without a word."""
     assert _run() == 0
     store = ResultStore(workdir / "results")
     (record,) = store.records()
@@ -83,7 +83,7 @@ def test_a_symlinked_record_is_refused_and_its_target_untouched(workdir, capsys)
 
 
 def test_a_240_character_task_name_gets_a_bounded_file_name(workdir, capsys):
-    """Old main: the task evaluated, then died with a raw ``OSError: [Errno 36] File name too long``."""
+    """The bug: the task evaluated, then died with a raw ``OSError: [Errno 36] File name too long``."""
     assert _run(task=LONG) == 0
     store = ResultStore(workdir / "results")
     (record,) = store.records()
@@ -99,7 +99,7 @@ def test_a_240_character_task_name_gets_a_bounded_file_name(workdir, capsys):
 def test_training_folder_lock_and_marker_never_followed(tmp_path, monkeypatch, tmp_cache, capsys):
     """The real training path (tiny-bert, the example task, simcse for 1 step): a symlinked owner note
     of the run-folder lock is refused by name; a symlinked ``.complete`` marker does not make a
-    trained encoder reusable (old main reused it) and its target is never written."""
+    trained encoder reusable (it used to be reused) and its target is never written."""
     monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(REPO / "examples" / "example_task" / "example-sts.toml"))
     monkeypatch.setattr(plugins, "_REGISTRY", None)
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""Per-sentence preprocessing follows the step budget, not the corpus (issue 27): BSL's views and
+"""Per-sentence preprocessing follows the step budget, not the corpus: BSL's views and
 SNCSE's negations are made only for the sentences the training loop will draw (all of them once the
 budget reaches an epoch), the same seed gives the same sentences, ``max_sentences`` still restricts
 the corpus first, and the record's ``train.preprocessed_sentences`` says how many were made."""

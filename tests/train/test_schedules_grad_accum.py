@@ -1,4 +1,4 @@
-"""Every plugin's learning-rate schedule with ``grad_accum`` > 1 (issue 41, item 11).
+"""Every plugin's learning-rate schedule with ``grad_accum`` > 1.
 
 ``grad_accum`` makes one optimizer step out of several micro-batches; the schedule counts optimizer
 steps (the loop steps the scheduler once per update), so its warm-up and decay must be the same at

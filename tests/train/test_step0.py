@@ -1,4 +1,4 @@
-"""Step-0 rows and the loss's chance level (issue 37).
+"""Step-0 rows and the loss's chance level.
 
 A method's step-0 row is what its trainer returns at ``steps=0``: the start read through the method's
 own pooling, head and template. It must be the very encoder the trainer builds before its first

@@ -58,7 +58,7 @@ def test_budget_and_accounting(tmp_path):
     assert a["steps"] == 7 and a["examples"] == 7 * 3 * 2 and a["tokens"] == 7 * 3 * 2
     assert a["device"] == "cpu" and a["seconds"] > 0 and a["loss_curve"][-1][0] == 7
     assert resolve_steps(None, 100, 8) == 13 and resolve_steps(5, 100, 8) == 5
-    assert resolve_steps(0, 100, 8) == 0  # the step-0 row (issue 37)
+    assert resolve_steps(0, 100, 8) == 0  # the step-0 row
     with pytest.raises(ConfigError, match="steps"):
         resolve_steps(-1, 100, 8)
 

@@ -1,5 +1,5 @@
-"""Stored training state never lies (reliability review items 6, 7, 8, 11), each reproduced on the old
-main through what a user runs:
+"""Stored training state never lies: each failure below was first reproduced, before its fix, through
+what a user runs:
 
 6. SIGINT printed a KeyboardInterrupt traceback and took seconds to exit; SIGTERM exited silently
    (status -15); neither said what was kept. Now both stop after the current optimizer step, keep a
@@ -124,7 +124,7 @@ def test_a_signal_stops_at_a_safe_point_says_what_was_kept_and_the_same_command_
         proc.kill()
     took = time.monotonic() - t0
 
-    # old main: SIGINT -> status -2 after a KeyboardInterrupt traceback; SIGTERM -> -15, nothing said
+    # before: SIGINT -> status -2 after a KeyboardInterrupt traceback; SIGTERM -> -15, nothing said
     assert proc.returncode == status, stderr[-2000:]
     assert took < 2.0, f"took {took:.2f}s to stop"
     lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.startswith("benchbench:")]
@@ -187,7 +187,7 @@ def test_sigterm_outside_training_is_one_line_and_status_143(tmp_path):
         cwd=tmp_path,
         timeout=120,
     )
-    assert proc.returncode == 143, (proc.returncode, proc.stderr[-2000:])  # old main: -15, silent
+    assert proc.returncode == 143, (proc.returncode, proc.stderr[-2000:])  # before: -15, silent
     assert time.monotonic() - t0 < 50  # not after the plugin's sleep
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("benchbench:")]
     assert len(lines) == 1 and "interrupted (SIGTERM)" in lines[0] and "run the same command" in lines[0]
@@ -303,7 +303,7 @@ def test_a_full_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_goo
     assert main(_run_args(out, 20, 4)) == 2
     err = capsys.readouterr().err
     (root,) = {p.parent for p in _checkpoint_dirs(out)}
-    # old main: "Method 'simcse' (plugin 'simcse') raised while training ...: OSError: [Errno 28] No space
+    # before: "Method 'simcse' (plugin 'simcse') raised while training ...: OSError: [Errno 28] No space
     # left on device", no folder named, .tmp-step-000000012 left behind
     assert f"No space left on the device holding {root.absolute()}" in err and "Free space there" in err
     assert "checkpoint step 12" in err and str((root / "step-000000008").absolute()) in err
@@ -339,7 +339,7 @@ def _two_checkpoints(folder: Path) -> tuple[Path, Path]:
     with pytest.raises(Killed):
         _train(folder, DRILL, on_step=kill)
     names = sorted(d.name for d in (folder / "checkpoints").glob("step-*"))
-    assert names == ["step-000000003", "step-000000006"]  # old main: only step-000000006
+    assert names == ["step-000000003", "step-000000006"]  # before: only step-000000006
     return folder / "checkpoints" / names[0], folder / "checkpoints" / names[1]
 
 
@@ -427,7 +427,7 @@ def test_a_pickled_model_folder_is_refused_naming_the_file_not_the_method(payloa
     marker = env / "PWNED"
     if payload == "code":  # torch's weights_only guard blocks this one...
         weights["x"] = _Evil(marker)
-    torch.save(weights, folder / "pytorch_model.bin")  # ...and lets this one through: old main loaded it
+    torch.save(weights, folder / "pytorch_model.bin")  # ...and lets this one through: it used to load
 
     assert (
         main(["run", "--method", "sbert", "--model", str(folder), "--tasks", "sts-mini", "--output", str(env / "o")])
@@ -487,6 +487,6 @@ def test_an_os_error_in_a_plugin_names_the_path_and_cause_not_the_method(
     assert main(["run", "--method", method, "--tasks", "sts-mini"]) == 2
     err = capsys.readouterr().err
     (line,) = [ln for ln in err.splitlines() if ln.startswith("benchbench: error:")]
-    # old main: "Method 'full' (plugin 'benchbench_local_plugin') raised while training on task ..."
+    # before: "Method 'full' (plugin 'benchbench_local_plugin') raised while training on task ..."
     assert re.search(r"benchbench: error: /\S+/weights\.bin: " + cause, line), line
     assert advice in line and "raised" not in line

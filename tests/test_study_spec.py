@@ -15,7 +15,7 @@ from benchbench.run.study import load_study
 # and add the new (version, hash) here; an old version keeps its old hash (one version, one content).
 VERSIONS = {
     "post-training-minilm": {2: "030234fef3c6"},
-    "plain-start": {2: "765e6468ad94"},
+    "plain-start": {2: "765e6468ad94", 3: "f98c5a383c76"},
 }
 
 BASE = {
@@ -60,7 +60,25 @@ def test_every_builtin_study_file_matches_the_hash_of_its_version():
 def test_the_version_test_catches_an_edit_without_a_bump(tmp_path, monkeypatch):
     """The guard itself: the same check on an edited copy of a built-in file fails."""
     data = study.builtin_files()["plain-start"] + b"\n# an edit\n"
-    assert not hashlib.sha256(data).hexdigest().startswith(VERSIONS["plain-start"][2])
+    assert not hashlib.sha256(data).hexdigest().startswith(VERSIONS["plain-start"][max(VERSIONS["plain-start"])])
+
+
+def test_a_study_whose_start_fails_the_plain_start_test_is_marked_exploratory(tmp_path):
+    """plain-start's start scores below random init: the file says so, and the page's title, status and
+    summary carry it (DESIGN.md, Studies: a start that does not beat random init is no plain start)."""
+    from benchbench.report import aggregate, study_view
+
+    st = load_study("plain-start")
+    assert "below random initialisation" in st.exploratory and not load_study("post-training-minilm").exploratory
+    table = {t: {m: aggregate.Cell({}) for m in st.methods} for t in ["stsb"]}
+    v = study_view.view(st, table, model_label="tiny-mlm-nli@x", cache=False)
+    md = study_view.view_markdown(v)
+    assert "— exploratory" in md.splitlines()[0] and "Exploratory: its start" in v.status
+    f = _write(tmp_path, extra="")
+    assert load_study(str(f)).exploratory == ""
+    f.write_text(f.read_text().replace('name = "s"', 'name = "s"\nexploratory = 3'))
+    with pytest.raises(ConfigError, match="exploratory"):
+        load_study(str(f))
 
 
 def test_builtin_studies_load_and_three_seed_ones_are_preliminary():

@@ -476,6 +476,8 @@ class StudyView:
             if self.study.preliminary
             else ""
         )
+        if self.study.exploratory:
+            pre = f"Exploratory: {self.study.exploratory} " + pre
         if self.stored == 0:
             return (
                 f"{pre}Not run yet: no stored record matches this study's conditions. Run it with "
@@ -570,6 +572,8 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
 def summary(study: Study, columns: Mapping[str, Column], rows: Sequence[ShownRow], prov: Provenance) -> str:
     """A few sentences generated from the statistics, hedged as they allow."""
     parts = []
+    if study.exploratory:
+        parts.append(f"Exploratory, no claim about methods: {study.exploratory}")
     if study.preliminary:
         parts.append(
             f"Preliminary ({len(study.seeds)} seeds, fewer than the {PUBLISHED_MIN_SEEDS} a published study needs): "
@@ -743,7 +747,7 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
     """The study's Markdown: title, status (with the command), summary, conditions, the table, its notes,
     the published context and what is missing."""
     st = v.study
-    pre = " — preliminary" if st.preliminary else ""
+    pre = (" — exploratory" if st.exploratory else "") + (" — preliminary" if st.preliminary else "")
     lines = [f"{heading} {escape_md(st.name)} (v{st.version}){pre}", "", escape_md(st.description), ""]
     lines += [escape_md(v.status), ""]
     if v.summary:

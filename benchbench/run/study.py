@@ -57,6 +57,7 @@ STUDY_KEYS = {
     "description",
     "model",
     "model_note",
+    "exploratory",
     "start",
     "seeds",
     "tasks",
@@ -96,6 +97,9 @@ class Study:
     selection: str
     per_method: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     model_note: str = ""
+    # why the study cannot support conclusions about methods (e.g. its start fails the plain-start test):
+    # shown as "exploratory" in its title, status and summary; "" for a study that makes its claims
+    exploratory: str = ""
     path: str = ""
     start: str = ""  # the training-free row that IS the base model: every trained cell is tested against it
     margin: float = DEFAULT_MARGIN
@@ -341,6 +345,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         selection=selection,
         per_method=_per_method(doc, methods, where),
         model_note=_str(doc, "model_note", where, required=False),
+        exploratory=_str(doc, "exploratory", where, required=False),
         path=where,
         start=start,
         margin=margin,

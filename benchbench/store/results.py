@@ -60,7 +60,9 @@ READABLE_SCHEMAS = (1, 2)
 # it was written before this (``_predates_checksums``)
 CHECKSUMS_SINCE = "2026-11-23T17:16:45+0000"
 QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
-_NOT_RECORDS = (".locks", QUARANTINE, "runs")  # folders of a store that hold no records (runs: trained encoders)
+STATS_CACHE = ".stats-cache"  # a study's cached column statistics, kept beside its records (JSON, not records)
+# folders of a store that hold no records (runs: trained encoders)
+_NOT_RECORDS = (".locks", QUARANTINE, "runs", STATS_CACHE)
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
 _KEY_FIELDS = ("method", "config_hash", "model", "setup", "seed", "task")
 

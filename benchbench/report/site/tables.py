@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError
-from benchbench.report import aggregate
+from benchbench.report import aggregate, contamination
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, cell_text, method_defaults, seeds_text, table_notes, table_rows
 from benchbench.run import study as study_spec
@@ -135,6 +135,15 @@ class StudySection:
     error: str = ""
 
 
+def stats_cache(results: str | Path) -> Path:
+    """Where a leaderboard keeps its studies' column statistics: beside the records they were computed
+    from (``<results>/studies/.stats-cache``, committed with them), so a rebuild or ``--check`` on another
+    machine recomputes only the columns whose records changed (entries are keyed by the records' checksums)."""
+    from benchbench.store.results import STATS_CACHE
+
+    return Path(results) / "studies" / STATS_CACHE
+
+
 def study_sections(
     records: list[dict[str, Any]], results: str | Path, names: Iterable[str] | None = None
 ) -> list[StudySection]:
@@ -169,7 +178,17 @@ def study_sections(
             notes += [
                 f"{m}: no cell can match, the study's options do not fit it ({why})." for m, why in broken.items()
             ]
-            out.append(StudySection(st.name, studies.view(st, table, model_label=label, extra_notes=notes)))
+            cell_records = [r for t in tasks for c in table[t].values() for r in c.records.values()]
+            view = studies.view(
+                st,
+                table,
+                model_label=label,
+                extra_notes=notes,
+                results=results,
+                cache=stats_cache(results),
+                overlap_flags=contamination.overlap_flags(cell_records),
+            )
+            out.append(StudySection(st.name, view))
         except BenchbenchError as e:
             out.append(StudySection(Path(name).stem, None, str(e)))
     return out

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTEST = ["-q", "-x", "-p", "no:cacheprovider"]
+# -m "": every named test runs, the slow ones too (pyproject's addopts deselects them by default)
+PYTEST = ["-q", "-x", "-p", "no:cacheprovider", "-m", ""]
 K = "tests/plugins/test_mechanism_details.py::"
 
 

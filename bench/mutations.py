@@ -225,7 +225,7 @@ def make_copy(dst: Path) -> dict[str, str]:
 
 def run_tests(dst: Path, env: dict, tests: list[str]) -> tuple[bool, str]:
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "", *tests],  # slow ones too
         cwd=dst,
         env=env,
         capture_output=True,

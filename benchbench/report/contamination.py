@@ -402,6 +402,10 @@ def overlap_flags(
     ``overlap_flags``): each cell's base model (the records' ``model``) and the distinct training
     corpora of its records (``train.corpus``, one per sha256), computed on first use. The start's
     own-text flags are the same for every method of a column."""
+    if data is None:  # one store for every cell: corpus_ref's adapters read through it
+        from benchbench.store.data import DataStore
+
+        data = DataStore()
     cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in records:
         cells.setdefault((str(r.get("method")), str(r.get("task"))), []).append(r)

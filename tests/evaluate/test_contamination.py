@@ -174,5 +174,7 @@ def test_study_view_callable_reads_the_records(mini):
     texts = flags("m", "contam-mini")
     assert len([t for t in texts if "occur verbatim" in t]) == 1  # three seeds, one corpus: one flag
     assert flags("start", "contam-mini") == []  # untrained, and tiny-bert's card has no text
+    # the site passes no store: the default one (BENCHBENCH_DATA) serves the corpora's adapters too
+    assert C.overlap_flags(records, cache_dir=cache)("m", "contam-mini") == texts
     twice = C.flags_for("tiny-bert", "contam-mini", [ref, ref], data=data, cache_dir=cache)
     assert [f.count for f in twice if f.kind == "verbatim"] == [1]  # one text is measured once

@@ -9,7 +9,7 @@ through the sweep machinery (resumable: a stored cell is skipped) with per-item 
 Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are given as a path::
 
     name = "post-training-minilm"
-    version = 3                              # bump on EVERY edit (tests/test_study_spec.py holds the hashes)
+    version = 3                              # bump on EVERY edit (tests/run/test_study_spec.py holds the hashes)
     description = "..."
     model = "all-MiniLM-L6-v2"
     start = "plm-mean"                       # the base model itself, untrained: the row trained cells are read against

@@ -219,7 +219,7 @@ def test_only_p_values_near_a_threshold_are_refined_to_the_full_resamples(monkey
 
 
 def test_each_method_can_be_read_against_its_own_reference_row():
-    """Issue 37's step-0 rows: a mapping method -> its own reference; a reference row is never tested
+    """Step-0 rows: a mapping method -> its own reference; a reference row is never tested
     against itself, and a method whose reference has no cell gets no verdict."""
     cells = {
         "plm-mean": Cell({1: 60.0, 2: 60.0, 3: 60.0}),

@@ -13,6 +13,7 @@ from pathlib import Path
 from test_reproduce import _rec
 
 from benchbench.report import reproduce
+from benchbench.store.results import checksum
 from benchbench.report.reproduce import Budget
 from benchbench.run import sweep
 from benchbench.run.sweep import Outcome, SweepRun
@@ -62,7 +63,7 @@ def test_runs_go_through_run_sweep_with_row_options(tmp_path, monkeypatch):
     res.mkdir()
     # SimCSE on cqadupstack, seed 1, at the asked budget is stored: that run is not asked for again
     stored = {**_rec("simcse", "cqadupstack", 10.0, 7), "config": {"steps": 7, "batch_size": 4}}
-    (res / "a.json").write_text(json.dumps(stored))
+    (res / "a.json").write_text(json.dumps({**stored, "checksum": checksum(stored)}))  # schema 2 records carry one
     out: list[str] = []
     b = Budget(model="all-MiniLM-L6-v2", steps=7, batch_size=4, sets={"max_seq_length": "32"})
     assert reproduce.reproduce(str(spec), str(res), b, echo=out.append) == 0
@@ -125,7 +126,7 @@ def test_budget_flags_reach_only_methods_with_the_option(tmp_path, monkeypatch):
     res = tmp_path / "res"
     res.mkdir()
     te = {**_rec("trans-encoder", "stsb", 70.0, None, model=TINY), "config": {"start": "simcse", "cycles": 1}}
-    (res / "te.json").write_text(json.dumps(te))
+    (res / "te.json").write_text(json.dumps({**te, "checksum": checksum(te)}))
     reproduce.reproduce(str(spec), str(res), Budget(model=TINY, steps=3, batch_size=4, lr=1e-4), echo=print)
     by = {(r.method, r.task): r.options["overrides"] for r in fake.calls[0]["runs"]}
     assert by == {

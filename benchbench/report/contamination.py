@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from benchbench.core.errors import ConfigError, DataError
 from benchbench.core.paths import default_data_cache
 from benchbench.encode.cards import CORPUS_SOURCES, SOURCES, TRAIN_FILE_SOURCES, card_for
 from benchbench.evaluate.analysis.overlap import MIN_WORDS, NGRAM, Overlap, OverlapIndex, cached_index, measure
+
+log = logging.getLogger(__name__)
 
 RELATIONS_FILE = Path(__file__).parent.parent / "resources" / "source_relations.toml"
 KINDS = ("verbatim", "ngram", "declared")
@@ -346,13 +349,36 @@ def start_corpora(model: str, data: Any) -> list[CorpusRef]:
 _TEST_SETS: dict[tuple[str, str, str], dict[str | None, list[str]]] = {}
 
 
+# task kinds whose test split is sentence pairs: their sentences are measured against the corpora
+PAIR_KINDS = frozenset({"sts", "twitterpara", "pair-auc", "sick-relatedness", "afs", "hf-sts", "hf-pairs"})
+
+
+def _is_pairs(loaded: Any) -> bool:
+    """``{subset: (sentences a, sentences b, ...)}``: what a pair task's adapter loads."""
+    if not isinstance(loaded, Mapping) or not loaded:
+        return False
+    return all(
+        isinstance(v, (tuple, list)) and len(v) >= 2 and all(isinstance(side, (list, tuple)) for side in v[:2])
+        for v in loaded.values()
+    )
+
+
 def task_test_sets(task: str, data: Any, registry: Any = None, split: str = "test") -> dict[str | None, list[str]]:
     """subset (None for a task of one) -> its distinct test sentences, read once per process."""
     k = (str(getattr(data, "data_dir", "")), task, split)
     if k not in _TEST_SETS:
         from benchbench.core.registry import make_adapter
 
-        loaded = make_adapter(_registry(registry), task, data).load(split)
+        reg = _registry(registry)
+        if getattr(reg.task(task), "kind", None) not in PAIR_KINDS:
+            _TEST_SETS[k] = {None: []}  # not a pair task: see below
+            return _TEST_SETS[k]
+        loaded = make_adapter(reg, task, data).load(split)
+        if not _is_pairs(loaded):
+            # a retrieval, reranking or classification task: its test text is not sentence pairs; measured
+            # overlap is not computed for it (declared relations still flag it)
+            _TEST_SETS[k] = {None: []}
+            return _TEST_SETS[k]
         subs = {sub: list(dict.fromkeys(s for side in v[:2] for s in side)) for sub, v in loaded.items()}
         _TEST_SETS[k] = {None: next(iter(subs.values()))} if len(subs) == 1 else dict(subs)
     return _TEST_SETS[k]
@@ -422,13 +448,19 @@ def overlap_flags(
                 c = (r.get("train") or {}).get("corpus")
                 if c:
                     corpora.setdefault(c.get("sha256") or c.get("name"), c)
-            refs = [corpus_ref(c, data=data, registry=registry) for c in corpora.values()]
-            found = (
-                flags_for(models[0], task, [x for x in refs if x], data=data, registry=registry, cache_dir=cache_dir)
-                if models
-                else []
-            )
-            done[(method, task)] = [f.text() for f in found]
+            try:
+                refs = [corpus_ref(c, data=data, registry=registry) for c in corpora.values()]
+                found = (
+                    flags_for(
+                        models[0], task, [x for x in refs if x], data=data, registry=registry, cache_dir=cache_dir
+                    )
+                    if models
+                    else []
+                )
+                done[(method, task)] = [f.text() for f in found]
+            except DataError as e:  # a page is still built; the cell says what could not be measured, and why
+                log.warning("contamination of %s / %s not measured: %s", method, task, e)
+                done[(method, task)] = [f"contamination not measured from text: {type(e).__name__} reading its data"]
         return done[(method, task)]
 
     return flags

@@ -184,7 +184,6 @@ def study_sections(
                 table,
                 model_label=label,
                 extra_notes=notes,
-                results=results,
                 cache=stats_cache(results),
                 overlap_flags=contamination.overlap_flags(cell_records),
             )

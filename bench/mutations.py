@@ -165,7 +165,12 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
     (
         "(extra) SimCSE training length leaks into the encoder",
         "plugins/simcse.py",
-        [("obj.encoder.max_seq_length = eval_length  # the training", "pass  # the training")],
+        [
+            (
+                "ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)",
+                "ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)",
+            )
+        ],
         [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"],
     ),
     (

@@ -105,9 +105,11 @@ def _studies_page(sections: list[StudySection], pages: set[str], n_tables: int) 
     """The front page: the studies, and the way to every stored record (``all.html``)."""
     parts = [
         "<h1>benchbench: studies</h1>",
-        "<p>Declared comparisons: each study fixes one base model, one training budget and &ge; 3 seeds for "
-        "every method (<code>benchbench/run/studies/*.toml</code>); a column's tie group (bold, rank 1) is "
-        "every method a paired test cannot separate from the column's best. Scores x100 on the test split.</p>",
+        "<p>Declared comparisons: each study fixes one base model, one training budget and its seeds for "
+        "every method (<code>benchbench/run/studies/*.toml</code>; fewer than 5 seeds: preliminary). A column's "
+        "tie group (bold, rank 1) is every method that a hierarchical bootstrap over seeds and items, Holm-"
+        "corrected within the column, cannot separate from the column's best; &asymp; means an equivalence "
+        "test (TOST) within the stated margin passed. Scores x100 on the test split.</p>",
         '<p class="all"><a href="all.html">Every stored record &rarr;</a> '
         f"{n_tables} suite tables (USEB, STS, SentEval, ...), plots, a page per method and task</p>",
         "<ul>"

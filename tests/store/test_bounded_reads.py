@@ -14,7 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, local_plugin_workdir
+from helpers import FIXED_METHOD_PLUGIN, local_plugin_workdir
 
 from benchbench.cli.main import main
 from benchbench.core import registry as plugins
@@ -22,29 +22,7 @@ from benchbench.core.errors import ConfigError, DataError
 from benchbench.core.tasks import load_spec_file
 from benchbench.store import data
 
-PLUGIN = f"""
-import sys
-from dataclasses import dataclass
-sys.path.insert(0, {str(FIXTURES.parent)!r})
-from helpers import CosineFixtureEncoder
-from benchbench import Method, hookimpl
-
-@dataclass
-class Cfg:
-    steps: int = 1
-
-class Fixed(Method):
-    name = "fixed"
-    Config = Cfg
-    trains = False
-    default_model = None
-    def train(self, corpus, ctx):
-        return CosineFixtureEncoder()
-
-@hookimpl
-def benchbench_register_methods(register):
-    register("fixed", Fixed)
-"""
+PLUGIN = FIXED_METHOD_PLUGIN
 
 ENV = "BENCHBENCH_MAX_READ_BYTES"  # spelt out: the documented name, not whatever data.py holds
 BOMB_BYTES = 24 << 20  # 24 MiB of zeros: about 24 KB compressed

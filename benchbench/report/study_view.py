@@ -441,6 +441,7 @@ class ShownRow:
     label: str  # the method, with aggregate's row marks ([T], [S]) and the provenance marks ([≠code], [≠enc])
     cells: tuple[ShownCell, ...]
     avg: float | None  # aggregate.suite_average: only a row with every task (none partial)
+    cost: str = ""  # what the row's records cost: time and energy (:func:`row_cost`)
 
 
 @dataclass
@@ -669,7 +670,8 @@ def view(
         shown = tuple(_shown_cell(acells[t], m, cols[t], flags[(m, t)]) for t in tasks)
         label = (tr.row.display_label if tr else m) + (ROW_MIXED_CODE if m in prov.mixed_code else "")
         label += ROW_MIXED_ENCODER if m in prov.mixed_encoders else ""
-        rows.append(ShownRow(m, label, shown, aggregate.suite_average(acells, tasks)))
+        recs = [r for t in tasks for r in table[t][m].records.values()]
+        rows.append(ShownRow(m, label, shown, aggregate.suite_average(acells, tasks), row_cost(recs)))
     notes = [*legend(study, cols), *provenance_notes(prov), *aggregate.table_notes(trs, suites), *_flag_notes(flags)]
     notes.extend(extra_notes)
     if study.model_note:
@@ -691,6 +693,34 @@ def view(
         summary(study, cols, rows, prov),
         str(results),
     )
+
+
+def row_cost(records: Sequence[Mapping[str, Any]]) -> str:
+    """A row's cost beside its scores: CPU/GPU wall time of its training and evaluation, and the energy
+    codecarbon measured. A training shared by several records (one trained encoder evaluated on several
+    tasks) is counted once, by its encoder fingerprint; the energy is summed only when every record
+    measured it, else the page says how many did."""
+    if not records:
+        return ""
+    trained: dict[Any, float] = {}
+    seconds = 0.0
+    kwh, measured = 0.0, 0
+    for r in records:
+        seconds += float(r.get("eval_seconds") or 0.0)
+        train = r.get("train") or {}
+        if train.get("seconds"):
+            trained[(r.get("seed"), r.get("encoder_fingerprint"), (train.get("corpus") or {}).get("sha256"))] = float(
+                train["seconds"]
+            )
+        total = ((r.get("energy") or {}).get("total") or {}).get("energy_kwh")
+        if total is not None:
+            kwh += float(total)
+            measured += 1
+    seconds += sum(trained.values())
+    energy = (
+        f"{kwh:.3g} kWh" if measured == len(records) else f"energy measured in {measured} of {len(records)} records"
+    )
+    return f"{seconds / 3600:.2f} h; {energy}"
 
 
 _MARKUP = {  # format -> (escape, a tie-group cell)
@@ -753,10 +783,11 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
     if v.summary:
         lines += [f"Summary: {escape_md(v.summary)}", ""]
     lines += [escape_md(v.conditions), ""]
-    lines.append("| method | " + " | ".join(escape_md(t) for t in v.tasks) + " | avg |")
-    lines.append("|---|" + "---:|" * (len(v.tasks) + 1))
+    lines.append("| method | " + " | ".join(escape_md(t) for t in v.tasks) + " | avg | cost (time; energy) |")
+    lines.append("|---|" + "---:|" * (len(v.tasks) + 1) + "---|")
     for row in v.rows:
         cells = [render_cell(c, "md") for c in row.cells] + ["" if row.avg is None else f"{row.avg:.2f}"]
+        cells.append(escape_md(row.cost))
         lines.append(f"| {escape_md(row.label)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"- {escape_md(n)}" for n in v.notes]

@@ -177,3 +177,25 @@ def test_study_run_names_records_from_other_code_versions(st, tmp_path, monkeypa
     monkeypatch.setattr(results, "ResultStore", lambda root: type("S", (), {"records": lambda self: iter(recs)})())
     assert spec.other_code_versions(st, tmp_path) == {"c" * 12: 1}
     assert spec.other_code_versions(st, tmp_path / "absent") == {}
+
+
+def test_a_row_shows_its_cost_beside_its_scores():
+    """Time and energy per study row: a training two tasks share counts once; energy is summed only when
+    every record measured it."""
+    from benchbench.report.study_view import row_cost
+
+    def rec(task, eval_s, kwh, fp="enc1"):
+        return {
+            "task": task,
+            "seed": 1,
+            "encoder_fingerprint": fp,
+            "eval_seconds": eval_s,
+            "train": {"seconds": 3600.0, "corpus": {"sha256": "c"}},
+            "energy": {"total": {"energy_kwh": kwh}},
+        }
+
+    both = [rec("stsb", 360.0, 0.25), rec("sickr", 360.0, 0.5)]
+    assert row_cost(both) == "1.20 h; 0.75 kWh"  # one shared training (1 h) + 2 x 0.1 h evaluation
+    assert row_cost([*both, rec("sts12", 0.0, 0.1, fp="enc2")]) == "2.20 h; 0.85 kWh"  # another encoder trained
+    assert row_cost([rec("stsb", 0.0, None), rec("sickr", 0.0, 0.5)]) == "1.00 h; energy measured in 1 of 2 records"
+    assert row_cost([]) == ""

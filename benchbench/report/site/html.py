@@ -69,7 +69,11 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
     st = v.study
     state = "empty" if v.stored == 0 else "partial" if v.stored < v.total else "complete"
-    head = "<th>method</th>" + "".join(f"<th>{escape_html(t)}</th>" for t in v.tasks) + "<th>avg</th>"
+    head = (
+        "<th>method</th>"
+        + "".join(f"<th>{escape_html(t)}</th>" for t in v.tasks)
+        + "<th>avg</th><th>cost (time; energy)</th>"
+    )
     body = []
     for row in v.rows:
         name = escape_html(row.label)
@@ -81,6 +85,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
             tds.append(f'<td class="num" data-v="{sort_v}">{studies.render_cell(c, "html")}</td>')
         avg = "" if row.avg is None else f"{row.avg:.2f}"
         tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
+        tds.append(f'<td class="cost" data-v="{escape_html(row.cost)}">{escape_html(row.cost)}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
     parts = [
         f'<section class="study" id="study-{anchor(st.name)}"><h2>{escape_html(st.name)} (v{st.version})</h2>',

@@ -128,7 +128,7 @@ class TestESimCSE:
         """The reference tokenizes with truncation at 32 (the training length the run sets), then
         repeats tokens: the original view is 32 tokens ending in [SEP], its repetition may be longer."""
         long = " ".join(f"word{i}" for i in range(80))
-        probe = lambda o: (o.encoder.max_seq_length, o.collate([long, "short"], np.random.default_rng(0)))  # noqa: E731
+        probe = lambda o: (o.encoder.train_max_seq_length, o.collate([long, "short"], np.random.default_rng(0)))  # noqa: E731
         caught = _build("esimcse", tmp_path, monkeypatch, probe=probe, steps=1)
         length, b = caught["probe"]
         mask, ids = b["attention_mask"], b["input_ids"]
@@ -327,7 +327,7 @@ class TestDiffCSE:
     def test_the_run_builds_the_papers_objective(self, tmp_path, monkeypatch, generator_dir):
         """The objective ``DiffCSE.train`` builds: lambda 0.005, masking 0.30, temperature 0.05, the
         BatchNorm projection, a frozen generator outside the optimizer, the training length 32."""
-        probe = lambda o: o.encoder.max_seq_length  # noqa: E731  (while training: the run resets it after)
+        probe = lambda o: o.encoder.train_max_seq_length  # noqa: E731  (the training-only cut; it evaluates at 128)
         caught = _build("diffcse", tmp_path, monkeypatch, probe=probe, steps=1, generator=str(generator_dir))
         obj = caught["obj"]
         assert (obj.lambda_weight, obj.masking_ratio, obj.temperature) == (0.005, 0.30, 0.05)
@@ -800,10 +800,11 @@ class TestLoop:
         )
         assert seen[0] != 1.0 and seen[1] == seen[0] == seen[2]
 
-    def test_every_budget_field_must_be_at_least_one(self, tmp_path):
-        for bad in ({"steps": 0}, {"batch_size": 0}, {"grad_accum": 0}):
+    def test_every_budget_field_has_its_floor(self, tmp_path):
+        """steps >= 0 (0 is the step-0 row: no update), batch_size >= 1, grad_accum >= 1."""
+        for bad in ({"steps": -1}, {"batch_size": 0}, {"grad_accum": 0}):
             cfg = {"steps": 1, "batch_size": 1, "grad_accum": 1, **bad}
-            with pytest.raises(ConfigError, match="training budget must be positive"):
+            with pytest.raises(ConfigError, match="training budget must be steps >= 0, batch_size >= 1"):
                 self._run(tmp_path / str(bad), [1.0] * 4, **cfg)
         _, a = self._run(tmp_path / "ok", [1.0] * 4, steps=1, batch_size=1, grad_accum=1)
         assert a["steps"] == 1

@@ -162,7 +162,7 @@ def test_bad_seeds_and_batch_size_are_errors(workdir, capsys):
 
     with pytest.raises(SystemExit):
         main(["run", "--method", "trained", "--tasks", "sts-mini", "--seeds", ""])
-    assert "--seeds needs at least one integer" in capsys.readouterr().err
+    assert "--seeds needs at least one seed, e.g. --seeds 1,2,3 or --seeds 1-5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "--method", "trained", "--tasks", "sts-mini", "--encode-batch-size", "0"])
     assert "must be >= 1" in capsys.readouterr().err

@@ -135,13 +135,16 @@ class StudySection:
     error: str = ""
 
 
-def stats_cache(results: str | Path) -> Path:
-    """Where a leaderboard keeps its studies' column statistics: beside the records they were computed
-    from (``<results>/studies/.stats-cache``, committed with them), so a rebuild or ``--check`` on another
-    machine recomputes only the columns whose records changed (entries are keyed by the records' checksums)."""
+def stats_cache(results: str | Path) -> Path | bool:
+    """Where a leaderboard keeps its studies' column statistics: beside the study records they were
+    computed from (``<results>/studies/.stats-cache``, committed with them), so a rebuild or ``--check`` on
+    another machine recomputes only the columns whose records changed (entries are keyed by the records'
+    checksums). A results folder without ``studies/`` uses the user cache: the build never creates a
+    folder among the records (the README lists what is there)."""
     from benchbench.store.results import STATS_CACHE
 
-    return Path(results) / "studies" / STATS_CACHE
+    studies_dir = Path(results) / "studies"
+    return studies_dir / STATS_CACHE if studies_dir.is_dir() else True
 
 
 def study_sections(

@@ -13,10 +13,10 @@ from pathlib import Path
 from test_reproduce import _rec
 
 from benchbench.report import reproduce
-from benchbench.store.results import checksum
 from benchbench.report.reproduce import Budget
 from benchbench.run import sweep
 from benchbench.run.sweep import Outcome, SweepRun
+from benchbench.store.results import checksum
 
 TINY = "tiny-bert:16:1:2:32"
 

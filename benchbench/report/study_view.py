@@ -720,7 +720,14 @@ def row_cost(records: Sequence[Mapping[str, Any]]) -> str:
     energy = (
         f"{kwh:.3g} kWh" if measured == len(records) else f"energy measured in {measured} of {len(records)} records"
     )
-    return f"{seconds / 3600:.2f} h; {energy}"
+    took = (
+        f"{seconds:.0f} s"
+        if seconds < 60
+        else f"{seconds / 60:.1f} min"
+        if seconds < 3600
+        else f"{seconds / 3600:.2f} h"
+    )
+    return f"{took}; {energy}"
 
 
 _MARKUP = {  # format -> (escape, a tie-group cell)

@@ -198,4 +198,8 @@ def test_a_row_shows_its_cost_beside_its_scores():
     assert row_cost(both) == "1.20 h; 0.75 kWh"  # one shared training (1 h) + 2 x 0.1 h evaluation
     assert row_cost([*both, rec("sts12", 0.0, 0.1, fp="enc2")]) == "2.20 h; 0.85 kWh"  # another encoder trained
     assert row_cost([rec("stsb", 0.0, None), rec("sickr", 0.0, 0.5)]) == "1.00 h; energy measured in 1 of 2 records"
+    short = [{**rec("stsb", 30.0, 0.001), "train": {}}]
+    assert row_cost(short) == "30 s; 0.001 kWh" and row_cost([{**short[0], "eval_seconds": 150.0}]).startswith(
+        "2.5 min"
+    )
     assert row_cost([]) == ""

@@ -14,6 +14,17 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 os.environ.setdefault("BENCHBENCH_ENERGY", "0")
 
 
+@pytest.fixture(autouse=True)
+def _study_stats_in_the_test_tree(tmp_path_factory, monkeypatch):
+    """Study views built without ``cache=`` use the user cache (``study_view.default_cache``): in tests
+    that is a folder of this session's temporary tree, never ~/.cache (entries from test studies had
+    reached it and were nearly committed with the real ones)."""
+    from benchbench.report import study_view
+
+    where = tmp_path_factory.getbasetemp() / "study-stats"
+    monkeypatch.setattr(study_view, "default_cache", lambda: where)
+
+
 def _real_data_dir() -> Path | None:
     d = os.environ.get("BENCHBENCH_DATA") or str(REPO.parent / "shared" / "data")
     return Path(d) if Path(d).is_dir() else None

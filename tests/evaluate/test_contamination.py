@@ -162,7 +162,9 @@ def test_the_start_text_comes_from_the_card(tmp_path):
         load_card(bad)
 
 
-def test_study_view_callable_reads_the_records(mini):
+def test_study_view_callable_reads_the_records(mini, monkeypatch):
+    from benchbench.store.data import DataStore
+
     data, cache = mini
     ref = _train_ref(data)
     corpus = {"kind": ref.kind, "name": ref.name, "sha256": ref.sha256}
@@ -174,7 +176,11 @@ def test_study_view_callable_reads_the_records(mini):
     texts = flags("m", "contam-mini")
     assert len([t for t in texts if "occur verbatim" in t]) == 1  # three seeds, one corpus: one flag
     assert flags("start", "contam-mini") == []  # untrained, and tiny-bert's card has no text
-    # the site passes no store: the default one (BENCHBENCH_DATA) serves the corpora's adapters too
+    # the site passes no store: one default store (BENCHBENCH_DATA) serves the corpora's adapters too
+    seen = []
+    real_ref = C.corpus_ref
+    monkeypatch.setattr(C, "corpus_ref", lambda c, *, data, registry=None: seen.append(data) or real_ref(c, data=data))
     assert C.overlap_flags(records, cache_dir=cache)("m", "contam-mini") == texts
+    assert seen and all(isinstance(d, DataStore) for d in seen)
     twice = C.flags_for("tiny-bert", "contam-mini", [ref, ref], data=data, cache_dir=cache)
     assert [f.count for f in twice if f.kind == "verbatim"] == [1]  # one text is measured once

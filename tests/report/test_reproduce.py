@@ -13,15 +13,31 @@ from benchbench.report.reproduce import Budget
 from benchbench.store.results import checksum
 
 REQUIRED = {"tsdae-table2", "tsdae-table3", "qt-table1", "bsl-table1", "tenc-table1", "tenc-pairs"}
+REQUIRED |= {"esimcse-sts", "mirror-bert-sts", "promptbert-sts", "diffcse-sts", "sncse-sts", "whitenedcse-sts"}
 
 
 def test_data_files() -> None:
+    """Every bundled table (not only the required ones) is well formed: named as its file, its paper,
+    table and source given, labelled with the paper's base model ("" for a model trained from scratch)
+    and setting, which published context needs; each row's values are on the table's tasks, and an
+    average printed beside a full row is the mean of the values as transcribed (a mistyped value
+    moves the mean by 1/7 of the typo: caught unless under the average's own rounding)."""
     assert set(reproduce.available()) >= REQUIRED
-    for name in REQUIRED:
+    for name in reproduce.available():
         spec = reproduce.load_spec(name)
-        assert spec["name"] == name and spec["paper"] and spec["table"] and spec["source"]
+        assert spec["name"] == name and spec["paper"] and spec["table"] and spec["source"], name
+        assert isinstance(spec.get("model"), str) and spec.get("setting"), name
+        assert spec["rows"] and spec["tasks"], name
         for row in spec["rows"]:
-            assert set(row["published"]) <= set(spec["tasks"]) | {"avg"}, (name, row["label"])
+            pub = row["published"]
+            assert row["label"] and row["method"] and pub, (name, row.get("label"))
+            assert set(pub) <= set(spec["tasks"]) | {"avg"}, (name, row["label"])
+            assert all(isinstance(v, int | float) and 0 <= v <= 100 for v in pub.values()), (name, row["label"])
+            if "avg" in pub and all(t in pub for t in spec["tasks"]):
+                decimals = len(repr(float(pub["avg"])).split(".")[1])
+                slack = 0.5 * 10**-decimals + 0.015  # the paper averaged unrounded values
+                got = sum(pub[t] for t in spec["tasks"]) / len(spec["tasks"])
+                assert abs(got - pub["avg"]) <= slack, (name, row["label"], got, pub["avg"])
     t2 = reproduce.load_spec("tsdae-table2")
     assert t2["rows"][0]["published"]["avg"] == 55.2
 

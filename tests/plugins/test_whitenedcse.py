@@ -282,6 +282,21 @@ def test_limits_of_the_options_that_are_allowed():
         WhitenedCSE(WhitenedCSEConfig(num_groups=0, batch_size=4))._check(16)
 
 
+@pytest.mark.parametrize("init_range,std", [(0.5, 0.5), (None, 0.02)])
+def test_the_head_dense_is_initialised_as_the_models_own_layers(init_range, std):
+    """The reference's head is a BertModel layer: weights N(0, initializer_range) (BERT's 0.02 when
+    the model's config names none), bias 0."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace() if init_range is None else SimpleNamespace(initializer_range=init_range)
+    enc = SimpleNamespace(dim=64, model=SimpleNamespace(config=config), device="cpu", max_seq_length=32)
+    torch.manual_seed(0)
+    dense = WhitenedCSEObjective(enc, num_groups=8).dense
+    w = dense.weight.detach()
+    assert abs(float(w.std()) - std) < 0.1 * std and abs(float(w.mean())) < 0.1 * std
+    assert torch.equal(dense.bias, torch.zeros(64))
+
+
 def test_collate_counts_the_tokens_of_every_view():
     obj = _objective()
     b = obj.collate(CORPUS[:5], None)

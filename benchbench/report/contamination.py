@@ -423,7 +423,7 @@ def flags_for(
 
 def overlap_flags(
     records: Iterable[Mapping[str, Any]], *, data: Any = None, registry: Any = None, cache_dir: Path | None = None
-) -> Callable[[str, str], list[str]]:
+) -> Callable[..., list[str]]:
     """``(method, task) -> [Flag.text(), ...]`` over a study's records (the study view's
     ``overlap_flags``): each cell's base model (the records' ``model``) and the distinct training
     corpora of its records (``train.corpus``, one per sha256), computed on first use. The start's
@@ -437,9 +437,12 @@ def overlap_flags(
         cells.setdefault((str(r.get("method")), str(r.get("task"))), []).append(r)
     done: dict[tuple[str, str], list[str]] = {}
 
-    def flags(method: str, task: str) -> list[str]:
-        if (method, task) not in done:
-            rs = cells.get((method, task), [])
+    def flags(method: str, task: str, model: str | None = None) -> list[str]:
+        """``model``: only the records of that base model (a study's random-init row shares the start's
+        method and another model)."""
+        key = (method, task, model)
+        if key not in done:
+            rs = [r for r in cells.get((method, task), []) if model is None or str(r.get("model")) == model]
             models = sorted({str(r.get("model")) for r in rs})
             if len(models) > 1:
                 raise DataError(f"study cell {method} / {task}: its records name {len(models)} base models {models}.")
@@ -457,10 +460,10 @@ def overlap_flags(
                     if models
                     else []
                 )
-                done[(method, task)] = [f.text() for f in found]
+                done[key] = [f.text() for f in found]
             except DataError as e:  # a page is still built; the cell says what could not be measured, and why
                 log.warning("contamination of %s / %s not measured: %s", method, task, e)
-                done[(method, task)] = [f"contamination not measured from text: {type(e).__name__} reading its data"]
-        return done[(method, task)]
+                done[key] = [f"contamination not measured from text: {type(e).__name__} reading its data"]
+        return done[key]
 
     return flags

@@ -22,6 +22,7 @@ in a cell or a delta. Column statistics are cached by the checksums of the recor
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -36,17 +37,29 @@ from typing import Any
 from benchbench.core.errors import DataError
 from benchbench.report import aggregate, stats
 from benchbench.report.escaping import escape_html, escape_md
-from benchbench.run.study import PUBLISHED_MIN_SEEDS, Study
+from benchbench.report.learning import DID_NOT_LEARN, LEARNED, NOT_ASSESSABLE
+from benchbench.run.study import (
+    PUBLISHED_MIN_SEEDS,
+    STUDY_ROW_RANDOM,
+    STUDY_ROW_START,
+    STUDY_ROW_STEP0,
+    STUDY_ROW_TRAINED,
+    Study,
+    StudyRow,
+    random_init_row,
+)
 
 TIE_P = 0.05  # the family-wise level of the tie groups and of the equivalence (≈) claims
 BOOTSTRAP_SEED = 0
-STATS_VERSION = 3  # bump when the column statistics change: cached columns of another version are ignored
+STATS_VERSION = 4  # bump when the column statistics change: cached columns of another version are ignored
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
 AT_START_MARK = "≈"  # equivalent to the study's start row within the margin (TOST)
 ROW_MIXED_CODE = " [≠code]"  # the row's records come from more than one code version
 ROW_MIXED_ENCODER = " [≠enc]"  # two trained encoders for one (method, seed, training corpus) in the row
 FLAG_MARK = " ⚑"  # a text-overlap flag (``overlap_flags``) on the cell
+NO_LEARN = "!"  # benchbench.report.learning: "did not learn", from the cell's curves
+NOT_ASSESSED = "∅"  # ... "not assessable": nothing in the records can tell, said, never silently absent
 
 
 # ---- collecting --------------------------------------------------------------------------------------
@@ -57,8 +70,9 @@ def collect(
     task_names: Sequence[str],
     model_label: str | None = None,
 ) -> dict[str, dict[str, aggregate.Cell]]:
-    """``{task: {method: aggregate.Cell}}`` from the stored records that match the study's conditions
-    exactly (model, config = the study's options, setup, seeds); anything else is left out. Each cell
+    """``{task: {row: aggregate.Cell}}`` (rows: ``Study.rows``: the start, its random init, each method's
+    step-0 row and trained row) from the stored records that match each row's conditions exactly (model,
+    config = the row's options, setup, seeds); anything else is left out. Each cell
     keeps its records and verified per-item scores by seed; an items file that fails verification is
     named in ``cell.damaged`` (the column then says it fell back to the seeds test, and why).
     ``model_label``: the base model's label in the records (default: ``model_label_of(study.model)``)."""
@@ -68,21 +82,29 @@ def collect(
     from benchbench.store.results import record_items
 
     reg = get_registry()
-    want_hash = {m: config_hash(build_config(reg.method(m), study.overrides(m))) for m in study.methods}
-    model = model_label or model_label_of(study.model)
-    out = {t: {m: aggregate.Cell({}) for m in study.methods} for t in task_names}
+    base = model_label or model_label_of(study.model)
+    rows = study.rows()
+    # (method, config hash, model label) -> the row whose cells such a record fills
+    want = {
+        (
+            row.method,
+            config_hash(build_config(reg.method(row.method), study.row_overrides(row))),
+            model_label_of(row.model) if row.model else base,
+        ): row.name
+        for row in rows
+    }
+    out = {t: {row.name: aggregate.Cell({}) for row in rows} for t in task_names}
     for r in records:
-        m, t, s = r.get("method"), r.get("task"), r.get("seed")
-        if m not in want_hash or t not in out or s not in study.seeds:
-            continue
-        if r.get("config_hash") != want_hash[m] or r.get("model") != model:
+        t, s = r.get("task"), r.get("seed")
+        name = want.get((r.get("method"), r.get("config_hash"), r.get("model")))
+        if name is None or t not in out or s not in study.seeds:
             continue
         if r.get("setup", "unsupervised") != "unsupervised":
             continue
         score = aggregate.main_score(r)[0]
         if score is None:
             continue
-        cell = out[t][m]
+        cell = out[t][name]
         cell.scores[s] = score
         cell.records[s] = r
         if (r.get("items") or {}).get("test"):
@@ -114,6 +136,7 @@ class StartTest:
     p_tost: float  # equivalence within the margin, Holm-adjusted
     one_side: bool  # every seed on one side of the start's mean
     equivalent: bool  # ≈: p_tost < TIE_P and not one_side
+    reference: str = ""  # the row it was tested against (its own step-0 row, or the study's start)
 
     @property
     def verdict(self) -> str:
@@ -153,12 +176,18 @@ SCREEN = 2_000  # resamples of the first pass: a p-value far from every Holm thr
 
 
 def _pvalues(
-    res: stats.Resampled, best: str, refs: Mapping[str, str], margin: float, methods: Sequence[str]
+    res: stats.Resampled,
+    best: str,
+    refs: Mapping[str, str],
+    margin: float,
+    methods: Sequence[str],
+    ranked: Collection[str] | None = None,
 ) -> dict[str, tuple]:
-    """method -> (p against the best, p against its reference row, TOST p against it), unadjusted."""
+    """method -> (p against the best, p against its reference row, TOST p against it), unadjusted;
+    no p against the best for a row outside ``ranked`` (a context row: a step-0 or random-init row)."""
     out = {}
     for m in methods:
-        tie = stats.bootstrap_p(res, best, m) if m != best else None
+        tie = stats.bootstrap_p(res, best, m) if m != best and (ranked is None or m in ranked) else None
         ref = refs.get(m)
         diff = stats.bootstrap_p(res, m, ref) if ref in res.observed else None
         tost = stats.tost_p(res, m, ref, margin) if ref in res.observed else None
@@ -187,14 +216,20 @@ def column_stats(
     margin: float = 1.0,
     n_resamples: int = 10_000,
     seed: int = BOOTSTRAP_SEED,
+    context: Mapping[str, str] | None = None,
+    ranked: Collection[str] | None = None,
 ) -> Column:
-    """The column's best (highest mean), its tie group and each trained cell's test against its
-    reference row: ``start`` (one row for all) or a mapping method -> its own row (its step-0 row).
-    Sequential Monte Carlo to keep a column affordable: every p-value first from ``SCREEN`` resamples;
-    the methods with a p-value near a threshold (:func:`_unsettled`), the best and their reference rows
-    are then resampled ``n_resamples`` times on the same item draws; their p-values replace the first."""
+    """The column's best (highest mean among ``ranked``, default every row), its tie group and each
+    trained cell's test against its reference row: ``start`` (one row for all) or a mapping row -> its
+    own reference (a method -> its step-0 row). ``context``: rows tested against a reference as a second
+    Holm family (a step-0 row against the start: what pooling and head alone do; the random init against
+    the start), never ranked. Sequential Monte Carlo to keep a column affordable: every p-value first
+    from ``SCREEN`` resamples; the rows with a p-value near a threshold (:func:`_unsettled`), the best and
+    their reference rows are then resampled ``n_resamples`` times on the same item draws; their p-values
+    replace the first."""
     present = {m: c for m, c in cells.items() if c.scores}
-    if not present:
+    rank = [m for m in present if ranked is None or m in ranked]
+    if not rank:
         return Column(task, None, set(), "-", {})
     test, why = _column_test(present)
 
@@ -203,30 +238,48 @@ def column_stats(
         return stats.hierarchical_bootstrap({m: present[m].scores for m in methods}, items, n, seed)
 
     first = boot(present, min(SCREEN, n_resamples))
-    best = max(present, key=lambda m: first.observed[m])
+    best = max(rank, key=lambda m: first.observed[m])
     refs = _references(start, present)
-    ps = _pvalues(first, best, refs, margin, list(present))
+    ctx_refs = {m: r for m, r in _references(context or {}, present).items() if m not in refs}
+    both = {**refs, **ctx_refs}
+    ps = _pvalues(first, best, both, margin, list(present), rank)
     again = _unsettled(ps, first.n_resamples) if n_resamples > first.n_resamples else set()
     if again:
-        keep = again | {best} | {refs[m] for m in again if m in refs}
-        ps.update(_pvalues(boot(keep, n_resamples), best, refs, margin, sorted(again)))
+        keep = again | {best} | {both[m] for m in again if m in both}
+        ps.update(_pvalues(boot(keep, n_resamples), best, both, margin, sorted(again), rank))
     raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
     adj = stats.holm(raw)
     col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
-    p_diff = stats.holm({m: ps[m][1] for m in refs})
-    p_tost = stats.holm({m: ps[m][2] for m in refs})
-    for m, ref in refs.items():
-        base = first.observed[ref]
-        vals = list(present[m].scores.values())
-        one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
-        eq = p_tost[m] < TIE_P and not one_side
-        col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq)
+    for family in (refs, ctx_refs):
+        p_diff = stats.holm({m: ps[m][1] for m in family})
+        p_tost = stats.holm({m: ps[m][2] for m in family})
+        for m, ref in family.items():
+            base = first.observed[ref]
+            vals = list(present[m].scores.values())
+            one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
+            eq = p_tost[m] < TIE_P and not one_side
+            col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq, ref)
     return col
 
 
 def tie_column(task: str, cells: Mapping[str, aggregate.Cell], n_resamples: int = 10_000, seed: int = 0) -> Column:
     """The column's best and the methods not separable from it (Holm-corrected hierarchical bootstrap)."""
     return column_stats(task, cells, n_resamples=n_resamples, seed=seed)
+
+
+def study_references(study: Study) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """(trained row -> the row it is read against, context row -> its reference, the ranked rows): a
+    trained method against its own step-0 row when the study has one, else the start; the step-0 and
+    random-init rows against the start, in their own Holm family and outside the tie groups."""
+    refs, context, ranked = {}, {}, set()
+    for row in study.rows():
+        if row.context:
+            context[row.name] = row.reference
+        else:
+            ranked.add(row.name)
+            if row.reference:
+                refs[row.name] = row.reference
+    return refs, context, ranked
 
 
 def _cache_key(task: str, cells: Mapping[str, aggregate.Cell], study: Study, seed: int) -> str:
@@ -237,7 +290,10 @@ def _cache_key(task: str, cells: Mapping[str, aggregate.Cell], study: Study, see
         for s, r in sorted(c.records.items(), key=lambda kv: str(kv[0])):
             parts.append([m, s, r.get("checksum"), r.get("items_sha256"), c.scores[s], s in c.items])
         parts.append([m, "damaged", c.damaged])
-    blob = json.dumps([STATS_VERSION, task, study.start, study.margin, study.resamples, seed, parts], default=str)
+    refs, context, ranked = study_references(study)
+    blob = json.dumps(
+        [STATS_VERSION, task, refs, context, sorted(ranked), study.margin, study.resamples, seed, parts], default=str
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -261,7 +317,8 @@ def cached_column(
             return _from_cache(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError):
             pass
-    col = column_stats(task, cells, study.start, study.margin, study.resamples, seed)
+    refs, context, ranked = study_references(study)
+    col = column_stats(task, cells, refs, study.margin, study.resamples, seed, context, ranked)
     if path is not None:
         from benchbench.store.files import atomic_write_json
 
@@ -433,6 +490,9 @@ class ShownCell:
     p: float | None = None  # Holm-adjusted p against the column's best (None: the best, or no cell)
     start: str = ""  # the verdict against the start: ≈, ↑, ↓, ? (inconclusive) or "" (the start, no cell)
     flags: tuple[str, ...] = ()  # text-overlap flags (``overlap_flags``), FLAG_MARK in ``text``
+    learning: str = ""  # learned / did not learn / not assessable ("" for an untrained row)
+    learning_reason: str = ""
+    reference: str = ""  # the row the cell was tested against
 
 
 @dataclass(frozen=True)
@@ -442,6 +502,7 @@ class ShownRow:
     cells: tuple[ShownCell, ...]
     avg: float | None  # aggregate.suite_average: only a row with every task (none partial)
     cost: str = ""  # what the row's records cost: time and energy (:func:`row_cost`)
+    setting: str = ""  # pooling or template, head, lr and budget (:func:`row_setting`)
 
 
 @dataclass
@@ -460,10 +521,14 @@ class StudyView:
     provenance: Provenance
     summary: str = ""
     results: str = ""  # the folder the records were read from (the resume command's --output)
+    learning: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # learning_verdicts
+    # {column: {trained row: its records}} for one column per distinct set of training corpora (the
+    # STS columns of a row share one trained encoder, so one of them stands for all): the curves to draw
+    curves: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return len(self.study.methods) * len(self.tasks) * len(self.study.seeds)
+        return len(self.study.rows()) * len(self.tasks) * len(self.study.seeds)
 
     @property
     def command(self) -> str:
@@ -508,9 +573,9 @@ class StudyView:
 
 
 def _missing(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]], tasks: Sequence[str]) -> list[str]:
-    """Per method, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``."""
+    """Per row, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``."""
     missing = []
-    for m in study.methods:
+    for m in (row.name for row in study.rows()):
         lack = {t: [s for s in study.seeds if s not in table[t][m].scores] for t in tasks}
         lack = {t: s for t, s in lack.items() if s}
         if len(lack) == len(tasks) and all(len(s) == len(study.seeds) for s in lack.values()):
@@ -550,14 +615,40 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
         "avg: the mean over the study's tasks, only for a row with every task stored (none partial).",
     ]
     if study.start:
+        own = (
+            "its own step-0 row (`<method> (step 0)`: the start encoded exactly as that method's encoder is at step 0, "
+            "with its pooling, head and template; a method without one, such as BERT-flow, against the start row "
+            f"{study.start})"
+            if study.step0_rows
+            else f"the start row ({study.start}: the base model itself, no training)"
+        )
         notes.append(
-            f"{AT_START_MARK}: equivalent to the start row ({study.start}: the base model itself, no training) within "
+            f"{AT_START_MARK}: equivalent to {own} within "
             f"±{study.margin:g} points: two one-sided tests (TOST) on the same bootstrap, Holm-adjusted over the "
-            f"column's trained cells at {TIE_P}; never for a cell whose every seed lies on one side of the start. "
+            f"column's trained cells at {TIE_P}; never for a cell whose every seed lies on one side of its reference. "
             "No mark: the cell moved (separable from the start) or the data cannot tell (see the summary). The "
             f"margin is the study's statistics.margin (default 1.0: below the gains papers report, at the seed "
             "spread of trained cells)."
         )
+    if study.step0_rows or study.random_init:
+        notes.append(
+            "Context rows (step-0 rows, the random init): tested against the start row in a Holm family of their "
+            "own (what a method's pooling, head or template does before any update; whether the start learned "
+            "anything its random init of the same shape lacks); never bold, never counted in the summary's tallies."
+        )
+    notes.append(
+        f"Learning (from each cell's stored curves, benchbench.report.learning): {NO_LEARN} did not learn (the dev "
+        f"curve stayed within ±{study.margin:g} of its step-0 point, or the training loss stayed at its chance "
+        f"level or rose); {NOT_ASSESSED} not assessable (no dev curve and no loss against a chance level, or the "
+        "seeds disagree); no mark: learned (the dev curve rose, or fell, beyond the margin, or the loss fell below "
+        "its chance level). "
+        + (
+            f"Curves: STS-B-style dev points every {study.curve_every} steps on "
+            f"{study.curve_task or 'each cell'}'s {study.curve_split} split, plus the step-0 point."
+            if study.curve_every
+            else "This study stores no dev curves ([curves] absent): only the loss can tell."
+        )
+    )
     p_lines = []
     for t, c in columns.items():
         if c.best and c.p:
@@ -570,8 +661,14 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
     return notes
 
 
-def summary(study: Study, columns: Mapping[str, Column], rows: Sequence[ShownRow], prov: Provenance) -> str:
-    """A few sentences generated from the statistics, hedged as they allow."""
+def summary(
+    study: Study,
+    columns: Mapping[str, Column],
+    rows: Sequence[ShownRow],
+    prov: Provenance,
+    learning: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """A few sentences generated from the statistics and the learning verdicts, hedged as they allow."""
     parts = []
     if study.exploratory:
         parts.append(f"Exploratory, no claim about methods: {study.exploratory}")
@@ -580,49 +677,161 @@ def summary(study: Study, columns: Mapping[str, Column], rows: Sequence[ShownRow
             f"Preliminary ({len(study.seeds)} seeds, fewer than the {PUBLISHED_MIN_SEEDS} a published study needs): "
             "seed variance is a rough estimate, so read every statement below as provisional."
         )
-    verdicts = Counter(t.verdict for c in columns.values() for t in c.start.values())
+    context = {row.name for row in study.rows() if row.context}
+    verdicts = Counter(t.verdict for c in columns.values() for m, t in c.start.items() if m not in context)
     n = sum(verdicts.values())
     if study.start and n:
+        against = (
+            "its own step-0 row (or the start where it has none)" if study.step0_rows else f"the start ({study.start})"
+        )
         parts.append(
-            f"Against the start ({study.start}), of {n} trained cells: {verdicts['↑']} separably above, "
+            f"Against {against}, of {n} trained cells: {verdicts['↑']} separably above, "
             f"{verdicts['↓']} separably below, {verdicts['≈']} shown equivalent within ±{study.margin:g} points, and "
             f"{verdicts['?']} inconclusive (neither separable nor shown equivalent: more seeds would tell)."
         )
+    rnd = random_init_row(study.start) if study.random_init else ""
+    tests = [c.start[rnd] for c in columns.values() if rnd in c.start]
+    if tests:
+        below = sum(t.verdict == "↓" for t in tests)
+        parts.append(
+            f"The start beats its random init of the same shape ({study.random_init}) separably in {below} of "
+            f"{len(tests)} columns"
+            + (
+                "; where it does not, a trained row read against it cannot show that the start's pre-training helped."
+                if below < len(tests)
+                else "."
+            )
+        )
+    if learning:
+        kinds = Counter(v["verdict"] for per in learning.values() for v in per.values())
+        parts.append(
+            f"Learning verdicts over {sum(kinds.values())} trained cells: {kinds.get(LEARNED, 0)} learned, "
+            f"{kinds.get(DID_NOT_LEARN, 0)} did not learn ({NO_LEARN}), {kinds.get(NOT_ASSESSABLE, 0)} not "
+            f"assessable ({NOT_ASSESSED})."
+        )
+    ranked = [c for c in columns.values() if c.best]
     alone = {t: c.best for t, c in columns.items() if c.best and len(c.tied) == 1}
-    shared = [len(c.tied) for c in columns.values() if c.best and len(c.tied) > 1]
-    if any(c.best for c in columns.values()):
+    shared = [len(c.tied) for c in ranked if len(c.tied) > 1]
+    if ranked:
         text = f"Rank 1 is one method separated from all others in {len(alone)} of {len(columns)} columns"
         text += (" (" + ", ".join(f"{t}: {m}" for t, m in alone.items()) + ")") if alone else ""
         if shared:
             text += f"; elsewhere {min(shared)} to {max(shared)} methods share it (not separable after correction)"
         parts.append(text + ".")
-    full = [(r.avg, r.method) for r in rows if r.avg is not None]
+    full = [(r.avg, r.method) for r in rows if r.avg is not None and r.method not in context]
     if full:
         avg, m = max(full)
         parts.append(f"Highest average over complete rows: {m} ({avg:.2f}); averages carry no test.")
     if prov.mixed_code or prov.mixed_encoders:
         parts.append(
-            f"Provenance: {len(prov.mixed_code)} of {len(study.methods)} rows mix code versions and "
+            f"Provenance: {len(prov.mixed_code)} of {len(study.rows())} rows mix code versions and "
             f"{len(prov.mixed_encoders)} mix trained encoders for one seed ({ROW_MIXED_CODE.strip()}, "
             f"{ROW_MIXED_ENCODER.strip()}); a re-run at one commit would remove that caveat."
         )
     return " ".join(parts)
 
 
-def _flag_notes(flags: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:
-    return [f"{FLAG_MARK.strip()} {m} / {t}: {'; '.join(texts)}" for (m, t), texts in flags.items() if texts]
+def _flag_notes(flags: Mapping[tuple[str, str], Sequence[str]], rows: Sequence[str]) -> list[str]:
+    """One line per (column, flag text), naming the rows that carry it ("every row" when all do): the
+    start's own-text flags are the same for every row of a column and are said once."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for (m, t), texts in flags.items():
+        for text in texts:
+            by.setdefault((t, text), []).append(m)
+    out = []
+    for (t, text), ms in by.items():
+        who = "every row" if set(ms) >= set(rows) else ", ".join(ms)
+        out.append(f"{FLAG_MARK.strip()} {t} ({who}): {text}")
+    return out
 
 
-def _shown_cell(a: aggregate.Cell | None, m: str, col: Column, flags: Sequence[str]) -> ShownCell:
+def _shown_cell(
+    a: aggregate.Cell | None, m: str, col: Column, flags: Sequence[str], learned: Mapping[str, Any] | None = None
+) -> ShownCell:
     if a is None:
         return ShownCell(NO_CELL, False, None)
     st = col.start.get(m)
+    a = dataclasses.replace(a, no_learn=None)  # a study's learning mark is the curves' verdict (below)
     text = f"{aggregate.cell_text(a)} ({len(a.scores)})"
     text += f" {AT_START_MARK}" if st is not None and st.equivalent else ""
+    verdict = (learned or {}).get("verdict")
+    text += NO_LEARN if verdict == DID_NOT_LEARN else NOT_ASSESSED if verdict == NOT_ASSESSABLE else ""
     text += FLAG_MARK if flags else ""
     return ShownCell(
-        text, m in col.tied, a.mean, bool(st and st.equivalent), col.p.get(m), st.verdict if st else "", tuple(flags)
+        text,
+        m in col.tied,
+        a.mean,
+        bool(st and st.equivalent),
+        col.p.get(m),
+        st.verdict if st else "",
+        tuple(flags),
+        (learned or {}).get("verdict", ""),
+        (learned or {}).get("reason", ""),
+        st.reference if st else "",
     )
+
+
+def learning_verdicts(
+    study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{row: {task: {"verdict", "reason", "flags"}}} for every trained row's stored cells
+    (``learning.cell_verdict`` over the cell's seeds, tolerance = the study's margin); context rows and
+    the start have none (they do not train)."""
+    from benchbench.report.learning import cell_verdict
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in study.rows():
+        if row.kind != STUDY_ROW_TRAINED:
+            continue
+        for t, cells in table.items():
+            c = cells.get(row.name)
+            if c is None or not c.records:
+                continue
+            v = cell_verdict(list(c.records.values()), tolerance=study.margin)
+            out.setdefault(row.name, {})[t] = {"verdict": v.verdict, "reason": v.reason, "flags": list(v.flags)}
+    return out
+
+
+def _learning_notes(learning: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    """Why each row's cells did not learn or cannot be assessed, one line per (row, reason)."""
+    by: dict[tuple[str, str, str], list[str]] = {}
+    for row, per in learning.items():
+        for t, v in per.items():
+            if v["verdict"] != LEARNED:
+                by.setdefault((row, v["verdict"], v["reason"]), []).append(t)
+    return [
+        f"{NO_LEARN if verdict == DID_NOT_LEARN else NOT_ASSESSED} {row} on {', '.join(ts)}: {verdict}: {reason}"
+        for (row, verdict, reason), ts in by.items()
+    ]
+
+
+def row_setting(study: Study, row: StudyRow) -> str:
+    """What a row IS, beside its scores: pooling (or template), head, learning rate and budget."""
+    import dataclasses as dc
+
+    from benchbench.core.methods import build_config
+    from benchbench.core.registry import get_registry
+
+    if row.kind == STUDY_ROW_RANDOM:
+        return f"{row.model}: random init, no training"
+    try:
+        cfg = build_config(get_registry().method(row.method), study.row_overrides(row))
+    except Exception:
+        return ""
+    f = {x.name: getattr(cfg, x.name) for x in dc.fields(cfg)}
+    cls_pool = getattr(get_registry().method(row.method), "pooling", None)
+    parts = [f"[MASK] of {f['template']!r}" if f.get("template") else str(f.get("pooling") or cls_pool or "")]
+    if f.get("mlp") not in (None, False, "none", "", "train"):
+        parts.append(f"MLP ({f['mlp']})" if isinstance(f["mlp"], str) else "MLP")
+    if row.kind == STUDY_ROW_START:
+        parts.append("no training")
+    elif "steps" in f:
+        parts.append(f"{f['steps']} steps x {f.get('batch_size')}" if f["steps"] else "0 steps (the start as built)")
+        parts.append(f"lr {f['lr']:g}" if isinstance(f.get("lr"), int | float) else "lr: the method's rule")
+    else:
+        opts = study.row_overrides(row)
+        parts.append(", ".join(f"{k}={v}" for k, v in sorted(opts.items())) or "its own budget")
+    return "; ".join(p for p in parts if p)
 
 
 def view(
@@ -634,15 +843,15 @@ def view(
     results: str | Path = "",
     published: Sequence[PublishedRow] | None = None,
     cache: str | Path | bool = True,
-    overlap_flags: Callable[[str, str], Sequence[str]] | None = None,
+    overlap_flags: Callable[..., Sequence[str]] | None = None,
 ) -> StudyView:
     """The study's table: per column the statistics (:func:`cached_column`), each cell's text and marks
-    from ``aggregate`` (``!``, ``‡``, ``[T]``/``[S]`` and their footnotes), the provenance marks, the
-    average only over complete rows, what is missing, the papers' numbers apart (default:
-    :func:`published_context`) and a generated summary. ``results``: the folder the records came from (the
-    resume command names it). ``cache``: True for the user cache, False for none, or a folder.
-    ``overlap_flags(method, task)``: text-overlap flags for a cell (contamination measured from text),
-    shown as ⚑ with their text in the notes."""
+    from ``aggregate`` (``‡``, ``[T]``/``[S]`` and their footnotes), the learning verdict from its curves
+    (:func:`learning_verdicts`), the provenance marks, the average only over complete rows, what is
+    missing, the papers' numbers apart (default: :func:`published_context`) and a generated summary.
+    ``results``: the folder the records came from (the resume command names it). ``cache``: True for the
+    user cache, False for none, or a folder. ``overlap_flags(method, task, model)``: text-overlap flags for
+    a cell (contamination measured from text), shown as ⚑ with their text in the notes."""
     if model_label is None:
         from benchbench.encode.models import model_label_of
 
@@ -651,33 +860,40 @@ def view(
     where = default_cache() if cache is True else (cache or None)
     cols = {t: cached_column(t, table[t], study, where) for t in tasks}
     prov = provenance(study, table)
+    srows = study.rows()
+    names = [row.name for row in srows]
     agg_rows = []
-    for m in study.methods:
+    for m in names:
         recs = [r for t in tasks for r in table[t][m].records.values()]
         if recs:
             agg_rows.append(aggregate.Row((m,), m, m, model_label, recs))
     suites = {STUDY_AVG: tasks}
     trs = aggregate.table_rows(agg_rows, tasks, suites)
     by_method = {tr.row.method: tr for tr in trs}
-    flags = {(m, t): list(overlap_flags(m, t)) if overlap_flags else [] for m in study.methods for t in tasks}
+    flags = {(row.name, t): _row_flags(row, t, study, overlap_flags, model_label) for row in srows for t in tasks}
+    learn = learning_verdicts(study, table)
     rows = []
-    for m in study.methods:
-        tr = by_method.get(m)
+    for row in srows:
+        m, tr = row.name, by_method.get(row.name)
         acells: dict[str, aggregate.Cell | None] = {}
         for t in tasks:
             sc = table[t][m].scores
             acells[t] = (tr.cells.get(t) if tr else None) or (aggregate.Cell(dict(sc)) if sc else None)
-        shown = tuple(_shown_cell(acells[t], m, cols[t], flags[(m, t)]) for t in tasks)
+        shown = tuple(_shown_cell(acells[t], m, cols[t], flags[(m, t)], learn.get(m, {}).get(t)) for t in tasks)
         label = (tr.row.display_label if tr else m) + (ROW_MIXED_CODE if m in prov.mixed_code else "")
         label += ROW_MIXED_ENCODER if m in prov.mixed_encoders else ""
         recs = [r for t in tasks for r in table[t][m].records.values()]
-        rows.append(ShownRow(m, label, shown, aggregate.suite_average(acells, tasks), row_cost(recs)))
-    notes = [*legend(study, cols), *provenance_notes(prov), *aggregate.table_notes(trs, suites), *_flag_notes(flags)]
+        rows.append(
+            ShownRow(m, label, shown, aggregate.suite_average(acells, tasks), row_cost(recs), row_setting(study, row))
+        )
+    trs_notes = [n for n in aggregate.table_notes(trs, suites) if not n.startswith(aggregate.NO_LEARN_MARK)]
+    notes = [*legend(study, cols), *provenance_notes(prov), *trs_notes, *_learning_notes(learn)]
+    notes += _flag_notes(flags, names)
     notes.extend(extra_notes)
     if study.model_note:
         notes.append(study.model_note)
     missing = _missing(study, table, tasks)
-    stored = sum(len(table[t][m].scores) for t in tasks for m in study.methods)
+    stored = sum(len(table[t][m].scores) for t in tasks for m in names)
     pub = list(published_context(study.methods, tasks) if published is None else published)
     return StudyView(
         study,
@@ -690,9 +906,41 @@ def view(
         stored,
         missing,
         prov,
-        summary(study, cols, rows, prov),
+        summary(study, cols, rows, prov, learn),
         str(results),
+        learn,
+        curve_columns(study, table),
     )
+
+
+def curve_columns(
+    study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{column: {trained row: records}}: the first column of each distinct set of training corpora among
+    the trained rows' records (the columns that would draw the same curves are drawn once)."""
+    trained = [row.name for row in study.rows() if row.kind == STUDY_ROW_TRAINED]
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    seen: set[frozenset] = set()
+    for t, cells in table.items():
+        recs = {m: list(cells[m].records.values()) for m in trained if m in cells and cells[m].records}
+        sig = frozenset(
+            str(((r.get("train") or {}).get("corpus") or {}).get("sha256") or t) for rs in recs.values() for r in rs
+        )
+        if recs and sig not in seen:
+            seen.add(sig)
+            out[t] = recs
+    return out
+
+
+def _row_flags(
+    row: StudyRow, task: str, study: Study, overlap_flags: Callable[..., Sequence[str]] | None, model_label: str
+) -> list[str]:
+    """A row's text-overlap flags: a trained row's from its own records (its start and training corpus);
+    a step-0 row's are its start's (it saw no training text); a random init saw no text at all."""
+    if overlap_flags is None or row.kind == STUDY_ROW_RANDOM:
+        return []
+    name = study.start if row.kind == STUDY_ROW_STEP0 and study.start else row.method
+    return list(overlap_flags(name, task, model=model_label))
 
 
 def row_cost(records: Sequence[Mapping[str, Any]]) -> str:
@@ -790,12 +1038,12 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
     if v.summary:
         lines += [f"Summary: {escape_md(v.summary)}", ""]
     lines += [escape_md(v.conditions), ""]
-    lines.append("| method | " + " | ".join(escape_md(t) for t in v.tasks) + " | avg | cost (time; energy) |")
-    lines.append("|---|" + "---:|" * (len(v.tasks) + 1) + "---|")
+    lines.append("| row | setting | " + " | ".join(escape_md(t) for t in v.tasks) + " | avg | cost (time; energy) |")
+    lines.append("|---|---|" + "---:|" * (len(v.tasks) + 1) + "---|")
     for row in v.rows:
         cells = [render_cell(c, "md") for c in row.cells] + ["" if row.avg is None else f"{row.avg:.2f}"]
         cells.append(escape_md(row.cost))
-        lines.append(f"| {escape_md(row.label)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {escape_md(row.label)} | {escape_md(row.setting)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"- {escape_md(n)}" for n in v.notes]
     if v.published:

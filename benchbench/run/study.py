@@ -17,6 +17,7 @@ Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are 
     tasks = ["twitterpara", "sts"]          # tasks or suites
     methods = ["tsdae", "simcse", ...]
     step0_rows = true                        # optional: each trained method's step-0 row as cells too
+    random_init = "tiny-bert:384:6:12:1536"  # optional: the start's method on a random init of its shape
     [budget]
     steps = 100
     batch_size = 16
@@ -67,6 +68,7 @@ STUDY_KEYS = {
     "set",
     "curves",
     "step0_rows",
+    "random_init",
 }
 CURVES_KEYS = {"every", "split", "task"}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
@@ -111,6 +113,9 @@ class Study:
     curve_split: str = "dev"
     curve_task: str = ""
     step0_rows: bool = False
+    # a model of the start's shape at random initialisation (``tiny-bert:H:L:A:I``): the row that tells
+    # whether the start learned anything a trained row could build on ("" none)
+    random_init: str = ""
 
     @property
     def builtin(self) -> bool:
@@ -147,6 +152,30 @@ class Study:
             return None
         return {**self.overrides(method), **stop}
 
+    def rows(self) -> list[StudyRow]:
+        """Every row of the study's table, in display order: the start, its random-init row (after the
+        start), and each trained method preceded by its step-0 row when the study has ``step0_rows``.
+        Each trained row names the row it is read against: its own step-0 row when it has one (same
+        pooling, head and template: the start as THAT method's encoder), else the study's start."""
+        out: list[StudyRow] = []
+        for m in self.methods:
+            if m == self.start:
+                out.append(StudyRow(m, m, STUDY_ROW_START))
+                if self.random_init:
+                    out.append(StudyRow(random_init_row(m), m, STUDY_ROW_RANDOM, self.random_init, m))
+                continue
+            step0 = self.step0_overrides(m)
+            if step0 is not None:
+                out.append(StudyRow(step0_row(m), m, STUDY_ROW_STEP0, reference=self.start, step0=True))
+            out.append(StudyRow(m, m, STUDY_ROW_TRAINED, reference=step0_row(m) if step0 is not None else self.start))
+        return out
+
+    def row_overrides(self, row: StudyRow) -> dict[str, str]:
+        """The method options of ``row``'s cells (its step-0 options for a step-0 row)."""
+        if row.step0:
+            return self.step0_overrides(row.method) or {}
+        return self.overrides(row.method)
+
     def overrides(self, method: str, options: Collection[str] | None = None) -> dict[str, str]:
         """The options a cell of ``method`` runs with: the study's budget, then its own options.
         ``options``: the method's option names (default: from the registry). A method whose budget is
@@ -170,6 +199,37 @@ class Study:
         out = {k: v for k, v in budget.items() if k in options}
         out.update({k: str(v) for k, v in self.per_method.get(method, {}).items()})
         return out
+
+
+STUDY_ROW_START, STUDY_ROW_RANDOM, STUDY_ROW_STEP0, STUDY_ROW_TRAINED = "start", "random init", "step 0", "trained"
+
+
+def step0_row(method: str) -> str:
+    return f"{method} (step 0)"
+
+
+def random_init_row(method: str) -> str:
+    return f"{method} (random init)"
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    """One row of a study's table: ``name`` as shown, the ``method`` its records hold, its ``kind``
+    (start, random init, step 0, trained), ``model`` ("" = the study's base model) and the row it is
+    read against (``reference``, "" for none)."""
+
+    name: str
+    method: str
+    kind: str
+    model: str = ""
+    reference: str = ""
+    step0: bool = False
+
+    @property
+    def context(self) -> bool:
+        """A row that states a condition (the start untrained, its random init, a method's step 0),
+        not a method's result: outside the tie groups and the summary's counts."""
+        return self.kind in (STUDY_ROW_RANDOM, STUDY_ROW_STEP0)
 
 
 def _builtin_dir() -> Any:
@@ -331,6 +391,9 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
     if not isinstance(step0_rows, bool):
         raise _bad(where, "step0_rows", f"must be true or false (got {step0_rows!r}).")
     model = _str(doc, "model", where)
+    random_init = _str(doc, "random_init", where, required=False)
+    if random_init and not start:
+        raise _bad(where, "random_init", "needs a start row (start = ...): the random init is the start's method.")
     return Study(
         name=_str(doc, "name", where),
         version=_int(doc, "version", where, 1),
@@ -355,6 +418,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         curve_split=curve_split,
         curve_task=curve_task,
         step0_rows=step0_rows,
+        random_init=random_init,
     )
 
 
@@ -383,22 +447,22 @@ def check_known_names(study: Study) -> None:
 
 # ---- running -----------------------------------------------------------------------------------------
 def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = None) -> list[Any]:
-    """One sweep cell per (method, task, seed), each with the study's options for its method, its
-    learning-curve options ([curves]) when it trains, and with ``step0_rows`` one more per trained
-    method: its step-0 row (:meth:`Study.step0_overrides`)."""
+    """One sweep cell per (row, task, seed) of :meth:`Study.rows`: each with its row's options, its
+    learning-curve options ([curves]) when it trains, and the random-init row's model."""
     from benchbench.core.registry import get_registry
     from benchbench.run.sweep import SweepRun
 
     reg, cells = get_registry(), []
-    for m in study.methods:
-        step0 = study.step0_overrides(m)
-        curve = study.curve_options() if reg.method(m).trains else {}
-        for ov in [study.overrides(m)] + ([step0] if step0 is not None else []):
-            cells += [
-                SweepRun(m, t, s, "unsupervised", {"overrides": ov, **curve})
-                for t in task_names
-                for s in (study.seeds if seeds is None else seeds)
-            ]
+    for row in study.rows():
+        trains = row.kind in (STUDY_ROW_TRAINED, STUDY_ROW_STEP0) and reg.method(row.method).trains
+        extra = dict(study.curve_options()) if trains else {}
+        if row.model:
+            extra["model"] = row.model
+        cells += [
+            SweepRun(row.method, t, s, "unsupervised", {"overrides": study.row_overrides(row), **extra})
+            for t in task_names
+            for s in (study.seeds if seeds is None else seeds)
+        ]
     return cells
 
 

@@ -110,11 +110,16 @@ def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st,
 def test_overlap_flags_show_on_the_cell_and_in_the_notes(st):
     flags = {("simcse", "sts13"): ["sts13/headlines: 4 test sentences verbatim in the training corpus"]}
     v = study_view.view(
-        st, _table(st), model_label="m", published=[], cache=False, overlap_flags=lambda m, t: flags.get((m, t), [])
+        st,
+        _table(st),
+        model_label="m",
+        published=[],
+        cache=False,
+        overlap_flags=lambda m, t, model=None: flags.get((m, t), []),
     )
     cell = {r.method: r for r in v.rows}["simcse"].cells[1]
     assert cell.text.endswith(study_view.FLAG_MARK) and cell.flags == tuple(flags[("simcse", "sts13")])
-    assert "⚑ simcse / sts13: sts13/headlines: 4 test sentences verbatim in the training corpus" in v.notes
+    assert "⚑ sts13 (simcse): sts13/headlines: 4 test sentences verbatim in the training corpus" in v.notes
 
 
 def test_a_damaged_items_file_is_named_and_the_column_says_which_test_decided():
@@ -161,7 +166,8 @@ def test_the_markdown_bolds_the_tie_group_with_the_sample_std(st):
         recs = {s: _record(m, "stsb", s, v) for s, v in zip((1, 2, 3), vals)}
         table["stsb"][m] = Cell(dict(zip((1, 2, 3), vals)), records=recs)
     md = study_view.view_markdown(study_view.view(st, table, model_label="m", published=[], cache=False))
-    assert "| tsdae | **81.00 ± 1.00 (3)** ¹ |" in md
+    # no curve and no loss against a chance level in these records: "not assessable", never silently nothing
+    assert "| tsdae | cls; 100 steps x 16; lr 3e-05 | **81.00 ± 1.00 (3)∅** ¹ |" in md
     simcse_row = next(line for line in md.splitlines() if line.startswith("| simcse |"))
     assert "**" not in simcse_row and "60.50 ± 0.50 (3)" in simcse_row
     assert "stsb: seeds (no per-item scores stored for tsdae, simcse)" in md

@@ -64,13 +64,24 @@ def _code_spans(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape_html(text))
 
 
+def study_curve_names(v: studies.StudyView) -> list[tuple[str, tuple[str, str]]]:
+    """(plot name, (title, "")) of the study's curve figures (``plots.study_curve_plots`` names them)."""
+    return [
+        (
+            f"study-{slug(anchor(v.study.name))}-{slug(anchor(c))}",
+            (f"{v.study.name}: learning curves of the rows trained for {c}", ""),
+        )
+        for c in v.curves
+    ]
+
+
 def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     """One study's section of the front page: the table ``studies.view`` made, cells rendered by
     ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
     st = v.study
     state = "empty" if v.stored == 0 else "partial" if v.stored < v.total else "complete"
     head = (
-        "<th>method</th>"
+        "<th>row</th><th>setting</th>"
         + "".join(f"<th>{escape_html(t)}</th>" for t in v.tasks)
         + "<th>avg</th><th>cost (time; energy)</th>"
     )
@@ -80,9 +91,19 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
         if row.method in pages:
             name = f'<a href="methods/{page_name(row.method)}.html">{name}</a>'
         tds = [f'<td class="label" data-v="{escape_html(row.label)}">{name}</td>']
+        tds.append(f'<td class="setting" data-v="{escape_html(row.setting)}">{escape_html(row.setting)}</td>')
         for c in row.cells:
             sort_v = "" if c.sort is None else f"{c.sort:.6f}"
-            tds.append(f'<td class="num" data-v="{sort_v}">{studies.render_cell(c, "html")}</td>')
+            tip = "; ".join(
+                x
+                for x in (
+                    f"vs {c.reference}: {c.start}" if c.reference else "",
+                    f"{c.learning}: {c.learning_reason}" if c.learning else "",
+                )
+                if x
+            )
+            title = f' title="{escape_html(tip)}"' if tip else ""
+            tds.append(f'<td class="num" data-v="{sort_v}"{title}>{studies.render_cell(c, "html")}</td>')
         avg = "" if row.avg is None else f"{row.avg:.2f}"
         tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
         tds.append(f'<td class="cost" data-v="{escape_html(row.cost)}">{escape_html(row.cost)}</td>')
@@ -96,6 +117,11 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
         f"<tbody>{''.join(body)}</tbody></table>",
         '<ul class="notes">' + "".join(f"<li>{escape_html(n)}</li>" for n in v.notes) + "</ul>",
         studies.published_html(v),  # the papers' numbers, apart from the study's cells
+    ]
+    parts += [
+        f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}"><figcaption>'
+        f"{escape_html(title)}</figcaption></figure>"
+        for n, (title, _) in study_curve_names(v)
     ]
     if v.missing and v.stored:
         parts.append(
@@ -151,8 +177,12 @@ def render_site(
 ) -> dict[str, str]:
     """relative path -> file text of the static site: ``index.html`` the studies, ``all.html`` every
     stored record (suite tables, plots, links to a page per method and task)."""
+    from benchbench.report.site.plots import study_curve_plots
+
     files = {"assets/sort.js": _asset("sort.js"), "assets/style.css": _asset("style.css")}
     for name, (_, svg) in plots.items():
+        files[f"plots/{name}.svg"] = svg
+    for name, (_, svg) in study_curve_plots(sections or []).items():
         files[f"plots/{name}.svg"] = svg
     parts = [
         "<h1>Every stored record</h1>",

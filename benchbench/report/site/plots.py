@@ -197,3 +197,26 @@ def _spread_plot(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str
         ax.set_title("seed spread")
         fig.tight_layout()
         plots["seed-spread"] = ("seed spread", _svg(fig))
+
+
+def study_curve_plots(sections: list[Any]) -> dict[str, tuple[str, str]]:
+    """name -> (title, SVG) of each study's learning curves (``report.plots_curves.curves_figure``): one
+    figure per column that stands for a training corpus (``StudyView.curves``), each trained row's dev
+    curve and loss / chance with its learning verdict in the legend."""
+    from benchbench.report.plots_curves import curves_figure
+
+    _plt()
+    out: dict[str, tuple[str, str]] = {}
+    for sec in sections:
+        v = getattr(sec, "view", None)
+        if v is None:
+            continue
+        for column, recs in v.curves.items():
+            words = {}
+            for m in recs:
+                got = {x["verdict"] for x in v.learning.get(m, {}).values()}
+                words[m] = got.pop() if len(got) == 1 else "verdicts differ by column"
+            fig = curves_figure(recs, column, verdicts=words)
+            name = f"study-{slug(anchor(v.study.name))}-{slug(anchor(column))}"
+            out[name] = (f"{v.study.name}: learning curves of the rows trained for {column}", _svg(fig))
+    return out

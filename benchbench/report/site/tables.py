@@ -169,15 +169,15 @@ def study_sections(
             # a method the study's options do not fit cannot have a record: its row stays empty, named
             # with the reason, and the other methods are still shown (collect would refuse them all)
             broken = {}
-            for m in st.methods:
+            for row in st.rows():
                 try:
-                    build_config(reg.method(m), st.overrides(m))
+                    build_config(reg.method(row.method), st.row_overrides(row))
                 except BenchbenchError as e:
-                    broken[m] = str(e).split(". ")[0]
+                    broken[row.method] = str(e).split(". ")[0]
             ok = dataclasses.replace(st, methods=tuple(m for m in st.methods if m not in broken))
             table = studies.collect(ok, records, results, tasks, model_label=label)
             for t in tasks:
-                table[t] = {m: table[t].get(m) or aggregate.Cell({}) for m in st.methods}
+                table[t] = {row.name: table[t].get(row.name) or aggregate.Cell({}) for row in st.rows()}
             notes += [
                 f"{m}: no cell can match, the study's options do not fit it ({why})." for m, why in broken.items()
             ]

@@ -1,0 +1,177 @@
+"""A study's rows (run.study.Study.rows) and how the page reads them (report.study_view): each trained
+method against its OWN step-0 row, the random-init row of the start's shape, the learning verdict from
+the stored curves in every trained cell ("!" did not learn, "∅" not assessable, never silently absent),
+and the curve figures the site draws."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchbench.core.methods import build_config, config_hash
+from benchbench.core.registry import get_registry
+from benchbench.report import study_view
+from benchbench.run.study import parse, plan
+
+DOC = {
+    "name": "rows",
+    "version": 1,
+    "model": "tiny-bert:16:1:2:32",
+    "start": "plm-mean",
+    "seeds": [1, 2, 3, 4, 5],
+    "tasks": ["stsb"],
+    "methods": ["plm-mean", "simcse", "mlm", "bertflow"],
+    "budget": {"steps": 100, "batch_size": 16},
+    "step0_rows": True,
+    "random_init": "tiny-bert:16:1:2:32",
+    "curves": {"every": 25, "task": "stsb"},
+}
+BASE = "base@000000000000"
+
+
+@pytest.fixture(scope="module")
+def st():
+    return parse(dict(DOC, model="~/no-such-folder/base"), "rows.toml")
+
+
+def test_rows_order_kinds_and_references(st):
+    rows = st.rows()
+    assert [(r.name, r.kind, r.reference) for r in rows] == [
+        ("plm-mean", "start", ""),
+        ("plm-mean (random init)", "random init", "plm-mean"),
+        ("simcse (step 0)", "step 0", "plm-mean"),
+        ("simcse", "trained", "simcse (step 0)"),
+        ("mlm (step 0)", "step 0", "plm-mean"),
+        ("mlm", "trained", "mlm (step 0)"),
+        ("bertflow", "trained", "plm-mean"),  # no meaningful step-0 row: read against the start
+    ]
+    assert rows[1].model == "tiny-bert:16:1:2:32" and rows[1].context and rows[2].context and not rows[3].context
+    cells = plan(st, ["stsb"], seeds=[1])
+    by = {(c.method, c.options["overrides"].get("steps"), c.options.get("model")): c.options for c in cells}
+    assert ("plm-mean", None, "tiny-bert:16:1:2:32") in by and ("plm-mean", None, None) in by
+    assert by[("simcse", "0", None)]["eval_every"] == 25 and "eval_every" not in by[("plm-mean", None, None)]
+
+
+def test_random_init_needs_a_start():
+    from benchbench.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="random_init"):
+        parse({k: v for k, v in DOC.items() if k != "start"}, "x.toml")
+
+
+def _rec(st, row, seed, score, *, monitor=None, loss=None, chance=None, model=BASE):
+    cls = get_registry().method(row.method)
+    train = {"step0_row": True, "steps": 0} if row.step0 else {}
+    if monitor is not None:
+        train["monitor"] = [[s, {"stsb:dev/spearman": v}] for s, v in monitor]
+    if loss is not None:
+        train.update(loss_curve=loss, loss_chance=chance)
+    return {
+        "method": row.method,
+        "task": "stsb",
+        "seed": seed,
+        "model": row.model or model,
+        "config_hash": config_hash(build_config(cls, st.row_overrides(row))),
+        "splits": {"test": {"main_score": score}},
+        "git_sha": "a" * 40,
+        "encoder_fingerprint": f"{row.name}-{seed}",
+        "train": train,
+        "checksum": f"sha256:{row.name}{seed}{score}",
+    }
+
+
+def _records(st):
+    """start 50; random init 40; simcse's step 0 (CLS + MLP) 30 and simcse 45 (a rising curve: +15 over
+    its own step 0, -5 under the mean-pooled start); mlm's step 0 50 and mlm 50.05 (a flat curve); bertflow
+    52 with no curve and no loss chance."""
+    rows = {r.name: r for r in st.rows()}
+    out = []
+    for s in st.seeds:
+        j = 0.1 * s
+        out += [
+            _rec(st, rows["plm-mean"], s, 50 + j),
+            _rec(st, rows["plm-mean (random init)"], s, 40 + j),
+            _rec(st, rows["simcse (step 0)"], s, 30 + j),
+            _rec(st, rows["simcse"], s, 45 + j, monitor=[(0, 30), (50, 40), (100, 45)]),
+            _rec(st, rows["mlm (step 0)"], s, 50 + j),
+            _rec(st, rows["mlm"], s, 50.05 + j, monitor=[(0, 50), (50, 50.2), (100, 50.1)]),
+            _rec(st, rows["bertflow"], s, 52 + j),
+        ]
+    return out
+
+
+@pytest.fixture(scope="module")
+def v(st):
+    table = study_view.collect(st, _records(st), "/nowhere", ["stsb"], model_label=BASE)
+    return study_view.view(st, table, model_label=BASE, published=[], cache=False)
+
+
+def test_collect_puts_each_record_in_its_row(st):
+    table = study_view.collect(st, _records(st), "/nowhere", ["stsb"], model_label=BASE)
+    means = {m: round(c.mean, 2) for m, c in table["stsb"].items()}
+    assert means == {
+        "plm-mean": 50.3,
+        "plm-mean (random init)": 40.3,
+        "simcse (step 0)": 30.3,
+        "simcse": 45.3,
+        "mlm (step 0)": 50.3,
+        "mlm": 50.35,
+        "bertflow": 52.3,
+    }
+    # a record of another base model never lands in the start's row
+    other = _records(st) + [_rec(st, st.rows()[0], 1, 99.0, model="other@111111111111")]
+    again = study_view.collect(st, other, "/nowhere", ["stsb"], model_label=BASE)
+    assert again["stsb"]["plm-mean"].scores[1] == pytest.approx(50.1)
+
+
+def test_a_trained_row_is_read_against_its_own_step0_row(v):
+    col = v.columns["stsb"]
+    simcse = col.start["simcse"]
+    assert simcse.reference == "simcse (step 0)" and simcse.diff == pytest.approx(15.0) and simcse.verdict == "↑"
+    # against the mean-pooled start simcse would read as a loss (-5): the page must not say that
+    assert col.start["bertflow"].reference == "plm-mean"
+    assert col.start["simcse (step 0)"].reference == "plm-mean" and col.start["simcse (step 0)"].verdict == "↓"
+    assert col.start["plm-mean (random init)"].verdict == "↓"
+    # context rows are never ranked: bertflow (52.3) is best among ranked rows, and no step-0 row is bold
+    assert col.best == "bertflow" and not {"simcse (step 0)", "mlm (step 0)", "plm-mean (random init)"} & col.tied
+    cells = {r.method: r.cells[0] for r in v.rows}
+    assert cells["simcse"].reference == "simcse (step 0)" and cells["simcse"].start == "↑"
+
+
+def test_learning_marks_in_every_trained_cell(v):
+    cells = {r.method: r.cells[0] for r in v.rows}
+    assert cells["simcse"].learning == "learned" and not cells["simcse"].text.endswith(("!", "∅"))
+    assert cells["mlm"].learning == "did not learn" and "!" in cells["mlm"].text
+    assert cells["bertflow"].learning == "not assessable" and "∅" in cells["bertflow"].text
+    assert cells["plm-mean"].learning == "" and "∅" not in cells["plm-mean"].text  # the start does not train
+    assert cells["simcse (step 0)"].learning == ""
+    assert any(n.startswith("! mlm on stsb: did not learn: all 5 seeds: dev stayed within 1") for n in v.notes)
+    assert any(n.startswith("∅ bertflow on stsb: not assessable") for n in v.notes)
+    assert "1 learned, 1 did not learn (!), 1 not assessable (∅)" in v.summary
+    assert "beats its random init of the same shape (tiny-bert:16:1:2:32) separably in 1 of 1 columns." in v.summary
+
+
+def test_a_flat_loss_at_chance_says_did_not_learn_a_falling_one_learned(st):
+    rows = {r.name: r for r in st.rows()}
+    flat = [_rec(st, rows["mlm"], s, 50.0, loss=[[5, 2.77], [100, 2.76]], chance=2.77) for s in st.seeds]
+    fell = [_rec(st, rows["mlm"], s, 50.0, loss=[[5, 2.5], [100, 0.4]], chance=2.77) for s in st.seeds]
+    for recs, want in ((flat, "did not learn"), (fell, "learned")):
+        table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
+        assert study_view.learning_verdicts(st, table)["mlm"]["stsb"]["verdict"] == want
+
+
+def test_settings_and_curve_figure(v):
+    settings = {r.method: r.setting for r in v.rows}
+    assert settings["simcse"].startswith("cls; MLP (train_and_test); 100 steps x 16; lr 5e-05")
+    assert settings["simcse (step 0)"].startswith("cls; MLP (train_and_test); 0 steps")
+    assert settings["plm-mean"] == "mean; no training"
+    assert settings["plm-mean (random init)"] == "tiny-bert:16:1:2:32: random init, no training"
+    assert list(v.curves) == ["stsb"] and set(v.curves["stsb"]) == {"simcse", "mlm", "bertflow"}
+    from benchbench.report.site.plots import study_curve_plots
+
+    class Sec:
+        view = v
+
+    plots = study_curve_plots([Sec()])
+    ((name, (title, svg)),) = plots.items()
+    assert name == "study-rows-stsb" and "learning curves" in title and "<svg" in svg
+    assert "(learned)" in svg and "(did not learn)" in svg and "no dev curve: bertflow" in svg

@@ -258,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--format", default="github")
     t.add_argument("--method", default=None, help="comma list of methods to include")
     t.add_argument("--no-provenance", action="store_true")
+    t.add_argument(
+        "--resamples",
+        type=int,
+        default=10_000,
+        help="resamples of the tie test that marks each column's rank-1 group (the studies' test); 0: no test",
+    )
     nb = sub.add_parser(
         "neighbours", help="nearest sentences of a text corpus to query sentences under a trained encoder (faiss)"
     )
@@ -451,6 +457,8 @@ def cmd_table(args) -> int:
         suites,
         split=args.split,
         columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
+        ties=args.resamples or None,
+        root=args.output,
     )
     print(render(headers, rows, notes, fmt=args.format, title=f"split: {args.split} (scores x100)"))
     if not args.no_provenance:

@@ -27,6 +27,12 @@ def benchbench_register_commands(register: Any) -> None:
     s.add_argument("--config", action="append", default=[], metavar="METHOD=HASH", help="pick one configuration")
     s.add_argument("--test", default="ttest", choices=["ttest", "wilcoxon"])
     s.add_argument("--resamples", type=int, default=2000)
+    s.add_argument(
+        "--margin",
+        type=float,
+        default=1.0,
+        help="equivalence margin in points: ≈ only where TOST shows |diff| < margin (the studies' default 1.0)",
+    )
     s.add_argument("--out", default=None, help="also write the Markdown here")
 
     def cmd(args: argparse.Namespace) -> int:
@@ -43,7 +49,7 @@ def benchbench_register_commands(register: Any) -> None:
             raise ConfigError("--rivals is empty: name at least one rival method.")
         records = list(ResultStore(args.results).records())
         chosen = select(records, args.task, [args.method, *rivals], args.setup, args.split, configs, args.model)
-        text = report(chosen, args.method, rivals, args.results, args.split, args.test, args.resamples)
+        text = report(chosen, args.method, rivals, args.results, args.split, args.test, args.resamples, args.margin)
         print(text, end="")
         if args.out:
             Path(args.out).write_text(text)

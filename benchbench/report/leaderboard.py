@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from benchbench.report.aggregate import build_rows, cell_text, seeds_text, table_notes, table_rows
+from benchbench.core.errors import DataError
+from benchbench.report import stats
+from benchbench.report.aggregate import Cell, TableRow, build_rows, cell_text, seeds_text, table_notes, table_rows
 from benchbench.report.aggregate import main_score as main_score
 from benchbench.report.escaping import escape_cells, escape_text, table_format
 
@@ -19,29 +23,98 @@ def summarise(
     split: str = "test",
     missing: dict[str, list[str]] | None = None,
     columns: list[str] | None = None,
+    ties: int | None = None,
+    root: str | Path | None = None,
 ) -> tuple[list[str], list[list[Any]], list[str]]:
     """Headers, rows and footnotes of ``run``'s and ``table``'s table, from the one aggregation
     (``benchbench.report.aggregate``, as the leaderboards): each record once, mean ± sample std over
     distinct seeds, a suite average only over a complete row. ``missing``: tasks whose data files are
     absent (cells ``n/a``). ``columns``: dotted record fields (``train.seconds``, ``train.flops``) added as
-    columns, the mean over the row's trained records (the training cost of a method, for claims like QT's)."""
+    columns, the mean over the row's trained records (the training cost of a method, for claims like QT's).
+    ``ties``: resamples of the studies' tie test (:func:`tie_columns`; the per-item files are found beside
+    each record, or under ``root``): each column's rank-1 group is marked ``¹`` and the test that decided
+    it is stated under the table. None: no test (``run``'s quick table)."""
     suites = suites or {}
     missing = missing or {}
     columns = list(columns or [])
     trs = table_rows(build_rows(records), tasks, suites, split)
     headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + columns
+    cols = tie_columns(trs, tasks, split, ties, root) if ties else {}
     rows = []
     for tr in trs:
         line: list[Any] = [tr.row.display_label, tr.row.model]
-        line += [cell_text(tr.cells[t]) if tr.cells[t] else ("n/a" if t in missing else "") for t in tasks]
+        line += [
+            cell_text(tr.cells[t]) + (RANK_MARK if t in cols and _name(tr) in cols[t].tied else "")
+            if tr.cells[t]
+            else ("n/a" if t in missing else "")
+            for t in tasks
+        ]
         line += ["" if tr.averages[s] is None else f"{tr.averages[s]:.2f}" for s in suites]
         costs = [tr.row.cost(c) for c in columns]
         line += [f"{c:.4g}" if c is not None else "" for c in costs]
         rows.append(line)
     notes = table_notes(trs, suites, split)
+    if ties:
+        notes += stats.tie_legend(cols, ties, TIE_SEED, RANK_MARK.strip())
     for t, files in missing.items():
         notes.append(f"n/a {t}: data files missing: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}")
     return headers, rows, notes
+
+
+RANK_MARK = " ¹"  # the column's rank-1 group (stats.column_stats), as the studies mark it
+TIE_SEED = 0  # the bootstrap seed of the tie test (the studies' too)
+
+
+def _name(tr: TableRow) -> str:
+    return f"{tr.row.display_label} / {tr.row.model}"
+
+
+def tie_columns(
+    trs: list[TableRow], tasks: list[str], split: str, n_resamples: int, root: str | Path | None
+) -> dict[str, stats.Column]:
+    """task -> its column's statistics over the table's rows, by the studies' test
+    (``stats.column_stats``: seeds x items where every seed of every row has verified per-item scores,
+    seeds alone otherwise, none with one seed and no items; the column says which and why)."""
+    out = {}
+    for t in tasks:
+        cells = {}
+        for tr in trs:
+            cell = tr.cells.get(t)
+            if cell is not None:
+                cells[_name(tr)] = _with_items(cell, tr.row.task_records(t, split), split, root)
+        out[t] = stats.column_stats(t, cells, n_resamples=n_resamples, seed=TIE_SEED)
+    return out
+
+
+def _with_items(cell: Cell, records: list[dict[str, Any]], split: str, root: str | Path | None) -> Cell:
+    """``cell`` with each seed's verified per-item scores; a file that fails verification is named in
+    ``damaged`` (the column then says it fell back to seeds alone, and why)."""
+    from benchbench.store.results import record_items
+
+    cell = dataclasses.replace(cell, items={}, damaged=[])
+    for r in records:
+        if not (r.get("items") or {}).get(split):
+            continue
+        try:
+            cell.items[r.get("seed")] = record_items(r, store_root(r, root), split)
+        except DataError as e:
+            cell.damaged.append(str(e).splitlines()[0])
+    return cell
+
+
+def store_root(record: dict[str, Any], root: str | Path | None) -> Path:
+    """The store a record loaded by ``aggregate.load_records`` belongs to: its path (``_path``, as it is or
+    under ``root``) less its key's path (own or legacy); ``root`` when the record names no such path."""
+    from benchbench.store.results import key_of
+
+    path = Path(str(record.get("_path") or ""))
+    if record.get("_path") and not record.get("imported_from"):
+        key = key_of(record)
+        for own in (key.relpath().parts, key.legacy_relpath().parts):
+            if path.parts[-len(own) :] == own:
+                store = Path(*path.parts[: -len(own)]) if len(path.parts) > len(own) else Path(".")
+                return store if (store / Path(*own)).is_file() or root is None else Path(root) / store
+    return Path(root or ".")
 
 
 def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str = "github", title: str = "") -> str:

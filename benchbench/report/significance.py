@@ -68,6 +68,7 @@ def report(
     split: str = "test",
     test: str = "ttest",
     resamples: int = 2000,
+    margin: float = 1.0,
 ) -> str:
     from benchbench.report.stats import TEST_NAMES, dagger, format_mean_std, paired_bootstrap_items, paired_test
     from benchbench.store.results import DamagedItems, record_items
@@ -112,7 +113,7 @@ def report(
             except (DataError, ConfigError) as e:
                 boots.append(f"seed {s}: n/a ({str(e).splitlines()[0][:80]})")
         lines.append(f"| {r} | {','.join(map(str, shared))} | {diff} | {tp} | {'; '.join(boots)} |")
-    lines += hierarchical_lines(chosen, method, rivals, root, split)
+    lines += hierarchical_lines(chosen, method, rivals, root, split, margin=margin)
     lines += [
         "",
         f"Seed test: {TEST_NAMES[test]}. Item test: {TEST_NAMES['bootstrap']}, {resamples} resamples, "
@@ -128,44 +129,59 @@ def hierarchical_lines(
     root: str | Path,
     split: str = "test",
     resamples: int = 10_000,
+    margin: float = 1.0,
 ) -> list[str]:
-    """The studies' test for ``method`` against each rival: the hierarchical bootstrap over seeds and items
-    (``stats.hierarchical_bootstrap``; seeds alone where a record has no verified items, the damaged file
-    named), p Holm-adjusted over the rivals (``stats.holm``)."""
+    """The studies' test for ``method`` against each rival (``stats``, the one library of studies, `table`
+    and this command): the hierarchical bootstrap over seeds and items (seeds alone where a record has no
+    verified items, the file named; none where seeds alone must decide and a side has one seed), the
+    difference p and the equivalence (TOST within ±``margin``) p, each Holm-adjusted over the rivals."""
     from benchbench.report import stats
+    from benchbench.report.aggregate import Cell
     from benchbench.store.results import record_items
 
     names = [method, *rivals]
-    scores = {m: {s: float(r["splits"][split]["main_score"]) for s, r in chosen[m].items()} for m in names}
-    items: dict[str, dict[int, Any]] | None = {m: {} for m in names}
-    why = ""
+    cells = {m: Cell({s: float(r["splits"][split]["main_score"]) for s, r in chosen[m].items()}) for m in names}
     for m in names:
         for s, r in chosen[m].items():
+            if not (r.get("items") or {}).get(split):
+                continue
             try:
-                items[m][s] = record_items(r, root, split)  # type: ignore[index]
-            except DataError as e:
-                why = str(e).splitlines()[0]
-                items = None
-                break
-        if items is None:
-            break
-    res = stats.hierarchical_bootstrap(scores, items, resamples, 0)
-    raw = {r: stats.bootstrap_p(res, method, r) for r in rivals}
-    adj = stats.holm(raw)
+                cells[m].items[s] = record_items(r, root, split)
+            except DataError as e:  # named, never a silent switch of test
+                cells[m].damaged.append(str(e).splitlines()[0])
+    test, why = stats.column_test(cells)
+    head = f"Hierarchical bootstrap ({resamples} resamples, seed 0; benchbench.report.stats, the studies' test"
+    if test == stats.NO_TEST:
+        return ["", f"{head}): no test could decide: {why}."]
+    items = {m: c.items for m, c in cells.items()} if test == stats.HIERARCHICAL else None
+    res = stats.hierarchical_bootstrap({m: c.scores for m, c in cells.items()}, items, resamples, 0)
+    adj = stats.holm({r: stats.bootstrap_p(res, method, r) for r in rivals})
+    eq = stats.holm({r: stats.tost_p(res, method, r, margin) for r in rivals})
     out = [
         "",
-        f"| {method} vs | diff of seed means | hierarchical bootstrap p | Holm-adjusted p |",
-        "|---|---|---|---|",
+        f"| {method} vs | diff of seed means | hierarchical bootstrap p | Holm-adjusted p | TOST ±{margin:g} p (Holm) |",
+        "|---|---|---|---|---|",
     ]
-    out += [f"| {r} | {res.observed[method] - res.observed[r]:+.2f} | {raw[r]:.3g} | {adj[r]:.3g} |" for r in rivals]
-    out += [
-        "",
-        f"Hierarchical bootstrap ({res.test}: "
-        + (
-            "each method's seeds resampled with replacement and the task's items, one draw shared by every run"
-            if items is not None
-            else f"seeds resampled alone, {why or 'no per-item scores'}"
+    for r in rivals:
+        mark = " ≈" if eq[r] < stats.TIE_P and not _one_side(cells[method].scores, res.observed[r]) else ""
+        raw = stats.bootstrap_p(res, method, r)
+        out.append(
+            f"| {r} | {res.observed[method] - res.observed[r]:+.2f} | {raw:.3g} | {adj[r]:.3g} | {eq[r]:.3g}{mark} |"
         )
-        + f"; {resamples} resamples, seed 0), Holm's correction over the {len(rivals)} rival(s): the studies' test.",
+    level = (
+        f"{stats.HIERARCHICAL}: the task's items drawn with replacement, one draw shared by every run; "
+        + stats.seed_level_text()
+        if test == stats.HIERARCHICAL
+        else f"{stats.SEEDS_ONLY}: seeds resampled alone, {why}"
+    )
+    return out + [
+        "",
+        f"{head}; {level}), Holm's correction over the {len(rivals)} rival(s). ≈: equivalent within ±{margin:g} "
+        f"points (two one-sided tests, Holm-adjusted p < {stats.TIE_P}), never when every seed of {method} lies on "
+        "one side of the rival's mean; no ≈ does not mean different.",
     ]
-    return out
+
+
+def _one_side(scores: dict[int, float], base: float) -> bool:
+    vals = list(scores.values())
+    return len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))

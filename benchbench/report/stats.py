@@ -12,7 +12,12 @@ Public API (the leaderboard calls these; all pure functions on plain numbers):
   with replacement; the metric recomputed on each resample);
 * :func:`paired_bootstrap_items` -- the same from two runs' stored per-item files
   (``benchbench run --store-items``), stratified by the task's subsets;
-* :data:`TEST_NAMES` -- the human-readable name of each test, to print under a table.
+* :data:`TEST_NAMES` -- the human-readable name of each test, to print under a table;
+* :func:`hierarchical_bootstrap`, :func:`bootstrap_p`, :func:`tost_p`, :func:`holm` -- seeds and items
+  resampled together, a difference p, an equivalence (TOST) p, Holm's correction;
+* :func:`column_stats` -> :class:`Column` -- one table column: its best, the tie group and each cell
+  against its reference row (≈ only from TOST); :func:`tie_legend` states that test under a table.
+  Studies, ``benchbench table`` and ``benchbench significance`` all decide through these.
 
 Seeds are matched by their seed number (a dict ``seed -> score``), never by position, so a
 missing seed on one side drops that seed from the comparison instead of shifting the pairing.
@@ -21,9 +26,9 @@ missing seed on one side drops that seed from the comparison instead of shifting
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -502,3 +507,211 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (n - i) * pvalues[k]))
         out[k] = running
     return out
+
+
+# ---- a column of any table: its best, the tie group, each cell against its reference row --------------
+# One function for every table that compares cells (a study's column, ``benchbench table``,
+# ``significance``), so the same cells get the same marks whichever command prints them.
+TIE_P = 0.05  # the family-wise level of the tie groups and of the equivalence (≈) claims
+SCREEN = 2_000  # resamples of the first pass: a p-value far from every Holm threshold is settled there
+NO_TEST = "-"  # a column no test can decide (no cell, or one seed and no per-item scores)
+
+
+class ColumnCell(Protocol):
+    """What a column's statistics read from a cell (``aggregate.Cell`` is one): seed -> score, seed ->
+    verified per-item scores, and why an items file could not be used."""
+
+    scores: Mapping[Any, float]
+    items: Mapping[Any, Mapping[str, Any]]
+    damaged: Sequence[str]
+
+
+@dataclass
+class StartTest:
+    """One cell against its reference row (a study's start)."""
+
+    diff: float  # seed-mean minus the reference's
+    p: float  # two-sided difference, Holm-adjusted over the column's compared cells
+    p_tost: float  # equivalence within the margin, Holm-adjusted
+    one_side: bool  # every seed on one side of the reference's mean
+    equivalent: bool  # ≈: p_tost < TIE_P and not one_side
+    reference: str = ""  # the row it was tested against (its own step-0 row, or the study's start)
+
+    @property
+    def verdict(self) -> str:
+        if self.equivalent:
+            return "≈"
+        if self.p < TIE_P:
+            return "↑" if self.diff > 0 else "↓"
+        return "?"
+
+
+@dataclass
+class Column:
+    task: str
+    best: str | None
+    tied: set[str]  # cells sharing the best's rank (the best included); empty when no test could decide
+    test: str  # HIERARCHICAL | SEEDS_ONLY | NO_TEST
+    p: dict[str, float]  # cell -> Holm-adjusted p against the best
+    p_raw: dict[str, float] = field(default_factory=dict)
+    start: dict[str, StartTest] = field(default_factory=dict)  # cell -> its test against its reference row
+    why: str = ""  # why the seeds test decided, or why none could
+
+
+def column_test(cells: Mapping[str, ColumnCell]) -> tuple[str, str]:
+    """(test, why): the hierarchical bootstrap when every seed of every cell has verified items; seeds
+    alone otherwise (why names the damaged file or the cells without items); no test when seeds alone
+    must decide and a cell has a single seed (its seed spread is unknown: any gap would look certain)."""
+    damaged = [d for c in cells.values() for d in c.damaged]
+    lacking = [m for m, c in cells.items() if c.scores and not set(c.items) >= set(c.scores)]
+    if damaged:
+        why = f"damaged per-item scores: {damaged[0]}" + (f" (+{len(damaged) - 1} more)" if len(damaged) > 1 else "")
+    elif lacking:
+        why = f"no per-item scores stored for {', '.join(lacking)}"
+    else:
+        return HIERARCHICAL, ""
+    return _seeds_alone(cells, why)
+
+
+def _seeds_alone(cells: Mapping[str, ColumnCell], why: str) -> tuple[str, str]:
+    """Seeds alone decide, unless a cell has one seed: then nothing can (its seed spread is unknown)."""
+    single = [m for m, c in cells.items() if len(c.scores) == 1]
+    if single:
+        return NO_TEST, f"{why}; one seed only: {', '.join(single)}, so no test can separate the rows"
+    return SEEDS_ONLY, why
+
+
+def _pvalues(
+    res: Resampled,
+    best: str,
+    refs: Mapping[str, str],
+    margin: float,
+    methods: Sequence[str],
+    ranked: Collection[str] | None = None,
+) -> dict[str, tuple]:
+    """method -> (p against the best, p against its reference row, TOST p against it), unadjusted;
+    no p against the best for a row outside ``ranked`` (a context row: a step-0 or random-init row)."""
+    out = {}
+    for m in methods:
+        tie = bootstrap_p(res, best, m) if m != best and (ranked is None or m in ranked) else None
+        ref = refs.get(m)
+        diff = bootstrap_p(res, m, ref) if ref in res.observed else None
+        tost = tost_p(res, m, ref, margin) if ref in res.observed else None
+        out[m] = (tie, diff, tost)
+    return out
+
+
+def _unsettled(ps: Mapping[str, tuple], n: int) -> set[str]:
+    """Methods with a p-value that the first pass cannot place: drawn at least once on the other side
+    (p above its floor 2/(n+1)) and below 3 x alpha (Holm's thresholds lie in [alpha/k, alpha])."""
+    floor = 2.0 / (n + 1) + 1e-12
+    return {m for m, trio in ps.items() if any(p is not None and floor < p < 3 * TIE_P for p in trio)}
+
+
+def _references(start: str | Mapping[str, str], present: Collection[str]) -> dict[str, str]:
+    """cell -> the row it is read against: one start for every cell, or each cell's own (a mapping, e.g.
+    its step-0 row); only pairs whose both rows have a cell."""
+    pairs = dict.fromkeys(present, start) if isinstance(start, str) else dict(start)
+    return {m: r for m, r in pairs.items() if m in present and r in present and m != r}
+
+
+def column_stats(
+    task: str,
+    cells: Mapping[str, ColumnCell],
+    start: str | Mapping[str, str] = "",
+    margin: float = 1.0,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    context: Mapping[str, str] | None = None,
+    ranked: Collection[str] | None = None,
+) -> Column:
+    """The column's best (highest mean among ``ranked``, default every row), its tie group (Holm over the
+    comparisons with the best) and each cell's test against its reference row: ``start`` (one row for
+    all) or a mapping row -> its own reference (a method -> its step-0 row). ``context``: rows tested
+    against a reference as a second Holm family, never ranked. Sequential Monte Carlo to keep a column
+    affordable: every p-value first from ``SCREEN`` resamples; the rows with a p-value near a threshold
+    (:func:`_unsettled`), the best and their reference rows are then resampled ``n_resamples`` times on
+    the same item draws; their p-values replace the first."""
+    present = {m: c for m, c in cells.items() if c.scores}
+    rank = [m for m in present if ranked is None or m in ranked]
+    if not rank:
+        return Column(task, None, set(), NO_TEST, {})
+    test, why = column_test(present)
+
+    def boot(methods: Collection[str], n: int) -> Resampled:
+        items = {m: present[m].items for m in methods} if test == HIERARCHICAL else None
+        return hierarchical_bootstrap({m: present[m].scores for m in methods}, items, n, seed)
+
+    if test == HIERARCHICAL:
+        try:
+            first = boot(present, min(SCREEN, n_resamples))
+        except ConfigError as e:  # the cells' items do not pair (another task version): said, never silent
+            test, why = _seeds_alone(present, f"the cells' per-item scores do not pair ({str(e).splitlines()[0]})")
+    if test == NO_TEST:
+        return Column(task, max(rank, key=lambda m: mean_std(present[m].scores)[0]), set(), NO_TEST, {}, why=why)
+    if test == SEEDS_ONLY:
+        first = boot(present, min(SCREEN, n_resamples))
+    best = max(rank, key=lambda m: first.observed[m])
+    refs = _references(start, present)
+    ctx_refs = {m: r for m, r in _references(context or {}, present).items() if m not in refs}
+    both = {**refs, **ctx_refs}
+    ps = _pvalues(first, best, both, margin, list(present), rank)
+    again = _unsettled(ps, first.n_resamples) if n_resamples > first.n_resamples else set()
+    if again:
+        keep = again | {best} | {both[m] for m in again if m in both}
+        ps.update(_pvalues(boot(keep, n_resamples), best, both, margin, sorted(again), rank))
+    raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
+    adj = holm(raw)
+    col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
+    for family in (refs, ctx_refs):
+        col.start.update(_against_references(first, present, ps, family))
+    return col
+
+
+def _against_references(
+    first: Resampled, present: Mapping[str, ColumnCell], ps: Mapping[str, tuple], family: Mapping[str, str]
+) -> dict[str, StartTest]:
+    """One Holm family of rows against their references: ≈ from TOST, never for a row whose every seed
+    lies on one side of its reference's mean (every seed agreeing is a move, however small)."""
+    p_diff = holm({m: ps[m][1] for m in family})
+    p_tost = holm({m: ps[m][2] for m in family})
+    out = {}
+    for m, ref in family.items():
+        base = first.observed[ref]
+        vals = list(present[m].scores.values())
+        one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
+        eq = p_tost[m] < TIE_P and not one_side
+        out[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq, ref)
+    return out
+
+
+def seed_level_text() -> str:
+    """How the seed level of :func:`hierarchical_bootstrap` varies a seed-mean (every legend says it so)."""
+    return (
+        "on each item draw, each row's seed-mean varies by its seed std / sqrt(k) times a Student t with k-1 "
+        "degrees of freedom (k = its seeds; one seed: the items alone)"
+    )
+
+
+def tie_legend(columns: Mapping[str, Column], n_resamples: int, seed: int, rank_mark: str = "¹") -> list[str]:
+    """The tie test, stated under a table: what the rank mark means and which test decided each column
+    (or why none could), with the p-values against each column's best."""
+    notes = [
+        f"{rank_mark} rank 1: the column's best and every row whose two-sided difference from it has a "
+        f"Holm-adjusted p ≥ {TIE_P} over the column's comparisons. Test: a hierarchical bootstrap "
+        f"({n_resamples} resamples, bootstrap seed {seed}; benchbench.report.stats, the studies' test): each "
+        "resample draws the task's items (stratified by subset, one draw shared by every row and seed) and, "
+        f"{seed_level_text()}.",
+        "Test per column: "
+        + ", ".join(f"{t}: {c.test}" + (f" ({c.why})" if c.why else "") for t, c in columns.items())
+        + f" ({HIERARCHICAL} = seeds x items; {SEEDS_ONLY} = seeds alone, when a cell has no verified per-item "
+        f"scores (`benchbench run --store-items`); {NO_TEST} = no test could decide, no {rank_mark} in that column).",
+    ]
+    p_lines = [
+        f"{t} (best {c.best}): " + ", ".join(f"{m} {p:.3g}" for m, p in sorted(c.p.items(), key=lambda kv: kv[1]))
+        for t, c in columns.items()
+        if c.best and c.p
+    ]
+    if p_lines:
+        notes.append(f"p against the column's best (Holm-adjusted): {'; '.join(p_lines)}.")
+    return notes

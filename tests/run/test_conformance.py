@@ -35,6 +35,8 @@ BUDGETS: dict[str, dict] = {
     "ct": {"steps": 3, "batch_size": 4, "negatives": 2},
     # shuffled group whitening needs groups that divide the hidden size (tiny BERT: 16)
     "whitenedcse": {"steps": 3, "batch_size": 4, "num_groups": 8},
+    # InfoCSE's frozen network is the start's first skip_from layers (default 6; tiny BERT has 1)
+    "infocse": {"steps": 3, "batch_size": 4, "skip_from": 1},
     # the kit hands every method the corpus as unlabelled pairs (ctx.pairs: 18 pairs) and no task, so
     # there is no dev split: the last checkpoint is kept (the record says "none (last checkpoint)")
     "trans-encoder": _TINY_TENC,

@@ -20,7 +20,7 @@ from benchbench import TrainContext
 TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence number {i} talks about topic {i % 5} with quite a few extra words {i * 7}" for i in range(24)]
 STEPS = 40
-SCHEDULED = {"mlm", "ct", "simcse", "whitenedcse", "esimcse", "promptbert", "sncse", "diffcse", "bsl"}
+SCHEDULED = {"mlm", "ct", "simcse", "whitenedcse", "infocse", "esimcse", "promptbert", "sncse", "diffcse", "bsl"}
 
 # plugin module -> its Method class, and options a build here needs (no download, no spaCy)
 PLUGINS = {
@@ -28,6 +28,7 @@ PLUGINS = {
     "ct": ("CT", {"segment_steps": 10}),  # four segments in 40 steps
     "simcse": ("SimCSE", {}),
     "whitenedcse": ("WhitenedCSE", {"num_groups": 4}),
+    "infocse": ("InfoCSE", {"skip_from": 1}),
     "esimcse": ("ESimCSE", {}),
     "promptbert": ("PromptBERT", {}),
     "sncse": ("SNCSE", {}),

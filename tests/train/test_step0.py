@@ -196,6 +196,7 @@ def test_a_step0_cell_and_a_curve_on_another_tasks_split_through_the_cli(env, mo
 # ---- every registered trainable method -----------------------------------------------------------------
 EXTRA = {  # options a method needs on tiny-bert (16 dims), besides its step-0 options
     "whitenedcse": {"num_groups": "4", "batch_size": "8"},
+    "infocse": {"skip_from": "1"},
     "diffcse": {"generator": "GENERATOR"},
     "trans-encoder": {"max_pairs": "8"},
 }

@@ -123,11 +123,12 @@ def test_collate_is_transformers_masking_seeded_from_the_loops_rng():
     a = obj.collate(CORPUS[:6], np.random.default_rng(7))
     b = obj.collate(CORPUS[:6], np.random.default_rng(7))
     assert torch.equal(a["mlm_input_ids"], b["mlm_input_ids"]) and torch.equal(a["mlm_labels"], b["mlm_labels"])
-    seed = int(np.random.default_rng(7).integers(2**62))
     ids = obj.encoder.tokenize(CORPUS[:6])["input_ids"].repeat_interleave(2, 0)
-    obj.masker.generator = torch.Generator().manual_seed(seed)
-    want, labels = obj.masker.torch_mask_tokens(ids.clone(), torch.isin(ids, obj.special_ids))
-    assert torch.equal(a["mlm_input_ids"], want) and torch.equal(a["mlm_labels"], labels)
+    for s in range(7, 13):  # several loop states: the generator's seed is the rng's next draw below 2**62
+        got = obj.collate(CORPUS[:6], np.random.default_rng(s))
+        obj.masker.generator = torch.Generator().manual_seed(int(np.random.default_rng(s).integers(2**62)))
+        want, labels = obj.masker.torch_mask_tokens(ids.clone(), torch.isin(ids, obj.special_ids))
+        assert torch.equal(got["mlm_input_ids"], want) and torch.equal(got["mlm_labels"], labels)
     assert obj.masker.mlm_probability == 0.4
     c = obj.collate(CORPUS[:6], np.random.default_rng(8))
     assert not torch.equal(a["mlm_input_ids"], c["mlm_input_ids"])
@@ -135,7 +136,10 @@ def test_collate_is_transformers_masking_seeded_from_the_loops_rng():
 
 # ---- the auxiliary network --------------------------------------------------------------------------
 def test_frozen_network_is_the_starts_lower_layers_without_gradient():
+    from transformers.models.bert.modeling_bert import BertPooler
+
     enc = _encoder(layers=3)
+    enc.model.pooler = BertPooler(enc.model.config)  # bert-base has one (tiny BERT is built without)
     obj = InfoCSEObjective(enc, skip_from=2)
     assert len(obj.frozen.encoder.layer) == 2 and obj.frozen.config.num_hidden_layers == 2
     assert len(enc.model.encoder.layer) == 3 and enc.model.config.num_hidden_layers == 3  # the encoder's untouched
@@ -143,6 +147,7 @@ def test_frozen_network_is_the_starts_lower_layers_without_gradient():
     for k, p in obj.frozen.named_parameters():
         assert torch.equal(p, start[k]) and p is not start[k] and not p.requires_grad
     assert not any(k.startswith("encoder.layer.2") for k, _ in obj.frozen.named_parameters())
+    assert obj.frozen.pooler is None and not any("pooler" in k for k in obj.frozen.state_dict())  # unused
     with torch.no_grad():  # its states are those of the start's lower two layers
         tok = enc.tokenize(CORPUS[:3])
         full = enc.model(**tok, output_hidden_states=True).hidden_states[2]
@@ -397,8 +402,59 @@ def test_bad_options_are_refused_naming_the_option(tmp_path, kw, option):
 def test_limits_of_the_options_that_are_allowed():
     InfoCSE(InfoCSEConfig(skip_from=12, mlm_probability=0.0, mlm_weight=0.0, n_head_layers=1))._check(12)
     InfoCSE(InfoCSEConfig(skip_from=1, mlm_probability=1.0))._check(1)
-    with pytest.raises(ConfigError, match="--set skip_from=3"):  # half the layers suggested
+    with pytest.raises(ConfigError, match=r"--set skip_from=3\.$"):  # half the layers suggested
         InfoCSE(InfoCSEConfig(skip_from=7))._check(6)
+    with pytest.raises(ConfigError, match=r"--set skip_from=1\.$"):  # at least one
+        InfoCSE(InfoCSEConfig(skip_from=2))._check(1)
+
+
+def test_the_speed_knob_is_not_in_the_result_key():
+    from benchbench import config_hash
+
+    assert config_hash(InfoCSEConfig(checkpoint_every=7)) == config_hash(InfoCSEConfig())
+    assert config_hash(InfoCSEConfig(mlm_weight=0.1)) != config_hash(InfoCSEConfig())
+
+
+def _caught(tmp_path, monkeypatch, **kw) -> dict:
+    """What ``InfoCSE.train`` hands to ``fit`` (training skipped)."""
+    caught = {}
+    monkeypatch.setattr(mod, "fit", lambda m, obj, items, ctx, **k: caught.update(k, obj=obj) or obj)
+    ctx = TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
+    InfoCSE(InfoCSEConfig(**{**OVERRIDES, **kw})).train(CORPUS, ctx)
+    return caught
+
+
+def test_adamw_without_weight_decay_on_the_trained_parameters_linear_decay_to_zero(tmp_path, monkeypatch):
+    caught = _caught(tmp_path, monkeypatch, steps=10, lr=1e-3)
+    obj = caught["obj"]
+    opt = caught["make_optimizer"](obj)
+    (group,) = opt.param_groups
+    assert group["lr"] == 1e-3 and group["weight_decay"] == 0.0 and isinstance(opt, torch.optim.AdamW)
+    trained = {id(p) for p in group["params"]}
+    assert trained == {id(p) for p in obj.parameters() if p.requires_grad}
+    assert not trained & {id(p) for p in obj.frozen.parameters()} and len(trained) > 40
+    sched = caught["make_scheduler"](opt)
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([1e-3 * (1 - s / 10) for s in range(10)])
+    assert caught["loop"].steps == 10 and caught["loop"].batch_size == 4 and caught["loop"].max_grad_norm == 1.0
+
+
+@pytest.mark.parametrize("grad_accum,steps", [(1, 12), (2, 6)])
+def test_the_default_budget_is_two_epochs_over_the_corpus(tmp_path, monkeypatch, grad_accum, steps):
+    caught = _caught(tmp_path, monkeypatch, grad_accum=grad_accum)  # 24 sentences, batch 4, 2 epochs
+    assert caught["loop"].steps == steps and caught["loop"].grad_accum == grad_accum
+
+
+def test_result_is_a_bare_cls_copy_at_the_evaluation_length(tmp_path, monkeypatch):
+    obj = _caught(tmp_path, monkeypatch, steps=1)["obj"]
+    enc = obj.result()
+    assert enc is not obj.encoder and type(enc).__name__ == "TransformerEncoder" and enc.pooling == "cls"
+    assert enc.max_seq_length == 128 and obj.encoder.train_max_seq_length == 32
+    assert np.allclose(enc.encode(CORPUS[:2]), obj.encoder.encode(CORPUS[:2]), atol=1e-6)
 
 
 def test_train_builds_the_objective_from_the_options_and_returns_the_bare_cls_encoder(tmp_path, monkeypatch):

@@ -134,7 +134,10 @@ def render(headers: list[str], rows: list[list[Any]], notes: list[str], fmt: str
 
 def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
     """One line per table row saying how its numbers were produced: config, seeds, base model, device,
-    training budget and time, package versions, code revision."""
+    training budget and time, package versions, every code version among its records (``+dirty.<hash>``:
+    run from uncommitted changes, ``store.results.code_version``)."""
+    from benchbench.store.results import code_version
+
     lines = []
     for row in build_rows(records):
         recs = row.records
@@ -149,7 +152,7 @@ def provenance(records: Iterable[dict[str, Any]]) -> list[str]:
         lines.append(
             f"- {row.label} / {row.model} [config {recs[0].get('config_hash', '')}: {recs[0].get('config')}]: "
             f"{seeds_text(row.seeds())}; device {', '.join(devices)}{budget}; torch {v.get('torch', '?')}, "
-            f"transformers {v.get('transformers', '?')}; git {str(recs[0].get('git_sha'))[:10]}; "
+            f"transformers {v.get('transformers', '?')}; git {', '.join(sorted({code_version(r) for r in recs}))}; "
             f"{str(recs[0].get('created_at', ''))[:10]}"
         )
     return lines

@@ -1,11 +1,12 @@
 """A new result record: the fields a run knows, plus the provenance every record carries (schema
-version, package versions, git commit, device, when) and per split when it was evaluated and by
-which encoder, so that merging into an older record keeps each split's own provenance. Non-finite
-scores are refused or nulled here, before the store sees them. The schema is in docs/results.md;
-reading, keying, merging and writing records is ``results.py``."""
+version, package versions, git commit and whether the code had uncommitted changes, device, when) and
+per split when it was evaluated and by which encoder, so that merging into an older record keeps each
+split's own provenance. Non-finite scores are refused or nulled here, before the store sees them.
+The schema is in docs/results.md; reading, keying, merging and writing records is ``results.py``."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import platform
@@ -13,20 +14,21 @@ import time
 from typing import Any
 
 from benchbench.core.errors import DataError
-from benchbench.store.results import SCHEMA_VERSION, git_sha, now, package_versions
+from benchbench.store.results import SCHEMA_VERSION, git_state, now, package_versions
 
 
 def new_record(fields: dict[str, Any], split_results: dict[str, dict], started: float, device: str | None) -> dict:
     """The record of ``split_results`` (evaluation began at ``time.perf_counter() == started`` on
     ``device``, the run's --device or None for its default) with the run's own ``fields`` (method,
     config, task, train accounting, encoder fingerprint...)."""
+    code = loaded_code()  # git_sha, git_dirty and (dirty) git_diff_sha256: the commit alone may not be the code
     record = {
         "schema_version": SCHEMA_VERSION,
         **fields,
         "splits": split_results,
         "eval_seconds": round(time.perf_counter() - started, 3),
         "versions": package_versions(),
-        "git_sha": git_sha(),
+        **code,
         "device": device_label(device),
         "created_at": now(),
     }
@@ -35,11 +37,18 @@ def new_record(fields: dict[str, Any], split_results: dict[str, dict], started: 
             "created_at": record["created_at"],
             "eval_seconds": record["eval_seconds"],
             "encoder_fingerprint": record.get("encoder_fingerprint"),
-            "git_sha": record["git_sha"],
+            **code,
         }
         for s in split_results
     }
     return record
+
+
+@functools.cache
+def loaded_code() -> dict[str, Any]:
+    """The code version of this process, read once: the modules were imported from the tree as it was
+    then, so an edit or a commit during a long run must not relabel its later records."""
+    return git_state()
 
 
 def device_label(device: str | None) -> str:

@@ -2,9 +2,10 @@
 
 Schema (``schema_version`` 2), stable keys:
     method, config, config_hash, model, setup, seed, task, task_version, splits: {split: TaskResult.to_dict()},
-    evaluated: {split: {created_at, eval_seconds, encoder_fingerprint, git_sha}},
+    evaluated: {split: {created_at, eval_seconds, encoder_fingerprint, git_sha, git_dirty[, git_diff_sha256]}},
     train: {seconds, steps, examples, tokens, device, ...} | null, eval_seconds, data: {path: sha256},
-    versions: {package: version}, git_sha, device, created_at, notes, transductive
+    versions: {package: version}, git_sha, git_dirty, git_diff_sha256 (when dirty), device, created_at, notes,
+    transductive
 A record holds every split evaluated so far: evaluating another split merges it in (``merge``), and
 ``--force`` replaces only the splits it re-evaluates.
 
@@ -497,6 +498,53 @@ def git_sha() -> str | None:
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+# The source a run executes: an uncommitted change here makes the commit alone unable to reproduce it.
+# Docs, tests, benches and generated leaderboards do not change a score, so editing them is not dirty.
+CODE_PATHS = ("benchbench", "plugins", "tasks", "pyproject.toml")
+
+
+def _git(args: list[str], cwd: Path) -> bytes | None:
+    try:
+        out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_state(root: Path | None = None) -> dict[str, Any]:
+    """The code version a record stores: ``git_sha`` (HEAD), ``git_dirty`` (True when ``CODE_PATHS``
+    hold uncommitted changes, untracked files included; None when not a git checkout) and, when dirty,
+    ``git_diff_sha256``: sha256 of ``git diff HEAD --binary`` over those paths plus each untracked file's
+    name and bytes, so two runs from differently edited trees at one commit are told apart."""
+    root = root or Path(__file__).resolve().parents[2]  # the checkout holding benchbench/ (editable install)
+    head = _git(["rev-parse", "HEAD"], root)
+    sha = head.decode().strip() or None if head else None
+    status = _git(["status", "--porcelain", "-z", "--", *CODE_PATHS], root) if sha else None
+    if status is None:
+        return {"git_sha": sha, "git_dirty": None}
+    if not status:
+        return {"git_sha": sha, "git_dirty": False}
+    h = hashlib.sha256(_git(["diff", "HEAD", "--binary", "--", *CODE_PATHS], root) or b"")
+    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS], root) or b""
+    for name in sorted(n for n in untracked.split(b"\0") if n):
+        h.update(b"\0untracked\0" + name + b"\0")
+        try:
+            h.update((root / os.fsdecode(name)).read_bytes())
+        except OSError:
+            h.update(b"<unreadable>")
+    return {"git_sha": sha, "git_dirty": True, "git_diff_sha256": h.hexdigest()}
+
+
+def code_version(record: dict[str, Any]) -> str:
+    """One label per code version behind a record, for grouping and printing: ``<sha[:12]>``, or
+    ``<sha[:12]>+dirty.<diff sha256[:8]>`` for a run from uncommitted changes (``git_dirty``), ``unknown``
+    without a sha. Records from before ``git_dirty`` was stored print their sha alone (not known clean)."""
+    sha = str(record.get("git_sha") or "unknown")[:12]
+    if record.get("git_dirty"):
+        return f"{sha}+dirty.{str(record.get('git_diff_sha256') or '?')[:8]}"
+    return sha
 
 
 def now() -> str:

@@ -199,3 +199,15 @@ def test_significance_with_one_seed_and_no_items_says_no_test_could_decide(tmp_p
     text = _significance(store.root, capsys, "b")
     assert "no test could decide: no per-item scores stored for a, b; one seed only: a, b" in text, text
     assert "Holm-adjusted p |" not in text
+
+
+def test_table_provenance_lists_every_code_version_dirty_ones_marked():
+    """`table`'s provenance names each code version of a row, a run from uncommitted changes with its
+    diff hash (before: the first record's sha alone, so a dirty seed passed as the commit)."""
+    from benchbench.report.leaderboard import provenance
+
+    clean = {**_record("a", 1, 80.0), "git_sha": "c" * 40, "git_dirty": False}
+    dirty = {**_record("a", 2, 81.0), "git_sha": "c" * 40, "git_dirty": True, "git_diff_sha256": "d" * 64}
+    old = {**_record("a", 3, 82.0), "git_sha": "e" * 40}  # a record from before git_dirty
+    (line,) = provenance([clean, dirty, old])
+    assert f"git {'c' * 12}, {'c' * 12}+dirty.{'d' * 8}, {'e' * 12};" in line, line

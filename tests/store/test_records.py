@@ -50,4 +50,6 @@ def test_every_split_gets_the_records_provenance():
             "eval_seconds": rec["eval_seconds"],
             "encoder_fingerprint": "abc",
             "git_sha": rec["git_sha"],
+            "git_dirty": rec["git_dirty"],
+            **({"git_diff_sha256": rec["git_diff_sha256"]} if rec["git_dirty"] else {}),
         }

@@ -14,6 +14,7 @@ from benchbench.store.results import checksum
 
 REQUIRED = {"tsdae-table2", "tsdae-table3", "qt-table1", "bsl-table1", "tenc-table1", "tenc-pairs"}
 REQUIRED |= {"esimcse-sts", "mirror-bert-sts", "promptbert-sts", "diffcse-sts", "sncse-sts", "whitenedcse-sts"}
+REQUIRED |= {"denosent-sts"}
 
 
 def test_data_files() -> None:

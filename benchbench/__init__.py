@@ -8,7 +8,8 @@ used.
 
 Method authors: ``Method``, ``TrainContext``, ``Objective``, ``fit`` (the usual call), ``train_loop``, ``LoopConfig``,
 ``resolve_steps``, ``seed_everything``, ``adamw``, ``method_fingerprint``, ``load_encoder``,
-``TransformerEncoder``, ``hash_weights`` (an encoder's fingerprint), ``model_label_of`` (a base model's label in
+``TransformerEncoder``, ``CrossEncoderScorer`` and ``CrossEncoderObjective`` (a cross-encoder and its training),
+``hash_weights`` (an encoder's fingerprint), ``model_label_of`` (a base model's label in
 records: a local folder is ``<name>@<weights hash>``, never its path), ``tiny_bert``, ``hookimpl``.
 Task authors: ``TaskAdapter``, ``TaskResult``, ``TaskSpec``, ``Embedder``, ``metrics``.
 Encoder protocols: ``Encoder`` (``encode``), ``PairScorer`` (``score_pairs``), ``Searcher``
@@ -45,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     "linear_decay": ".train.loop",
     "length_groups": ".train.loop",
     "method_fingerprint": ".train.loop",
+    "CrossEncoderScorer": ".encode.cross_encoder",  # a cross-encoder: pair model, save/load, batch scoring
+    "CrossEncoderObjective": ".train.cross_encoder",  # training one on soft pair labels through the loop
+    "soft_bce": ".train.cross_encoder",
     "Encoder": ".encode.encoding",
     "PairScorer": ".encode.encoding",
     "Searcher": ".encode.encoding",
@@ -173,6 +177,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .core.methods import Method, build_config, config_hash
     from .core.registry import make_adapter
     from .core.tasks import TaskSpec
+    from .encode.cross_encoder import CrossEncoderScorer
     from .encode.encoding import Embedder, Encoder, PairScorer, Searcher, embed
     from .encode.models import (
         TransformerEncoder,
@@ -186,6 +191,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .evaluate.adapters.base import TaskAdapter, TaskResult
     from .run.chain import train_method
     from .train.context import TrainContext
+    from .train.cross_encoder import CrossEncoderObjective, soft_bce
     from .train.fit import fit
     from .train.loop import (
         LoopConfig,

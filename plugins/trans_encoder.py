@@ -48,15 +48,20 @@ STS-B and SICK-R, every split, labels never read; trained once and shared by the
 the task's own pairs (every split) otherwise; ``sts`` = the STS pool for any task (Table 3's domain
 transfer: train on STS, evaluate on ``pairs``); ``task`` = the task's own pairs. TRANSDUCTIVE.
 
-Why a hand-written loop and not ``benchbench.train_loop``: the method trains ~2 x cycles short
-phases of two different models, each scored on the dev split every 200 steps with the best weights
-kept in memory; the shared loop's budget/resume/checkpoint machinery is for one long objective.
-sentence-transformers' ``fit`` would run a Trainer per phase and could not share one seeded,
-selection-aware loop between the bi and the cross direction.
+Training: each phase (one direction, one model, one cycle) is a run of the one loop
+(``benchbench.train_loop``): the cross-encoder is the library's ``CrossEncoderScorer`` trained as a
+``CrossEncoderObjective``, the bi-encoder as this module's ``_BiObjective``. A killed run resumes the
+phase it was in from that phase's last checkpoint (``--set checkpoint_every=N``, default 1000 steps, or
+every 10 minutes) and replays the finished phases before it (their weights and dev choices are not
+stored); the dev scores and best weights so far are buffers of the objective, so they ride in the same
+checkpoint. Each phase keeps the trainer the results were fixed with: its batches are drawn in the
+method's own order (a seeded Python shuffle per epoch, a short last batch), AdamW with the no-decay
+split and linear warm-up/decay, no gradient clipping, full precision on a GPU too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -65,9 +70,9 @@ import math
 import random
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -76,123 +81,31 @@ import torch.nn.functional as F
 
 from benchbench import (
     ConfigError,
+    CrossEncoderObjective,
+    CrossEncoderScorer,
     Embedder,
+    LoopConfig,
     Method,
+    Objective,
     TrainContext,
     TransformerEncoder,
-    hash_weights,
     hookimpl,
     is_complete,
     load_encoder,
     make_adapter,
     mark_complete,
+    method_fingerprint,
     model_label_of,
     resolve_model_path,
     seed_everything,
+    soft_bce,
+    train_loop,
     train_method,
 )
 
 log = logging.getLogger("benchbench.trans_encoder")
 STS_POOL = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 CROSS_DIR = "cross-encoder"
-
-
-# ---------------------------------------------------------------------------------------------
-# the cross-encoder
-# ---------------------------------------------------------------------------------------------
-class CrossEncoderScorer(torch.nn.Module):
-    """A cross-encoder: ``[CLS] a [SEP] b [SEP]`` -> transformer -> linear -> one logit; scores are
-    ``sigmoid(logit)``. Saved as a sentence-transformers ``CrossEncoder`` folder (HF sequence
-    classification, one label)."""
-
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, max_length: int = 64, batch_size: int = 64):
-        super().__init__()
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_length = int(max_length)
-        self.batch_size = batch_size
-
-    @classmethod
-    def from_encoder(cls, encoder: TransformerEncoder, max_length: int, seed: int) -> CrossEncoderScorer:
-        """A cross-encoder whose transformer starts from ``encoder``'s weights and whose linear head
-        is freshly initialised (seeded): HF builds the head when it loads the plain transformer."""
-        from transformers import AutoModelForSequenceClassification
-
-        with tempfile.TemporaryDirectory() as d:
-            encoder.model.save_pretrained(d)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                model = AutoModelForSequenceClassification.from_pretrained(d, num_labels=1, trust_remote_code=False)
-        return cls(model, encoder.tokenizer, max_length=max_length)
-
-    @classmethod
-    def load(cls, path: str | Path, max_length: int | None = None) -> CrossEncoderScorer:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        path = Path(path)
-        meta = (
-            json.loads((path / "benchbench_cross.json").read_text())
-            if (path / "benchbench_cross.json").is_file()
-            else {}
-        )
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), trust_remote_code=False)
-        return cls(
-            model.eval(),
-            AutoTokenizer.from_pretrained(str(path), trust_remote_code=False),
-            max_length=max_length or meta.get("max_length", 64),
-        )
-
-    def head_names(self) -> set[str]:
-        """The parameters outside the transformer body: the linear layer on [CLS] and the pooler before
-        it (new, or never trained by sentence-embedding training); ``cross_head_lr`` applies to them."""
-        base = self.model.base_model
-        pooler = getattr(base, "pooler", None)
-        body = {id(p) for p in base.parameters()} - {id(p) for p in (pooler.parameters() if pooler else [])}
-        return {n for n, p in self.named_parameters() if id(p) not in body}  # as the optimizer names them
-
-    def tokenize(self, a: list[str], b: list[str]):
-        return self.tokenizer(
-            [x.strip() for x in a],
-            [x.strip() for x in b],
-            padding=True,
-            truncation="longest_first",
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
-
-    def logits(self, a: list[str], b: list[str]) -> torch.Tensor:
-        dev = next(self.parameters()).device
-        feats = {k: v.to(dev) for k, v in self.tokenize(a, b).items()}
-        return self.model(**feats).logits.reshape(-1).float()
-
-    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
-        """sigmoid(logit) per pair, batched longest-first (little padding), returned in input order."""
-        was = self.training
-        self.eval()
-        out = np.empty(len(a), dtype=np.float64)
-        order = np.argsort([-(len(x) + len(y)) for x, y in zip(a, b)], kind="stable")
-        try:
-            with torch.inference_mode():
-                for s in range(0, len(order), self.batch_size):
-                    idx = order[s : s + self.batch_size]
-                    out[idx] = torch.sigmoid(self.logits([a[i] for i in idx], [b[i] for i in idx])).cpu().numpy()
-        finally:
-            self.train(was)
-        return out
-
-    @property
-    def fingerprint(self) -> str:
-        h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
-        h.update(f"|{self.max_length}|{len(self.tokenizer)}|cross-v1".encode())
-        return f"ce-{h.hexdigest()}"
-
-    def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        (path / "benchbench_cross.json").write_text(json.dumps({"max_length": self.max_length}))
-        return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,11 +193,10 @@ class EnsembleCross:
 # ---------------------------------------------------------------------------------------------
 # the two distillation losses (the method's defining mechanism)
 # ---------------------------------------------------------------------------------------------
-def bi_to_cross_loss(logits: torch.Tensor, bi_cosines: torch.Tensor) -> torch.Tensor:
-    """Soft binary cross-entropy of the cross-encoder's logits against the bi-encoder's cosines
-    (clipped to [0, 1], the range BCE targets live in; STS cosines of these models are >= 0 almost
-    always)."""
-    return F.binary_cross_entropy_with_logits(logits, bi_cosines.clamp(0.0, 1.0))
+# bi -> cross: soft binary cross-entropy of the cross-encoder's logits against the bi-encoder's cosines
+# (clipped to [0, 1], the range BCE targets live in; STS cosines of these models are >= 0 almost always):
+# the library's loss for a one-label cross-encoder
+bi_to_cross_loss = soft_bce
 
 
 def cross_to_bi_loss(u: torch.Tensor, v: torch.Tensor, cross_scores: torch.Tensor) -> torch.Tensor:
@@ -326,6 +238,8 @@ class TransEncoderConfig:
     select: bool = True  # false: keep the last checkpoint (no dev labels read at all)
     score_batch_size: int = 128
     eval_full_length: bool = True  # the returned encoders keep the start's max length (fair vs the start)
+    # loop checkpoints (exact resume after a kill) every N steps of a phase; speed knob, not in the result key
+    checkpoint_every: int = field(default=1000, metadata={"hash": False}, repr=False)
 
 
 @dataclass
@@ -403,57 +317,79 @@ def _optimizer(
     )
 
 
-def _fit(
-    model: torch.nn.Module,
-    examples: list[tuple[str, str, float]],
-    loss_fn: Callable,
-    *,
-    epochs: float,
-    batch_size: int,
-    lr: float,
-    warmup: float,
-    wd: float,
-    seed: int,
-    eval_every: int,
-    on_checkpoint: Callable[[str], None],
-    accounting: dict,
-    min_steps: int = 0,
-    head: set[str] = frozenset(),
-    head_lr: float | None = None,
-) -> int:
-    """Shuffled mini-batches of (a, b, label) for ``epochs`` (or ``min_steps`` steps when that is
-    more); AdamW, linear warm-up then linear decay; ``on_checkpoint(where)`` every ``eval_every``
-    steps and at each epoch end (dev selection). Returns the number of steps taken."""
+def _plan(n: int, batch_size: int, epochs: float, min_steps: int, seed: int) -> tuple[list[list[int]], list[int]]:
+    """One phase's batches (example indices) and the steps that end an epoch: each epoch a
+    ``random.Random(seed)`` shuffle cut into batches (the last one short), ``epochs`` epochs or
+    ``min_steps`` steps when that is more. The order the method's results were fixed with; the loop
+    draws these batches as they are (``shuffle=False``)."""
     rng = random.Random(seed)
-    per_epoch = max(1, math.ceil(len(examples) / batch_size))
+    per_epoch = max(1, math.ceil(n / batch_size))
     total = max(1, int(round(per_epoch * epochs)), int(min_steps))
-    warm = int(total * warmup)
-    opt = _optimizer(model, lr, wd, head, head_lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm))
-    )
-    model.train()
-    step = 0
-    while step < total:
-        order = list(range(len(examples)))
+    batches: list[list[int]] = []
+    ends: list[int] = []
+    while len(batches) < total:
+        order = list(range(n))
         rng.shuffle(order)
-        for s in range(0, len(order), batch_size):
-            batch = [examples[i] for i in order[s : s + batch_size]]
-            loss = loss_fn(batch)
-            loss.backward()
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            accounting["steps"] = accounting.get("steps", 0) + 1
-            accounting["examples"] = accounting.get("examples", 0) + len(batch)
-            if step >= total:
+        for s in range(0, n, batch_size):
+            batches.append(order[s : s + batch_size])
+            if len(batches) >= total:
                 break
-            if eval_every and step % eval_every == 0:
-                on_checkpoint(f"step {step}")
-        on_checkpoint(f"epoch end (step {step})")
-    model.eval()
-    return total
+        ends.append(len(batches))
+    return batches, ends
+
+
+def _dev_points(total: int, eval_every: int, ends: list[int]) -> list[tuple[int, str]]:
+    """(step, label) of each dev-selection checkpoint in order: every ``eval_every`` steps before the
+    last, and each epoch end (the last step ends one)."""
+    every = range(eval_every, total, eval_every) if eval_every else ()
+    points = [(s, f"step {s}") for s in every] + [(s, f"epoch end (step {s})") for s in ends]
+    return sorted(points, key=lambda p: (p[0], p[1].startswith("epoch")))
+
+
+class _BiObjective(Objective):
+    """cross -> bi: the bi-encoder's cosine of the two sentences against the cross-encoder's score.
+    Items are the phase's batches of (a, b, score)."""
+
+    def __init__(self, encoder: TransformerEncoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def collate(self, items: list[Any], rng: np.random.Generator) -> dict[str, Any]:
+        batch = [e for it in items for e in it]
+        tok = self.encoder.tokenize([e[0] for e in batch] + [e[1] for e in batch])
+        return {**tok, "targets": torch.tensor([e[2] for e in batch]), "n_tokens": int(tok["attention_mask"].sum())}
+
+    def forward(self, targets: torch.Tensor, **tok: torch.Tensor) -> torch.Tensor:
+        n = len(targets)
+        z = self.encoder(**tok)["sentence_embedding"]
+        return cross_to_bi_loss(z[:n], z[n:], targets.to(z.dtype))
+
+
+class _DevState(torch.nn.Module):
+    """One phase's dev selection as buffers of its objective, so the loop's checkpoints carry it and a
+    resumed phase selects exactly as an uninterrupted one: the optimizer steps taken, each dev point's
+    score (NaN: not reached) and the best weights so far. Updated by an optimizer post-step hook (as
+    BSL's EMA): it runs before the loop writes that step's checkpoint, which ``on_step`` does not."""
+
+    def __init__(self, module: torch.nn.Module, n_points: int):
+        super().__init__()
+        self.names = list(module.state_dict()) if n_points else []  # no dev points: no copy of the weights
+        self.register_buffer("step", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("scores", torch.full((n_points,), math.nan, dtype=torch.float64))
+        self.register_buffer("best_score", torch.tensor(-math.inf, dtype=torch.float64))
+        for i, v in enumerate(module.state_dict().values() if n_points else ()):
+            self.register_buffer(f"w{i}", v.detach().clone())
+
+    def best_state(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, f"w{i}") for i, k in enumerate(self.names)}
+
+    @torch.no_grad()
+    def record(self, i: int, score: float, module: torch.nn.Module) -> None:
+        self.scores[i] = score
+        if score > self.best_score.item():
+            self.best_score.fill_(score)
+            for w, v in zip(self.best_state().values(), module.state_dict().values()):
+                w.copy_(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,7 +528,10 @@ class TransEncoder(Method):
                 ctx.accounting["start"] = start_info
                 return res
         t0 = time.perf_counter()
-        result = self.fit(pairs, pool, ctx)
+        # each phase's loop checkpoints (a killed run resumes its phase); no run folder: a temporary one
+        with tempfile.TemporaryDirectory() if ctx.output_dir is None else contextlib.nullcontext() as tmp:
+            self._phase_root = Path(tmp or Path(ctx.checkpoint_dir) / "trans-encoder")
+            result = self.fit(pairs, pool, ctx)
         if cache_dir is not None and hasattr(result, "save"):
             # a task that reuses this training reports the training's seconds, not its own reload time
             result.info.setdefault("accounting", {})["seconds"] = round(time.perf_counter() - t0, 3)
@@ -700,66 +639,85 @@ class TransEncoder(Method):
         epochs: float,
         seed: int,
     ) -> None:
-        """Train one direction; keep, per cycle, the dev-best weights of this kind (the next labelling
-        uses them) and, over all cycles, the best overall."""
+        """Train one direction through the one loop (resumable from its checkpoints); keep, per cycle,
+        the dev-best weights of this kind (the next labelling uses them) and, over all cycles, the best
+        overall. AdamW with linear warm-up then decay; no clipping; full precision (as before the loop)."""
         c = self.config
         model = t.cross if kind == "cross" else t.bi
         device = next(model.parameters()).device
-        cycle_best: list = [-math.inf, None]
-
-        def checkpoint(where: str) -> None:
-            if dev is None:
-                return
-            score = dev[0].score(model, kind)
-            t.history.append({"cycle": cycle, "kind": kind, "at": where, "dev": score})
-            if score > cycle_best[0]:
-                cycle_best[:] = [score, {k: v.detach().clone() for k, v in model.model.state_dict().items()}]
-            if score > t.best[kind][0]:
-                t.best[kind] = (
-                    score,
-                    {k: v.detach().clone() for k, v in model.model.state_dict().items()},
-                    f"cycle {cycle}, {where}",
-                )
-
         if kind == "cross":
-
-            def loss_fn(batch):
-                logits = model.logits([e[0] for e in batch], [e[1] for e in batch])
-                return bi_to_cross_loss(logits, torch.tensor([e[2] for e in batch], device=device))
-
-            lr, bs, warm = c.cross_lr, c.cross_batch_size, c.cross_warmup
-            extra = {"min_steps": c.cross_min_steps, "head": model.head_names(), "head_lr": c.cross_head_lr}
+            objective: Objective = CrossEncoderObjective(model, loss=bi_to_cross_loss)
+            lr, bs, warm, min_steps = c.cross_lr, c.cross_batch_size, c.cross_warmup, c.cross_min_steps
+            head, head_lr = model.head_names(), c.cross_head_lr
         else:
+            objective = _BiObjective(model)
+            lr, bs, warm, min_steps, head, head_lr = c.bi_lr, c.bi_batch_size, 0.0, 0, frozenset(), None
+        batches, ends = _plan(len(examples), bs, epochs, min_steps, seed)
+        total, n_warm = len(batches), int(len(batches) * warm)
+        points = _dev_points(total, c.eval_every, ends) if dev is not None else []
+        state = _DevState(model.model, len(points))
+        objective.add_module("dev_state", state)  # its buffers ride in the loop's checkpoints
 
-            def loss_fn(batch):
-                n = len(batch)
-                tok = {
-                    k: v.to(device) for k, v in model.tokenize([e[0] for e in batch] + [e[1] for e in batch]).items()
-                }
-                z = model(**tok)["sentence_embedding"]
-                return cross_to_bi_loss(z[:n], z[n:], torch.tensor([e[2] for e in batch], device=device, dtype=z.dtype))
+        def after_update(*_):  # a dev checkpoint scores the weights this step left
+            state.step += 1
+            for i, (at, _where) in enumerate(points):
+                if at == int(state.step):
+                    state.record(i, dev[0].score(model, kind), model.model)
 
-            lr, bs, warm = c.bi_lr, c.bi_batch_size, 0.0
-            extra = {}
-        steps = _fit(
-            model,
-            examples,
-            loss_fn,
-            epochs=epochs,
-            batch_size=bs,
-            lr=lr,
-            warmup=warm,
-            wd=c.weight_decay,
-            seed=seed,
-            eval_every=c.eval_every,
-            on_checkpoint=checkpoint,
-            accounting=ctx.accounting.setdefault(f"{kind}_train", {}),
-            **extra,
+        def optimizer(_objective):
+            opt = _optimizer(model, lr, c.weight_decay, head, head_lr)
+            opt.register_step_post_hook(after_update)
+            return opt
+
+        # a checkpoint is resumed only by this phase of this run: the options, the weights' labels, the labels
+        weights = {k: ctx.accounting.get(k) for k in ("start", "plm", "model_labels")}
+        label = {"track": t.name, "cycle": cycle, "kind": kind, "seed": seed, **weights, "examples": examples}
+        folder = self._phase_root / f"c{cycle}-{kind}-{seed}"
+        phase_ctx = SimpleNamespace(
+            device=ctx.device, seed=seed, progress=ctx.progress, accounting={}, checkpoint_dir=folder
         )
-        ctx.accounting.setdefault(f"{kind}_phase_steps", []).append(steps)
-        if cycle_best[1] is not None:
-            model.model.load_state_dict(cycle_best[1])
-        ctx.logger.info("%s cycle %d %s: dev best %.2f", self.name, cycle, kind, cycle_best[0])
+        train_loop(
+            objective,
+            [[examples[i] for i in b] for b in batches],
+            phase_ctx,
+            LoopConfig.from_config(c, steps=total, batch_size=1, max_grad_norm=None),
+            make_optimizer=optimizer,
+            make_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
+                opt,
+                lambda s: (s + 1) / max(1, n_warm) if s < n_warm else max(0.0, (total - s) / max(1, total - n_warm)),
+            ),
+            fingerprint=method_fingerprint(self, ctx, [json.dumps(label, default=str)]),
+            desc=f"{self.name} cycle {cycle} {kind}",
+            shuffle=False,
+            mixed_precision="no",
+        )
+        model.to(device)  # the loop hands the model back on the CPU
+        best = self._select(t, kind, cycle, points, state)
+        a = ctx.accounting
+        done = a.setdefault(f"{kind}_train", {})
+        done["steps"] = done.get("steps", 0) + total
+        done["examples"] = done.get("examples", 0) + sum(len(b) for b in batches)
+        a.setdefault(f"{kind}_phase_steps", []).append(total)
+        a.setdefault(f"{kind}_loop", []).append(
+            {k: phase_ctx.accounting.get(k) for k in ("seconds", "loss_curve", "resumed_from_steps")}
+        )
+        ctx.logger.info("%s cycle %d %s: dev best %.2f", self.name, cycle, kind, best)
+
+    def _select(self, t: _Track, kind: str, cycle: int, points: list, state: _DevState) -> float:
+        """The phase's dev history into the track's, its best weights into the model, and into the
+        track's best of this kind when they beat the earlier cycles' (the first best wins ties)."""
+        best, where = -math.inf, None
+        for (_at, label), score in zip(points, state.scores.tolist()):
+            t.history.append({"cycle": cycle, "kind": kind, "at": label, "dev": score})
+            if score > best:
+                best, where = score, label
+        model = t.cross if kind == "cross" else t.bi
+        if where is not None:
+            weights = state.best_state()
+            model.model.load_state_dict(weights)
+            if best > t.best[kind][0]:
+                t.best[kind] = (best, weights, f"cycle {cycle}, {where}")
+        return best
 
 
 class _DevSplit:

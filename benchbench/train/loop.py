@@ -270,17 +270,22 @@ def train_loop(
     fingerprint: str | None = None,
     on_step: Callable[[LoopState], None] | None = None,
     desc: str = "train",
+    *,
+    shuffle: bool = True,
+    mixed_precision: str | None = None,
 ) -> torch.nn.Module:
     """Optimise ``objective`` on ``items`` for ``loop.steps`` updates and return it unwrapped (on
     the CPU). ``ctx`` is the method's TrainContext: device, seed, progress, checkpoint_dir, and the
     ``accounting`` dict this fills. ``fingerprint`` names the run for resume (default: from the
-    objective's class, the loop config, the seed and the corpus). 0 steps: see :func:`_untrained`."""
+    objective's class, the loop config, the seed and the corpus). 0 steps: see :func:`_untrained`.
+    ``shuffle=False``: items in the order given (a method whose items are its own batches, ``batch_size=1``);
+    ``mixed_precision`` ("no", "bf16"; None: :func:`make_accelerator`'s) for results fixed in fp32 on a GPU."""
     if loop.steps < 0 or loop.batch_size < 1 or loop.grad_accum < 1:
         raise ConfigError(
             f"training budget must be steps >= 0, batch_size >= 1, grad_accum >= 1: steps={loop.steps}, "
             f"batch_size={loop.batch_size}, grad_accum={loop.grad_accum}."
         )
-    acc = make_accelerator(getattr(ctx, "device", None), grad_accum=loop.grad_accum)
+    acc = make_accelerator(getattr(ctx, "device", None), mixed_precision, grad_accum=loop.grad_accum)
     if loop.steps == 0:
         return _untrained(objective, ctx, acc, loop, desc)
     seed = int(getattr(ctx, "seed", 0))
@@ -295,7 +300,7 @@ def train_loop(
     # once per process, which would run schedules defined in optimizer steps too fast under DDP)
     ckpt_root = Path(ctx.checkpoint_dir)
     state = _resume(acc, model, optimizer, scheduler, ckpt_root, fingerprint, loop.steps, desc)
-    stream = ItemStream(len(items), seed)
+    stream = ItemStream(len(items), seed, shuffle=shuffle)
     log_every = loop.log_every or max(1, loop.steps // 20)
     bar = _progress_bar(ctx, acc, loop.steps, state.step, desc)
     window: list[float] = []
@@ -328,18 +333,23 @@ def train_loop(
                 stop.honoured = True
                 raise TrainingInterrupted(signum, state.step, loop.steps, last_save[0], ckpt_root)
         bar.close()
-        # the runner keeps checkpoints until the trained encoder is saved and marked complete
-        defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
-        if defer_cleanup and not (ckpt_root / f"step-{state.step:09d}" / checkpoint.META).is_file():
-            # a kill between here and the encoder being marked complete redoes no training
-            checkpoint.save_checkpoint(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
-        acc.wait_for_everyone()
-        if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
-            remove_checkpoints(ckpt_root)
+        _last_checkpoint(acc, ctx, loop, (model, optimizer, scheduler), ckpt_root, state, fingerprint)
     _account(ctx, acc, state, loop)
     unwrapped = acc.unwrap_model(model)
     acc.free_memory()
     return unwrapped.to("cpu").eval()
+
+
+def _last_checkpoint(acc, ctx, loop: LoopConfig, parts: tuple, root: Path, state: LoopState, fingerprint: str) -> None:
+    """After the last step: the checkpoints removed, unless the run keeps them or the runner defers
+    that until the trained encoder is saved and marked complete (then the last step is written, so
+    that a kill between here and the encoder being marked complete redoes no training)."""
+    defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
+    if defer_cleanup and not (root / f"step-{state.step:09d}" / checkpoint.META).is_file():
+        checkpoint.save_checkpoint(acc, *parts, root, state, fingerprint)
+    acc.wait_for_everyone()
+    if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
+        remove_checkpoints(root)
 
 
 def _untrained(objective: Objective, ctx, acc, loop: LoopConfig, desc: str) -> torch.nn.Module:

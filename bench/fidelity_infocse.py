@@ -127,7 +127,10 @@ def _named(ours, ref) -> list[tuple[str, torch.nn.Parameter, torch.nn.Parameter]
     return pairs
 
 
-def check_training_steps(models, mlm_weight: float, temperature: float, steps: int = 3, n: int = 8) -> list:
+def check_training_steps(
+    models, mlm_weight: float, temperature: float, steps: int = 3, n: int = 8, control: bool = False
+) -> list:
+    """``control``: ours is fed the UNMASKED sentence for its frozen network (a mistake the comparison must see)."""
     enc, ours, ref = make_pair(models, mlm_weight, temperature)
     sents = sts_sentences(200)
     params = [p for p in ours.parameters() if p.requires_grad]
@@ -138,7 +141,8 @@ def check_training_steps(models, mlm_weight: float, temperature: float, steps: i
         batch.pop("n_tokens")
         ids, mask, tt = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
         torch.manual_seed(100 + step)
-        loss_ours = ours(**batch)
+        mine = dict(batch, mlm_input_ids=ids.repeat_interleave(2, 0)) if control else batch
+        loss_ours = ours(**mine)
         torch.manual_seed(100 + step)
         loss_ref = ref(  # the reference's layout: (batch, 2 views, length); rows 2i + v are ours
             input_ids=torch.stack([ids, ids], 1),
@@ -213,6 +217,7 @@ def main() -> int:
 
         steps = {wt: check_training_steps(models, *wt) for wt in ((1e-5, 0.05), (1.0, 1.0))}
         masking = check_masking(Path(tmp) / "train_cls_mlm.py")
+        control = check_training_steps(models, 1.0, 1.0, steps=1, control=True)[0]
     print(
         f"reference: caskcsg/sentemb@{commit[:7]} InfoCSE/infocse/models_cls_mlm.py (BertForCL, cl_forward), "
         f"transformers {transformers.__version__}, torch {torch.__version__}; tolerance {TOL}"
@@ -227,6 +232,11 @@ def main() -> int:
         for s, loss, dl, dg, big, dh, dw, df in rows:
             print(f"| {wt} | {s} | {loss:.5f} | {dl:.2e} | {dg:.2e} | {big:.2e} | {dh:.2e} | {dw:.2e} | {df:.1e} |")
             ok = ok and max(dl, dg, dw, dh) < TOL and df == 0.0
+    print(
+        f"\ncontrol (ours given the unmasked sentence at weight 1, step 1): |loss diff| {control[2]:.2e}, "
+        f"max |grad diff| {control[3]:.2e}, head grads {control[5]:.2e} of their largest"
+    )
+    ok = ok and control[3] > 100 * TOL
     print(f"\nmasking, reference mask_tokens vs torch_mask_tokens (0.4), same seeds: {masking}")
     ok = ok and masking["rows that differ"] == 0
     print("\nPASS" if ok else "\nFAIL")

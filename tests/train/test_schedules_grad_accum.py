@@ -21,6 +21,7 @@ TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence number {i} talks about topic {i % 5} with quite a few extra words {i * 7}" for i in range(24)]
 STEPS = 40
 SCHEDULED = {"mlm", "ct", "simcse", "whitenedcse", "infocse", "esimcse", "promptbert", "sncse", "diffcse", "bsl"}
+SCHEDULED |= {"denosent"}
 
 # plugin module -> its Method class, and options a build here needs (no download, no spaCy)
 PLUGINS = {
@@ -29,6 +30,8 @@ PLUGINS = {
     "simcse": ("SimCSE", {}),
     "whitenedcse": ("WhitenedCSE", {"num_groups": 4}),
     "infocse": ("InfoCSE", {"skip_from": 1}),
+    # warm-up over 10 of the 40 steps; no back-translation (not what is tested here)
+    "denosent": ("DenoSent", {"warmup_steps": 10, "augmenter": "none", "decoder_layers": 1, "decoder_ffn": 16}),
     "esimcse": ("ESimCSE", {}),
     "promptbert": ("PromptBERT", {}),
     "sncse": ("SNCSE", {}),

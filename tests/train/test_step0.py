@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from benchbench_plugins.denosent import DenoSent, DenoSentConfig
 from benchbench_plugins.esimcse import esimcse_loss
 from benchbench_plugins.mirror_bert import nt_xent
 from benchbench_plugins.promptbert import PromptBERT, PromptBERTConfig
@@ -42,6 +43,14 @@ CASES = {
     "simcse": (SimCSE, lambda steps: SimCSEConfig(steps=steps, batch_size=4, lr=5e-2)),
     "promptbert": (PromptBERT, lambda steps: PromptBERTConfig(steps=steps, batch_size=4, lr=5e-2)),
     "tsdae": (TSDAE, lambda steps: TSDAEConfig(steps=steps, batch_size=4, lr=5e-2)),
+    # the bare [MASK] vector of its template (projector, decoder and MLM head are training-only); no warm-up,
+    # whose first step has lr 0
+    "denosent": (
+        DenoSent,
+        lambda steps: DenoSentConfig(
+            steps=steps, batch_size=4, lr=5e-2, warmup_steps=0, decoder_layers=1, decoder_ffn=16
+        ),
+    ),
 }
 
 

@@ -63,3 +63,4 @@ at_start  # report.study_view.ShownCell: the ≈ flag for renderers
 builtin_files  # run.study: the built-in study files' bytes, for the version test
 cell_verdict  # report.learning: a study cell's verdict over its seeds, for the study view (issue 37; tests)
 curves_figure  # report.plots_curves: a study column's curves, for the site (issue 37; tests)
+_.num_hidden_layers  # plugins/infocse.py: the frozen copy's config states its cut layer count, as the reference's config_mlm (a transformers config field; tests read it)

@@ -193,6 +193,23 @@ def test_views_differ_by_dropout_and_come_back_in_sentence_order(rows, monkeypat
         assert torch.allclose(z[v], torch.tanh(obj.dense(h)), atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", ["reference", "view"])
+def test_every_view_masks_the_padding(rows, monkeypatch):
+    """Sentences of different lengths in one batch: each view of a padded sentence is that sentence
+    encoded alone (its attention mask repeated with the ids, not dropped or widened)."""
+    monkeypatch.setattr(mod, "shuffled_group_whitening", lambda x, *a: x)
+    obj = _objective(rows, dropout=0.0)
+    items = ["a short one.", CORPUS[0] + " and then a much longer tail of many more words to pad the others"]
+    tok = obj.encoder.tokenize(items)
+    assert not bool(tok["attention_mask"].all())  # there is padding to mask
+    z = obj.views(tok["input_ids"], tok["attention_mask"])
+    for i, s in enumerate(items):
+        alone = obj.encoder.tokenize([s])
+        h = obj.encoder(input_ids=alone["input_ids"], attention_mask=alone["attention_mask"])["sentence_embedding"]
+        for v in range(3):
+            assert torch.allclose(z[v, i], torch.tanh(obj.dense(h[0])), atol=1e-5), (i, v)
+
+
 def test_eps_keeps_a_constant_dimension_finite_and_leaves_the_others_nearly_as_they_were():
     """all-MiniLM-L6-v2's [CLS] has a dimension constant over a batch: without eps W is infinite."""
     x = _correlated(d=6)

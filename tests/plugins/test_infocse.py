@@ -283,6 +283,16 @@ def test_gradient_of_the_masked_lm_reaches_the_encoder_only_through_cls_and_neve
     assert g is not None and g.abs().max() > 1e-6
 
 
+def test_a_tokenizer_without_token_type_ids_is_served():
+    """RoBERTa's tokenizer gives no token_type_ids: the batch then has none, and for single sentences
+    the result is BERT's with all-zero token types."""
+    obj = _objective()
+    b = _batch(obj)
+    without = {k: v for k, v in b.items() if k != "token_type_ids"}
+    assert torch.count_nonzero(b["token_type_ids"]) == 0
+    assert torch.allclose(obj(**without), obj(**b), atol=1e-6)
+
+
 def test_a_batch_with_no_chosen_token_adds_zero_not_nan():
     obj = _objective()
     b = _batch(obj)

@@ -33,8 +33,10 @@ loss alone) learn at their full rate whatever the weight; the weight scales only
 | checkpoint selection | - | STS-B dev every 125 steps, ``--load_best_model_at_end`` | NOT implemented: the last step (fixed budget, as every method here) |
 | evaluation pooling | - | ``--pooler cls_before_pooler`` | bare [CLS] |
 
-Equality with the reference's own ``BertForCL`` + ``cl_forward`` (loss, gradients, 3 optimiser steps)
-and its ``mask_tokens``: bench/fidelity_infocse.py.
+Equality with the reference's own ``BertForCL`` + ``cl_forward`` and its ``mask_tokens``
+(bench/fidelity_infocse.py, two shims for transformers 5 stated there; tiny BERT, dropout 0.1, 3 SGD
+steps, at weight 1e-5 / temperature 0.05 and at 1 / 1): loss difference 0, gradients within 4.5e-8,
+weights within 7.5e-9 (tolerance 1e-5); masking: 0 of 25,600 rows differ.
 """
 
 from __future__ import annotations

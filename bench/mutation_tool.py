@@ -501,6 +501,15 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
 ]
 
 
+EQUIVALENT_RULES += [
+    (
+        r"_contrastive.py \| NumberReplacer \| return F.cross_entropy\(corr, torch.arange\(corr.shape\[0\].* -> .*corr.shape\[ ?-?1\]",
+        "corr = a.T @ b is d x d (both views are the same encoder's d-dimensional vectors, and "
+        "SimCSEObjective passes only those): shape[0], shape[1] and shape[-1] are the same number",
+    ),
+]
+
+
 def equivalent(key: str) -> str | None:
     import re
 

@@ -221,6 +221,20 @@ def test_bad_options_are_refused_naming_the_option(tmp_path, kw, option):
         SimCSEPlusPlus(SimCSEPlusPlusConfig(steps=1, batch_size=4, **kw)).train(CORPUS, ctx)
 
 
+def test_limits_of_the_ingredient_options_that_are_allowed():
+    """Any positive DCL temperature (the reference's other script fixes 10; below 1 sharpens) and a
+    zero weight (no DCL term) are taken; only a non-positive temperature or a negative weight is not."""
+    from benchbench_plugins._contrastive import check_ingredients
+
+    for t in (0.05, 0.5, 1.0, 10.0):
+        check_ingredients("simcse", True, 0.1, t)
+    check_ingredients("simcse", False, 0.0, 5.0)
+    with pytest.raises(ConfigError, match="simcse: option 'dcl_temperature'"):
+        check_ingredients("simcse", True, 0.1, -1.0)
+    with pytest.raises(ConfigError, match="simcse: option 'off_dropout_negatives'"):
+        check_ingredients("simcse", "yes", 0.1, 5.0)
+
+
 def test_train_builds_the_objective_with_both_ingredients(tmp_path, monkeypatch):
     seen = []
     real_infonce, real_dcl = simcse_mod.off_dropout_infonce, simcse_mod.dimension_contrastive_loss

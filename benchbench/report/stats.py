@@ -567,7 +567,7 @@ def column_test(cells: Mapping[str, ColumnCell]) -> tuple[str, str]:
     if damaged:
         why = f"damaged per-item scores: {damaged[0]}" + (f" (+{len(damaged) - 1} more)" if len(damaged) > 1 else "")
     elif lacking:
-        why = f"no per-item scores stored for {', '.join(lacking)}"
+        why = "no per-item scores stored" + ("" if len(lacking) == len(cells) else f" for {', '.join(lacking)}")
     else:
         return HIERARCHICAL, ""
     return _seeds_alone(cells, why)
@@ -577,7 +577,8 @@ def _seeds_alone(cells: Mapping[str, ColumnCell], why: str) -> tuple[str, str]:
     """Seeds alone decide, unless a cell has one seed: then nothing can (its seed spread is unknown)."""
     single = [m for m, c in cells.items() if len(c.scores) == 1]
     if single:
-        return NO_TEST, f"{why}; one seed only: {', '.join(single)}, so no test can separate the rows"
+        who = "every row has one seed" if len(single) == len(cells) else f"one seed only: {', '.join(single)}"
+        return NO_TEST, f"{why}; {who}, so no test can separate the rows"
     return SEEDS_ONLY, why
 
 
@@ -695,7 +696,10 @@ def seed_level_text() -> str:
 
 def tie_legend(columns: Mapping[str, Column], n_resamples: int, seed: int, rank_mark: str = "¹") -> list[str]:
     """The tie test, stated under a table: what the rank mark means and which test decided each column
-    (or why none could), with the p-values against each column's best."""
+    (or why none could; columns decided alike named together), with the p-values against each column's best."""
+    by_test: dict[tuple[str, str], list[str]] = {}
+    for t, c in columns.items():
+        by_test.setdefault((c.test, c.why), []).append(t)
     notes = [
         f"{rank_mark} rank 1: the column's best and every row whose two-sided difference from it has a "
         f"Holm-adjusted p ≥ {TIE_P} over the column's comparisons. Test: a hierarchical bootstrap "
@@ -703,7 +707,7 @@ def tie_legend(columns: Mapping[str, Column], n_resamples: int, seed: int, rank_
         "resample draws the task's items (stratified by subset, one draw shared by every row and seed) and, "
         f"{seed_level_text()}.",
         "Test per column: "
-        + ", ".join(f"{t}: {c.test}" + (f" ({c.why})" if c.why else "") for t, c in columns.items())
+        + "; ".join(f"{test}{f' ({why})' if why else ''}: {', '.join(ts)}" for (test, why), ts in by_test.items())
         + f" ({HIERARCHICAL} = seeds x items; {SEEDS_ONLY} = seeds alone, when a cell has no verified per-item "
         f"scores (`benchbench run --store-items`); {NO_TEST} = no test could decide, no {rank_mark} in that column).",
     ]

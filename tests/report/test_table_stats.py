@@ -85,7 +85,7 @@ def test_the_tables_rank_mark_follows_the_hierarchical_test_not_the_items_alone(
     assert cells["a"].endswith(" ¹") and cells["b"].endswith(" ¹"), cells
     assert not cells["c"].endswith("¹"), cells
     notes = cells["notes"]
-    assert "Test per column: stsb: hierarchical" in notes and "Student t with k-1 degrees of freedom" in notes
+    assert "Test per column: hierarchical: stsb (" in notes and "Student t with k-1 degrees of freedom" in notes
     assert "Holm-adjusted p ≥ 0.05" in notes
     # the p-values printed are the ones that decided: b at or above alpha, c below it
     line = next(ln for ln in notes.splitlines() if ln.startswith("p against the column's best"))
@@ -101,7 +101,7 @@ def test_seeds_alone_decide_without_items_and_the_table_says_so(tmp_path, capsys
     _write(store, "a", gold, [0.7, 0.72, 0.71], rng)
     _write(store, "b", gold, [1.3, 1.32, 1.31], rng, with_items=False)
     cells = _table(store.root, capsys)
-    assert "stsb: seeds (no per-item scores stored for b / m)" in cells["notes"], cells["notes"]
+    assert "Test per column: seeds (no per-item scores stored for b / m): stsb (" in cells["notes"], cells["notes"]
     assert cells["a"].endswith(" ¹") and not cells["b"].endswith("¹"), cells
 
     _write(store, "b", gold, [1.3, 1.32, 1.31], rng)  # now with items; then one of a's is truncated
@@ -110,7 +110,7 @@ def test_seeds_alone_decide_without_items_and_the_table_says_so(tmp_path, capsys
         victim = next(p for p in store.root.rglob("*.items.test.json.gz") if "/a/" in p.as_posix())
     victim.write_bytes(gzip.compress(b"{")[:10])
     notes = _table(store.root, capsys)["notes"]
-    assert "stsb: seeds (damaged per-item scores: Per-item scores of a/stsb" in notes, notes
+    assert "Test per column: seeds (damaged per-item scores: Per-item scores of a/stsb" in notes, notes
 
 
 def test_one_seed_without_items_is_no_test_and_no_mark(tmp_path, capsys, gold):
@@ -122,13 +122,14 @@ def test_one_seed_without_items_is_no_test_and_no_mark(tmp_path, capsys, gold):
     _write(store, "b", gold, [1.5], rng, with_items=False)
     cells = _table(store.root, capsys)
     assert not any(cells[m].endswith("¹") for m in ("a", "b")), cells
-    assert "stsb: - (no per-item scores stored for a / m, b / m; one seed only: a / m, b / m" in cells["notes"]
+    why = "- (no per-item scores stored; every row has one seed, so no test can separate the rows): stsb ("
+    assert why in cells["notes"], cells["notes"]
     # with items, one seed each is the items test (seed spread unknown, said in the legend): b is separated
     _write(store, "a", gold, [0.5], rng)
     _write(store, "b", gold, [1.5], rng)
     cells = _table(store.root, capsys)
     assert cells["a"].endswith(" ¹") and not cells["b"].endswith("¹"), cells
-    assert "stsb: hierarchical" in cells["notes"] and "one seed: the items alone" in cells["notes"]
+    assert "hierarchical: stsb (" in cells["notes"] and "one seed: the items alone" in cells["notes"]
 
 
 def test_resamples_zero_prints_no_test(tmp_path, capsys, gold):
@@ -187,7 +188,7 @@ def test_significance_claims_equivalence_only_from_tost_and_never_one_sided(tmp_
     }
     assert rows["b"][5].strip().endswith("≈") and float(rows["b"][5].split()[0]) < stats.TIE_P, rows
     assert float(rows["c"][5].split()[0]) < stats.TIE_P and "≈" not in rows["c"][5], rows  # one-sided: no ≈
-    assert "seeds: seeds resampled alone, no per-item scores stored for a, b, c" in text
+    assert "seeds: seeds resampled alone, no per-item scores stored)" in text
     tight = _significance(store.root, capsys, "b,c", "--margin", "0.05")
     assert "≈ |" not in tight and "TOST ±0.05" in tight
 
@@ -197,8 +198,10 @@ def test_significance_with_one_seed_and_no_items_says_no_test_could_decide(tmp_p
     store.write(_record("a", 1, 80.0))
     store.write(_record("b", 1, 70.0))
     text = _significance(store.root, capsys, "b")
-    assert "no test could decide: no per-item scores stored for a, b; one seed only: a, b" in text, text
+    assert "no test could decide: no per-item scores stored; every row has one seed" in text, text
     assert "Holm-adjusted p |" not in text
+    store.write(_record("a", 2, 80.5))  # one side with two seeds: the other's single seed still decides nothing
+    assert "no per-item scores stored; one seed only: b, so no test" in _significance(store.root, capsys, "b")
 
 
 def test_table_provenance_lists_every_code_version_dirty_ones_marked():

@@ -398,6 +398,7 @@ def test_equal_to_the_reference_codes_own_cl_forward(tmp_path, monkeypatch):
         ({"skip_from": 2}, "skip_from"),
         ({"skip_from": 0}, "skip_from"),
         ({"mlm_probability": 1.5}, "mlm_probability"),
+        ({"mlm_probability": -0.1}, "mlm_probability"),
         ({"mlm_weight": -1.0}, "mlm_weight"),
         ({"temperature": 0.0}, "temperature"),
         ({"n_head_layers": 0}, "n_head_layers"),

@@ -172,14 +172,12 @@ class DiffCSEObjective(Objective):
         tok = encoder.tokenizer
         self.cls_id, self.mask_id, self.vocab_size = int(tok.cls_token_id), int(tok.mask_token_id), len(tok)
         self.special_ids = torch.tensor(sorted(set(tok.all_special_ids)))
-        self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
         self.stats = {"tokens": 0, "replaced": 0, "correct": 0}  # real (non-padding) tokens, training only
 
     def result(self) -> TransformerEncoder:
-        """The encoder ``DiffCSE.train`` would return now: a copy at the evaluation max length, bare [CLS]."""
-        enc = self.encoder.clone()
-        enc.max_seq_length = self.eval_length
-        return enc
+        """The encoder ``DiffCSE.train`` would return now: a copy, bare [CLS] (it encodes at the start's
+        max length, the training cut being training-only)."""
+        return self.encoder.clone()
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         tok = self.encoder.tokenize([s.strip() for s in items])
@@ -267,7 +265,6 @@ class DiffCSE(Method):
         # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         generator = load_generator(c.generator, encoder)
-        eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
         obj = DiffCSEObjective(
             encoder,
             generator,
@@ -278,7 +275,6 @@ class DiffCSE(Method):
             c.condition_before_mlp,
             c.replace,
         )
-        obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         obj = fit(
             self,

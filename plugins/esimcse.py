@@ -134,14 +134,12 @@ class ESimCSEObjective(Objective):
         # oldest first; the newest ``queue_len`` rows (at the end) are the live ones
         self.register_buffer("queue", torch.zeros(int(queue_size), encoder.dim))
         self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
-        self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
 
     def result(self) -> TransformerEncoder:
         """The encoder ``ESimCSE.train`` would return now (what a learning-curve monitor scores): a copy
-        at the evaluation max length, without the training-only MLP."""
-        enc = self.encoder.clone()
-        enc.max_seq_length = self.eval_length
-        return enc
+        (it encodes at the start's max length, the training cut being training-only), without the
+        training-only MLP."""
+        return self.encoder.clone()
 
     # ---- the two views --------------------------------------------------------------------------
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
@@ -236,9 +234,7 @@ class ESimCSE(Method):
         seed_everything(ctx.seed)
         # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
-        eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
         obj = ESimCSEObjective(encoder, c.temperature, c.dup_rate, c.momentum, c.queue_size, mlp=c.mlp)
-        obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         obj = fit(
             self,

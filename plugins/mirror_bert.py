@@ -121,13 +121,11 @@ class MirrorBERTObjective(Objective):
         self.encoder = encoder
         self.temperature, self.span_mask = float(temperature), int(span_mask)
         self.mask_token = getattr(encoder.tokenizer, "mask_token", None) or "[MASK]"
-        self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
 
     def result(self) -> TransformerEncoder:
-        """The encoder ``MirrorBERT.train`` would return now, at its evaluation max length."""
-        enc = self.encoder.clone()
-        enc.max_seq_length = self.eval_length
-        return enc
+        """The encoder ``MirrorBERT.train`` would return now: a copy (it encodes at the start's max
+        length, the training cut being training-only)."""
+        return self.encoder.clone()
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         """View 1: the sentence; view 2: its span-masked copy (the reference masks the second only)."""
@@ -182,7 +180,6 @@ class MirrorBERT(Method):
             keep = np.sort(np.random.default_rng(ctx.seed).permutation(len(items))[: c.max_sentences])
             items = [items[i] for i in keep]
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
-        eval_length = encoder.max_seq_length
         set_dropout(encoder.model, c.dropout)
         hooks = []
         if c.drophead > 0:
@@ -194,7 +191,6 @@ class MirrorBERT(Method):
                 )
             hooks = [m.register_forward_hook(drophead_hook(c.drophead)) for m in blocks]
         obj = MirrorBERTObjective(encoder, c.temperature, c.span_mask)
-        obj.eval_length = eval_length
         # the reference's DataLoader drops the last partial batch: one pass is floor(n / batch) steps
         per_step = c.batch_size * c.grad_accum
         steps = (

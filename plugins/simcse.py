@@ -167,13 +167,12 @@ class SimCSEObjective(Objective):
         self.dcl_weight, self.dcl_temperature = float(dcl_weight), float(dcl_temperature)
         self.mlp = make_mlp(encoder) if mlp else torch.nn.Identity()
         self.keep_mlp = False  # set by SimCSE.train: the MLP is part of the returned encoder ("train_and_test")
-        self.eval_length = encoder.max_seq_length  # the max length the returned encoder evaluates with
 
     def result(self) -> TransformerEncoder:
         """The encoder ``SimCSE.train`` would return now (what a learning-curve monitor scores): a
-        copy at the evaluation max length, with the MLP when it is kept at test time."""
+        copy (it encodes at the start's max length, the training cut being training-only), with the MLP
+        when it is kept at test time."""
         enc = self.encoder.clone()
-        enc.max_seq_length = self.eval_length
         return MLPEncoder(enc, copy.deepcopy(self.mlp)) if self.keep_mlp else enc
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
@@ -229,13 +228,12 @@ class SimCSE(Method):
         seed_everything(ctx.seed)
         # max_seq_length: SimCSE's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
-        eval_length = encoder.max_seq_length  # the start's: what the saved encoder evaluates with
         obj = SimCSEObjective(
             encoder, c.temperature, c.mlp != "none", c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature
         )
-        obj.keep_mlp, obj.eval_length = c.mlp == "train_and_test", eval_length
+        obj.keep_mlp = c.mlp == "train_and_test"
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
-        best = self._stsb_dev_selection(obj, ctx, eval_length, steps) if c.select_on_stsb_dev else None
+        best = self._stsb_dev_selection(obj, ctx, steps) if c.select_on_stsb_dev else None
         obj = fit(
             self,
             obj,
@@ -252,7 +250,7 @@ class SimCSE(Method):
             return MLPEncoder(obj.encoder, obj.mlp)
         return obj.encoder
 
-    def _stsb_dev_selection(self, obj: SimCSEObjective, ctx: TrainContext, eval_length: int, steps: int) -> dict:
+    def _stsb_dev_selection(self, obj: SimCSEObjective, ctx: TrainContext, steps: int) -> dict:
         """Install a training monitor that scores STS-B dev every ``eval_every`` steps (the encoder as
         it would be saved: start's max length, MLP per ``mlp``) and keeps a copy of the best weights.
         The loop's monitor restores the RNG, so selection does not change the trajectory. A monitor
@@ -270,19 +268,14 @@ class SimCSE(Method):
 
         def monitor(step: int, _encoder) -> dict[str, float]:
             out: dict[str, float] = {}
-            train_length = obj.encoder.max_seq_length
-            obj.encoder.max_seq_length = eval_length
-            try:
-                enc = MLPEncoder(obj.encoder, obj.mlp) if c.mlp == "train_and_test" else obj.encoder
-                if step % c.eval_every == 0 or step == steps:
-                    score = float(adapter.evaluate(Embedder(enc, progress=False), "dev").main_score)
-                    out["stsb_dev_select"] = score
-                    if score > best["score"]:
-                        best.update(score=score, step=step, state=copy.deepcopy(obj.state_dict()))
-                if outer is not None and outer_every and (step % outer_every == 0 or step == steps):
-                    out.update(outer(step, enc))
-            finally:
-                obj.encoder.max_seq_length = train_length
+            enc = MLPEncoder(obj.encoder, obj.mlp) if c.mlp == "train_and_test" else obj.encoder
+            if step % c.eval_every == 0 or step == steps:
+                score = float(adapter.evaluate(Embedder(enc, progress=False), "dev").main_score)
+                out["stsb_dev_select"] = score
+                if score > best["score"]:
+                    best.update(score=score, step=step, state=copy.deepcopy(obj.state_dict()))
+            if outer is not None and outer_every and (step % outer_every == 0 or step == steps):
+                out.update(outer(step, enc))
             return out
 
         ctx.monitor = monitor

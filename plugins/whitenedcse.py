@@ -127,13 +127,11 @@ class WhitenedCSEObjective(Objective):
         torch.nn.init.normal_(lin.weight, std=float(getattr(encoder.model.config, "initializer_range", 0.02)))
         torch.nn.init.zeros_(lin.bias)
         self.dense = lin.to(encoder.device)  # the head's dense (+ tanh), after the whitening; training only
-        self.eval_length = encoder.max_seq_length
 
     def result(self) -> TransformerEncoder:
-        """The encoder ``WhitenedCSE.train`` would return now: the bare [CLS] at the evaluation length."""
-        enc = self.encoder.clone()
-        enc.max_seq_length = self.eval_length
-        return enc
+        """The encoder ``WhitenedCSE.train`` would return now: a copy, the bare [CLS] (it encodes at the
+        start's max length, the training cut being training-only)."""
+        return self.encoder.clone()
 
     def collate(self, items: list[str], rng: np.random.Generator) -> dict:
         tok = self.encoder.tokenize(items)
@@ -204,15 +202,12 @@ class WhitenedCSE(Method):
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         seed_everything(ctx.seed)
-        encoder = ctx.load_encoder(pooling=c.pooling)
+        # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
+        encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         self._check(encoder.dim)
-        eval_length = encoder.max_seq_length
-        if c.max_seq_length:
-            encoder.max_seq_length = int(c.max_seq_length)
         obj = WhitenedCSEObjective(
             encoder, c.temperature, c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.whiten_eps
         )
-        obj.eval_length = eval_length
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         obj = fit(
             self,
@@ -223,9 +218,7 @@ class WhitenedCSE(Method):
             make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
             make_scheduler=lambda o: linear_decay(o, steps),
         )
-        encoder = obj.encoder
-        encoder.max_seq_length = eval_length
-        return encoder
+        return obj.encoder
 
 
 @hookimpl

@@ -31,6 +31,7 @@ CORPUS = [f"sentence number {i} talks about topic {i % 5} with quite a few extra
 
 CLASSES = {"esimcse": "ESimCSE", "mirror_bert": "MirrorBERT", "promptbert": "PromptBERT", "sncse": "SNCSE"}
 CLASSES["diffcse"] = "DiffCSE"
+CLASSES |= {"simcse": "SimCSE", "whitenedcse": "WhitenedCSE"}
 
 
 def _ctx(tmp_path) -> TrainContext:
@@ -40,7 +41,8 @@ def _ctx(tmp_path) -> TrainContext:
 def _build(name: str, tmp_path, monkeypatch, probe=None, **overrides) -> dict:
     """What ``<Method>.train`` hands to ``fit`` with the DEFAULT config (plus ``overrides``): the
     objective, the loop budget, and the optimizer and scheduler factories; no training is run.
-    ``probe(objective)`` runs where training would (its value: ``caught["probe"]``)."""
+    ``probe(objective)`` runs where training would (its value: ``caught["probe"]``); what ``train``
+    returns is ``caught["returned"]``."""
     mod = importlib.import_module(f"benchbench_plugins.{name}")
     caught: dict = {}
 
@@ -52,7 +54,7 @@ def _build(name: str, tmp_path, monkeypatch, probe=None, **overrides) -> dict:
     if name == "sncse":  # spaCy is not what is tested here
         monkeypatch.setattr(mod, "negations", lambda texts, *a, **k: ["not " + t for t in texts])
     cls = getattr(mod, CLASSES[name])
-    cls(cls.Config(**overrides)).train(CORPUS * 20, _ctx(tmp_path))
+    caught["returned"] = cls(cls.Config(**overrides)).train(CORPUS * 20, _ctx(tmp_path))
     return caught
 
 
@@ -107,6 +109,26 @@ def check_speed_knob_of(config_cls) -> None:
     assert config_hash(config_cls(batch_size=7)) != config_hash(config_cls())
 
 
+def check_training_length_only_in_training(name: str, tmp_path, monkeypatch, **overrides) -> None:
+    """The option ``max_seq_length`` (8 here) cuts the inputs while the objective trains, and only
+    then: the encoder ``train`` returns and the copy a learning-curve monitor scores (``result()``)
+    encode at the start's max length (tiny BERT's 128). Two sentences that share their first 12 words
+    get different vectors only if encoding reads past the training cut."""
+    head = " ".join(f"w{i}" for i in range(12))
+    a, b = f"{head} the cat sat on the mat", f"{head} stocks fell sharply today"
+
+    def probe(objective):
+        objective.train()  # as the loop trains it
+        return objective.encoder.tokenize([a])["input_ids"].shape[1]
+
+    caught = _build(name, tmp_path, monkeypatch, probe=probe, steps=1, max_seq_length=8, **overrides)
+    assert caught["probe"] == 8
+    for enc in (caught["returned"], caught["obj"].result()):
+        assert enc.max_seq_length == 128
+        va, vb = enc.encode([a, b])
+        assert not np.allclose(va, vb, atol=1e-5)
+
+
 def check_mlp(name: str, tmp_path, monkeypatch) -> None:
     """The reference's ``--mlp_only_train``: the objective a run builds puts dense + tanh (dim x dim)
     on the training vectors by default, nothing with ``mlp=False``."""
@@ -143,6 +165,9 @@ class TestESimCSE:
     def test_checkpoint_interval_is_not_in_the_result_key(self):
         check_speed_knob("esimcse")
 
+    def test_the_training_length_holds_in_training_only(self, tmp_path, monkeypatch):
+        check_training_length_only_in_training("esimcse", tmp_path, monkeypatch)
+
     def test_a_queue_of_one_keeps_the_newest_key_and_no_queue_keeps_nothing(self):
         from benchbench_plugins.esimcse import ESimCSEObjective
 
@@ -173,6 +198,9 @@ class TestESimCSE:
 class TestMirrorBERT:
     def test_default_recipe_reaches_the_loop_and_the_optimizer(self, tmp_path, monkeypatch):
         check_recipe("mirror_bert", tmp_path, monkeypatch)
+
+    def test_the_training_length_holds_in_training_only(self, tmp_path, monkeypatch):
+        check_training_length_only_in_training("mirror_bert", tmp_path, monkeypatch)
 
     def test_the_30_character_threshold_is_inclusive(self):
         """The reference masks a string of 30 characters and leaves one of 29 (``len(s) < 30``)."""
@@ -324,6 +352,9 @@ class TestDiffCSE:
     def test_checkpoint_interval_is_not_in_the_result_key(self):
         check_speed_knob("diffcse")
 
+    def test_the_training_length_holds_in_training_only(self, tmp_path, monkeypatch, generator_dir):
+        check_training_length_only_in_training("diffcse", tmp_path, monkeypatch, generator=str(generator_dir))
+
     def test_the_run_builds_the_papers_objective(self, tmp_path, monkeypatch, generator_dir):
         """The objective ``DiffCSE.train`` builds: lambda 0.005, masking 0.30, temperature 0.05, the
         BatchNorm projection, a frozen generator outside the optimizer, the training length 32."""
@@ -332,7 +363,7 @@ class TestDiffCSE:
         obj = caught["obj"]
         assert (obj.lambda_weight, obj.masking_ratio, obj.temperature) == (0.005, 0.30, 0.05)
         assert [type(m).__name__ for m in obj.mlp][1] == "BatchNorm1d" and obj.condition_before_mlp is False
-        assert caught["probe"] == 32 and obj.eval_length == obj.encoder.max_seq_length == 128
+        assert caught["probe"] == 32 and caught["returned"].max_seq_length == 128
         opt = caught["make_optimizer"](obj)
         in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
         assert not any(id(p) in in_opt for p in obj.generator.parameters())
@@ -451,6 +482,17 @@ class TestSimCSE:
         assert obj.keep_mlp is False and type(obj.result()).__name__ == "TransformerEncoder"
         obj.keep_mlp = True
         assert type(obj.result()).__name__ == "MLPEncoder"
+
+    def test_the_training_length_holds_in_training_only(self, tmp_path, monkeypatch):
+        check_training_length_only_in_training("simcse", tmp_path, monkeypatch)
+
+
+class TestWhitenedCSE:
+    """plugins/whitenedcse.py as ``WhitenedCSE.train`` builds it."""
+
+    def test_the_training_length_holds_in_training_only(self, tmp_path, monkeypatch):
+        # groups that divide tiny BERT's 16 dimensions
+        check_training_length_only_in_training("whitenedcse", tmp_path, monkeypatch, num_groups=8)
 
 
 class TestViews:

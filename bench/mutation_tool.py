@@ -507,6 +507,12 @@ EQUIVALENT_RULES += [
         "corr = a.T @ b is d x d (both views are the same encoder's d-dimensional vectors, and "
         "SimCSEObjective passes only those): shape[0], shape[1] and shape[-1] are the same number",
     ),
+    (
+        r"whitenedcse.py \| ReplaceBinaryOperator_FloorDiv_Div \| if c.batch_size <= dim // c.num_groups: -> ",
+        "reached only after the check above that num_groups divides dim: dim / num_groups is then the "
+        "same whole number as dim // num_groups (the message's // is pinned by "
+        "test_a_too_small_batch_is_refused_naming_the_dimensions_per_group)",
+    ),
 ]
 
 

@@ -288,6 +288,19 @@ def test_bad_options_are_refused_naming_the_option(tmp_path, kw, option):
         WhitenedCSE(WhitenedCSEConfig(**{"steps": 1, "batch_size": 4, **kw})).train(CORPUS, ctx)
 
 
+def test_a_too_small_batch_is_refused_naming_the_dimensions_per_group():
+    """The message gives the whole number of dimensions per group ("2", not "2.0")."""
+    with pytest.raises(ConfigError, match=r"dimensions per group \(2\): a group's covariance"):
+        WhitenedCSE(WhitenedCSEConfig(num_groups=8, batch_size=2))._check(16)
+
+
+def test_checkpoint_interval_is_not_in_the_result_key():
+    from benchbench import config_hash
+
+    assert config_hash(WhitenedCSEConfig(checkpoint_every=7)) == config_hash(WhitenedCSEConfig())
+    assert config_hash(WhitenedCSEConfig(batch_size=7)) != config_hash(WhitenedCSEConfig())
+
+
 def test_limits_of_the_options_that_are_allowed():
     ok = dict(num_groups=8, batch_size=4)
     WhitenedCSE(WhitenedCSEConfig(**ok, num_pos=2))._check(16)  # two views: one positive

@@ -8,7 +8,7 @@ as ``benchbench sweep``) and Ray is installed, one after another in this process
 that fails is reported by name and the others go on; a run already stored is not in the list (and the
 runner skips a stored key anyway), so an interrupted reproduction picks up where it stopped.
 
-The published numbers are versioned data files, ``benchbench/reproductions/<name>.toml``, each naming
+The published numbers are versioned data files, ``benchbench/report/reproductions/<name>.toml``, each naming
 its paper, table and source; nothing numeric about a paper lives in this code.
 """
 
@@ -43,7 +43,7 @@ def load_spec(name: str) -> dict[str, Any]:
     if name not in available():
         raise ConfigError(
             f"reproduce: no reproduction named {name!r}; available: {', '.join(available())} "
-            f"(data files in benchbench/reproductions/)."
+            f"(data files in benchbench/report/reproductions/)."
         )
     return tomllib.loads((resources.files("benchbench.report") / "reproductions" / f"{name}.toml").read_text())
 

@@ -68,6 +68,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -532,6 +533,7 @@ class TransEncoder(Method):
         with tempfile.TemporaryDirectory() if ctx.output_dir is None else contextlib.nullcontext() as tmp:
             self._phase_root = Path(tmp or Path(ctx.checkpoint_dir) / "trans-encoder")
             result = self.fit(pairs, pool, ctx)
+            shutil.rmtree(self._phase_root, ignore_errors=True)  # every phase finished: nothing left to resume
         if cache_dir is not None and hasattr(result, "save"):
             # a task that reuses this training reports the training's seconds, not its own reload time
             result.info.setdefault("accounting", {})["seconds"] = round(time.perf_counter() - t0, 3)

@@ -214,8 +214,8 @@ def contrastive_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> 
 
 def constant_with_warmup(optimizer: torch.optim.Optimizer, warmup: int) -> torch.optim.lr_scheduler.LambdaLR:
     """transformers' ``get_constant_schedule_with_warmup``: s / warmup below ``warmup`` (0 at the first
-    step), then 1."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: s / max(1.0, warmup) if s < warmup else 1.0)
+    step), then 1 (its ``max(1.0, warmup)`` guard is never needed: s < warmup means warmup >= 1)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: s / warmup if s < warmup else 1.0)
 
 
 class DenoSent(Method):

@@ -485,6 +485,31 @@ def test_limits_of_the_options_that_are_allowed():
     ds.DenoSent(ds.DenoSentConfig(generative_weight=0.0, decoder_layers=1))._check(16)
 
 
+def test_encoding_cuts_the_sentence_so_the_template_fits():
+    enc = ds.DenoSentEncoder(tiny_bert(16, 1, 2, 32, max_seq_length=20, seed=0), ds.DenoSentConfig().template)
+    t = enc.template
+    long = enc.tokenize([LONG])
+    assert long["input_ids"].shape[1] == 20 and long["input_ids"][0, -1] == t.sep  # the template's end survives
+    assert int(long["mask_pos"][0]) == t.mask_index(20 - t.overhead)
+    for room in (t.overhead, t.overhead - 1):  # no room for the sentence: the template alone, never a cut from the end
+        enc.max_seq_length = room
+        assert enc.tokenize(["a cat"])["input_ids"][0].tolist() == t.wrap([])
+
+
+def test_head_inits_at_0_02_when_the_config_names_no_initializer_range(monkeypatch):
+    """(A model family whose config lacks it; BERT's has it, 0.02, as a class default.)"""
+    base = tiny_bert(16, 1, 2, 32, seed=0)
+    base.model.config.initializer_range = 5.0  # an instance value, then none at all
+    del base.model.config.initializer_range
+    monkeypatch.delattr(type(base.model.config), "initializer_range", raising=False)
+    assert not hasattr(base.model.config, "initializer_range")
+    enc = ds.DenoSentEncoder(base, ds.DenoSentConfig().template)
+    torch.manual_seed(0)
+    obj = ds.DenoSentObjective(enc, ds.DenoSentConfig(decoder_layers=1, decoder_ffn=32), ds.mlm_head(enc))
+    assert abs(obj.projector.weight.std().item() - 0.02) < 0.004
+    assert abs(obj.decoder.layers[0].linear1.weight.std().item() - 0.02) < 0.004
+
+
 def test_a_bad_template_names_denosent(tmp_path):
     with pytest.raises(ConfigError, match="denosent: template"):
         ds.DenoSent(ds.DenoSentConfig(steps=1, template="no slot", **OVERRIDES)).train(CORPUS, _ctx(tmp_path))

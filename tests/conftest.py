@@ -23,6 +23,9 @@ def _study_stats_in_the_test_tree(tmp_path_factory, monkeypatch):
 
     where = tmp_path_factory.getbasetemp() / "study-stats"
     monkeypatch.setattr(study_view, "default_cache", lambda: where)
+    from benchbench.report import leaderboard  # `benchbench table`'s columns: the same rule
+
+    monkeypatch.setattr(leaderboard, "tie_cache", lambda: tmp_path_factory.getbasetemp() / "table-stats")
 
 
 def _real_data_dir() -> Path | None:

@@ -70,20 +70,73 @@ def _name(tr: TableRow) -> str:
 
 
 def tie_columns(
-    trs: list[TableRow], tasks: list[str], split: str, n_resamples: int, root: str | Path | None
+    trs: list[TableRow],
+    tasks: list[str],
+    split: str,
+    n_resamples: int,
+    root: str | Path | None,
+    cache: Path | None = None,
 ) -> dict[str, stats.Column]:
     """task -> its column's statistics over the table's rows, by the studies' test
     (``stats.column_stats``: seeds x items where every seed of every row has verified per-item scores,
-    seeds alone otherwise, none with one seed and no items; the column says which and why)."""
+    seeds alone otherwise, none with one seed and no items; the column says which and why). A column
+    is read from ``cache`` (default :func:`tie_cache`) when the same records were tested before."""
+    cache = tie_cache() if cache is None else cache
     out = {}
     for t in tasks:
-        cells = {}
+        cells, recs = {}, {}
         for tr in trs:
             cell = tr.cells.get(t)
             if cell is not None:
-                cells[_name(tr)] = _with_items(cell, tr.row.task_records(t, split), split, root)
-        out[t] = stats.column_stats(t, cells, n_resamples=n_resamples, seed=TIE_SEED)
+                recs[_name(tr)] = tr.row.task_records(t, split)
+                cells[_name(tr)] = _with_items(cell, recs[_name(tr)], split, root)
+        out[t] = _cached_column(t, cells, recs, split, n_resamples, cache)
     return out
+
+
+def tie_cache() -> Path:
+    """Where table columns' statistics are kept (beside the data cache; never among the records)."""
+    from benchbench.core.paths import default_data_cache
+
+    return default_data_cache().parent / "table-stats"
+
+
+def _cached_column(
+    task: str, cells: dict[str, Cell], recs: dict[str, list[dict[str, Any]]], split: str, n: int, cache: Path
+) -> stats.Column:
+    """``stats.column_stats`` of the column, or its cached result: keyed by every record's checksum
+    (its scores without one), which seeds have items, the damaged files, the settings and the bytes of
+    ``stats.py`` itself (a change of the library recomputes). JSON only; an unreadable entry is recomputed."""
+    import hashlib
+    import json
+
+    from benchbench.store.files import atomic_write_json
+
+    parts: list[Any] = [hashlib.sha256(Path(stats.__file__).read_bytes()).hexdigest(), task, split, n, TIE_SEED]
+    for name in sorted(cells):
+        c = cells[name]
+        parts.append([name, sorted(map(str, c.items)), c.damaged])
+        parts += [
+            [r.get("seed"), r.get("checksum"), r.get("items_sha256"), c.scores.get(r.get("seed"))] for r in recs[name]
+        ]
+    path = cache / f"{hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()}.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return stats.Column(
+            **{k: v for k, v in doc.items() if k not in ("tied", "start")},
+            tied=set(doc["tied"]),
+            start={m: stats.StartTest(**v) for m, v in doc["start"].items()},
+        )
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    col = stats.column_stats(task, cells, n_resamples=n, seed=TIE_SEED)
+    doc = {**dataclasses.asdict(col), "tied": sorted(col.tied)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, doc)
+    except OSError:
+        pass  # a read-only cache costs time, never a result
+    return col
 
 
 def _with_items(cell: Cell, records: list[dict[str, Any]], split: str, root: str | Path | None) -> Cell:

@@ -214,3 +214,24 @@ def test_table_provenance_lists_every_code_version_dirty_ones_marked():
     old = {**_record("a", 3, 82.0), "git_sha": "e" * 40}  # a record from before git_dirty
     (line,) = provenance([clean, dirty, old])
     assert f"git {'c' * 12}, {'c' * 12}+dirty.{'d' * 8}, {'e' * 12};" in line, line
+
+
+def test_a_tables_columns_are_reused_while_their_records_are_unchanged(tmp_path, capsys, gold, monkeypatch):
+    """The second `table` over the same records reads each column from the cache (no bootstrap) and
+    prints the same marks; a record written again (another checksum) recomputes its column only."""
+    from benchbench.report import leaderboard
+
+    monkeypatch.setattr(leaderboard, "tie_cache", lambda: tmp_path / "cache")
+    calls = []
+    real = stats.column_stats
+    monkeypatch.setattr(stats, "column_stats", lambda task, *a, **k: calls.append(task) or real(task, *a, **k))
+    rng = np.random.default_rng(7)
+    store = ResultStore(tmp_path / "results")
+    _write(store, "a", gold, [0.7, 0.71, 0.72], rng)
+    _write(store, "b", gold, [1.3, 1.31, 1.32], rng)
+    first = _table(store.root, capsys)
+    assert calls == ["stsb"] and first["a"].endswith(" ¹") and not first["b"].endswith("¹")
+    assert _table(store.root, capsys) == first and calls == ["stsb"]  # read back: same output, no bootstrap
+    _write(store, "b", gold, [0.7, 0.71, 0.72], rng)  # b rewritten: its records' checksums change
+    again = _table(store.root, capsys)
+    assert calls == ["stsb", "stsb"] and again["b"].endswith(" ¹"), again

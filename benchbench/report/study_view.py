@@ -493,6 +493,7 @@ class ShownCell:
     learning: str = ""  # learned / did not learn / not assessable ("" for an untrained row)
     learning_reason: str = ""
     reference: str = ""  # the row the cell was tested against
+    records: tuple[tuple[Any, str], ...] = ()  # (seed, record path relative to the results folder)
 
 
 @dataclass(frozen=True)
@@ -746,7 +747,12 @@ def _flag_notes(flags: Mapping[tuple[str, str], Sequence[str]], rows: Sequence[s
 
 
 def _shown_cell(
-    a: aggregate.Cell | None, m: str, col: Column, flags: Sequence[str], learned: Mapping[str, Any] | None = None
+    a: aggregate.Cell | None,
+    m: str,
+    col: Column,
+    flags: Sequence[str],
+    learned: Mapping[str, Any] | None = None,
+    records: Mapping[Any, Mapping[str, Any]] | None = None,
 ) -> ShownCell:
     if a is None:
         return ShownCell(NO_CELL, False, None)
@@ -768,6 +774,7 @@ def _shown_cell(
         (learned or {}).get("verdict", ""),
         (learned or {}).get("reason", ""),
         st.reference if st else "",
+        tuple(sorted(((s, str(r.get("_path") or "")) for s, r in (records or {}).items()), key=lambda x: str(x[0]))),
     )
 
 
@@ -879,7 +886,10 @@ def view(
         for t in tasks:
             sc = table[t][m].scores
             acells[t] = (tr.cells.get(t) if tr else None) or (aggregate.Cell(dict(sc)) if sc else None)
-        shown = tuple(_shown_cell(acells[t], m, cols[t], flags[(m, t)], learn.get(m, {}).get(t)) for t in tasks)
+        shown = tuple(
+            _shown_cell(acells[t], m, cols[t], flags[(m, t)], learn.get(m, {}).get(t), table[t][m].records)
+            for t in tasks
+        )
         label = (tr.row.display_label if tr else m) + (ROW_MIXED_CODE if m in prov.mixed_code else "")
         label += ROW_MIXED_ENCODER if m in prov.mixed_encoders else ""
         recs = [r for t in tasks for r in table[t][m].records.values()]

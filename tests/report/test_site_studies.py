@@ -7,6 +7,7 @@ records' marks, what is missing, and the old every-record view one click away on
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -121,6 +122,7 @@ def _rows(html: str, table_id: str) -> dict[str, list[str]]:
     for tr in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
         setting = 'class="setting"' in tr
+        cells = [re.sub(r'^<a href="records-[^"]+">(.*)</a>$', r"\1", c, flags=re.S) for c in cells]
         out[re.sub(r"<[^>]+>", "", cells[0])] = cells[2:] if setting else cells[1:]
     return out
 
@@ -143,6 +145,14 @@ def test_one_table_per_study_and_the_tie_groups_are_tie_columns(built) -> None:
     # mean ± sample std (n) from the stored scores
     sc = list(built["table"]["scidocs"]["tsdae"].scores.values())
     assert by_method["tsdae"][1].startswith(f"<b>{np.mean(sc):.2f} ± {np.std(sc, ddof=1):.2f} (3)∅</b> ¹")
+    # each stored cell links to its records: the study's records page lists one file per seed, under ../
+    assert '<a href="records-mini.html#c-tsdae-scidocs">' in index
+    page = (built["lb"] / "site" / "records-mini.html").read_text(encoding="utf-8")
+    para = re.search(r'<p id="c-tsdae-scidocs">(.*?)</p>', page, re.S)
+    hrefs = re.findall(r'href="([^"]+)"', para.group(1)) if para else []
+    recs = [json.loads((built["lb"] / "site" / h).read_text()) for h in hrefs]
+    assert len(hrefs) == 3 and {(r["method"], r["task"]) for r in recs} == {("tsdae", "scidocs")}
+    assert sorted(r["seed"] for r in recs) == sorted(built["table"]["scidocs"]["tsdae"].scores)
 
 
 def test_partial_row_has_no_average_and_the_missing_cells_are_named(built) -> None:

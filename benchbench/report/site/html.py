@@ -64,6 +64,38 @@ def _code_spans(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape_html(text))
 
 
+def _records_page(study: str) -> str:
+    return f"records-{slug(anchor(study))}.html"
+
+
+def _cell_anchor(row: str, task: str) -> str:
+    return f"c-{anchor(row)}-{anchor(task)}"
+
+
+def study_records_page(v: studies.StudyView) -> str:
+    """Every cell of a study with the record file of each seed (paths relative to the results folder,
+    linked from the site folder one level below it): what a reader opens to check a number."""
+    parts = [
+        f"<h1>{escape_html(v.study.name)} (v{v.study.version}): the records behind each cell</h1>",
+        f'<p class="notes"><a href="index.html#study-{anchor(v.study.name)}">back to the table</a>. Each record '
+        "holds its config, code version (git_sha, git_dirty), package versions, device, training accounting "
+        "(curves, loss) and per-item scores (its items file beside it).</p>",
+    ]
+    for row in v.rows:
+        for task, c in zip(v.tasks, row.cells):
+            if not c.records:
+                continue
+            links = ", ".join(
+                f'<a href="../{escape_html(p)}">seed {escape_html(str(s))}</a>' if p else f"seed {escape_html(str(s))}"
+                for s, p in c.records
+            )
+            parts.append(
+                f'<p id="{_cell_anchor(row.method, task)}"><b>{escape_html(row.method)} / {escape_html(task)}</b>: '
+                f"{escape_html(c.text)}; {links}</p>"
+            )
+    return _page(f"benchbench: {v.study.name} records", "\n".join(parts))
+
+
 def study_curve_names(v: studies.StudyView) -> list[tuple[str, tuple[str, str]]]:
     """(plot name, (title, "")) of the study's curve figures (``plots.study_curve_plots`` names them)."""
     return [
@@ -92,7 +124,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
             name = f'<a href="methods/{page_name(row.method)}.html">{name}</a>'
         tds = [f'<td class="label" data-v="{escape_html(row.label)}">{name}</td>']
         tds.append(f'<td class="setting" data-v="{escape_html(row.setting)}">{escape_html(row.setting)}</td>')
-        for c in row.cells:
+        for task, c in zip(v.tasks, row.cells):
             sort_v = "" if c.sort is None else f"{c.sort:.6f}"
             tip = "; ".join(
                 x
@@ -103,7 +135,10 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
                 if x
             )
             title = f' title="{escape_html(tip)}"' if tip else ""
-            tds.append(f'<td class="num" data-v="{sort_v}"{title}>{studies.render_cell(c, "html")}</td>')
+            text = studies.render_cell(c, "html")
+            if c.records:  # the cell's records, one link per seed, on the study's records page
+                text = f'<a href="{_records_page(st.name)}#{_cell_anchor(row.method, task)}">{text}</a>'
+            tds.append(f'<td class="num" data-v="{sort_v}"{title}>{text}</td>')
         avg = "" if row.avg is None else f"{row.avg:.2f}"
         tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
         tds.append(f'<td class="cost" data-v="{escape_html(row.cost)}">{escape_html(row.cost)}</td>')
@@ -184,6 +219,9 @@ def render_site(
         files[f"plots/{name}.svg"] = svg
     for name, (_, svg) in study_curve_plots(sections or []).items():
         files[f"plots/{name}.svg"] = svg
+    for sec in sections or []:
+        if sec.view is not None:
+            files[_records_page(sec.view.study.name)] = study_records_page(sec.view)
     parts = [
         "<h1>Every stored record</h1>",
         '<p class="notes">The <a href="index.html">studies</a> are the controlled comparisons; this page is '

@@ -3,7 +3,9 @@
 From the stored records alone: mean ± std over seeds, the dagger (the method beats every rival in
 every shared seed), a paired test across seeds (t-test or Wilcoxon), and, where the records were
 stored with ``--store-items``, a paired bootstrap over the task's items for each shared seed
-(``benchbench.report.stats.paired_bootstrap_items``). The tests are named under the table.
+(``benchbench.report.stats.paired_bootstrap_items``); then the studies' test from the same library
+(hierarchical bootstrap over seeds and items, Holm over the rivals, ≈ only from TOST within a margin).
+The tests are named under the table.
 """
 
 from __future__ import annotations

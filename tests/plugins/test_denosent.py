@@ -10,6 +10,7 @@ the reference read from its repository: bench/fidelity_denosent.py."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 from types import SimpleNamespace
@@ -372,6 +373,7 @@ def test_training_truncation_counts_cls_and_sep():
     b = obj.collate([LONG], None)
     assert int(b["attention_mask"][0].sum()) == 8 + obj.encoder.template.overhead
     assert _objective(max_seq_length=None).limit is None
+    assert _objective(max_seq_length=2).limit == 0 and _objective(max_seq_length=1).limit == 0  # never negative
 
 
 def test_decoder_and_projector_are_the_references_modules_and_init():
@@ -462,6 +464,33 @@ def test_train_makes_the_budgets_back_translations_and_hands_them_to_the_objecti
     assert obj.limit == 30 and len(obj.decoder.layers) == 2
 
 
+class _Noise:
+    """An augmenter with ``prepare`` and without ``apply`` (a plain ``(texts, rng) -> texts`` one)."""
+
+    def __init__(self):
+        self.prepared = []
+
+    def prepare(self, ctx):
+        self.prepared.append(ctx)
+
+    def __call__(self, texts, rng):
+        return [t + " indeed" for t in texts]
+
+
+def test_any_registered_augmenter_is_prepared_and_used_without_apply(tmp_path, monkeypatch):
+    from benchbench.core.registry import load_registry
+
+    caught = {}
+    monkeypatch.setattr(ds, "fit", lambda method, obj, *a, **k: caught.setdefault("obj", obj))
+    ctx = _ctx(tmp_path)
+    ctx.registry = load_registry()
+    noise = _Noise()
+    ctx.registry.augmenters["plain"] = noise
+    ds.DenoSent(ds.DenoSentConfig(steps=1, augmenter="plain", **OVERRIDES)).train(CORPUS, ctx)
+    assert noise.prepared == [ctx] and caught["obj"].noise is noise
+    assert ctx.accounting["discrete_noise"] == "plain"
+
+
 @pytest.mark.parametrize(
     "kw,option",
     [
@@ -470,6 +499,8 @@ def test_train_makes_the_budgets_back_translations_and_hands_them_to_the_objecti
         ({"contrastive_weight": 0.0, "generative_weight": 0.0}, "contrastive_weight"),
         ({"generative_weight": -1.0}, "generative_weight"),
         ({"noise_dropout": 1.0}, "noise_dropout"),
+        ({"noise_dropout": -0.1}, "noise_dropout"),
+        ({"decoder_heads": 0}, "decoder_heads"),
         ({"decoder_layers": 0}, "decoder_layers"),
         ({"warmup_steps": -1}, "warmup_steps"),
     ],
@@ -526,6 +557,9 @@ def test_encoder_reads_the_bare_mask_vector_without_a_period_and_reloads_so(tmp_
     h = enc.model(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"]).last_hidden_state
     v = enc.forward(**tok)["sentence_embedding"]
     assert torch.allclose(v, h[0, tok["mask_pos"]], atol=1e-6)
+    cfg = {"template": ds.DenoSentConfig().template, "denoise": False, "final_period": False}
+    h8 = hashlib.blake2b(json.dumps(cfg, sort_keys=True).encode(), digest_size=8).hexdigest()
+    assert enc.fingerprint.endswith(f"-denosent-{h8}") and enc.prompt_config() == cfg
     other = PromptEncoder(enc, ds.DenoSentConfig().template)
     assert other.fingerprint != enc.fingerprint  # PromptBERT's adds a period: not the same encoder
     path = enc.save(tmp_path / "saved")

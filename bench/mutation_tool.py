@@ -498,6 +498,15 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         "how many template-alone rows are computed: only rows 0..max(n) are ever indexed (by n), so more "
         "are unused, and with no sentence (n empty) none is",
     ),
+    (
+        r"infocse.py \| NumberReplacer \| layer_cls = type\(encoder.model.encoder.layer\[0\]\) -> .*layer\[ ?-1\]\)",
+        "every layer of a model's stack is of one class: the last names the same class as the first",
+    ),
+    (
+        r"infocse.py \| NumberReplacer \| bert_init\(layers, float\(getattr\(encoder.model.config, \"initializer_range\", 0.02\)\)\)",
+        "getattr's default: the configs of the BERT-like models InfoCSE takes (an encoder.layer stack: BERT, "
+        "RoBERTa, MiniLM, tiny-bert) all define initializer_range, so the default is never read",
+    ),
 ]
 
 

@@ -28,6 +28,8 @@ from benchbench.testing import check_method
 
 TINY = "tiny-bert:16:1:2:32"
 CORPUS = [f"sentence number {i} is about topic {i % 5} and has some more words {i * 3}" for i in range(24)]
+# every third sentence cut to a few words: each batch of 6 holds padding, so the attention masks matter
+RAGGED = [s if i % 3 else " ".join(s.split()[: 2 + i % 4]) for i, s in enumerate(CORPUS)]
 OVERRIDES = {"skip_from": 1, "batch_size": 4}
 
 
@@ -51,8 +53,9 @@ def _objective(dropout=0.0, skip_from=1, mlm_weight=1.0, temperature=1.0, frozen
 
 
 def _batch(obj, n=6, seed=0):
-    b = obj.collate(CORPUS[:n], np.random.default_rng(seed))
+    b = obj.collate(RAGGED[:n], np.random.default_rng(seed))
     b.pop("n_tokens")
+    assert (b["attention_mask"] == 0).any()
     return b
 
 
@@ -90,13 +93,13 @@ def test_loss_chance_is_ln_b_plus_weight_times_ln_vocab():
 # ---- masking ---------------------------------------------------------------------------------------
 def test_collate_masks_each_views_row_on_its_own_40_percent_80_10_10_never_a_special_token():
     obj = _objective()
-    tok = obj.encoder.tokenize(CORPUS[:8])
+    tok = obj.encoder.tokenize(RAGGED[:8])
     ids = tok["input_ids"].repeat_interleave(2, 0)
     special = torch.isin(ids, obj.special_ids)
     counts = np.zeros(4)  # chosen, chosen -> [MASK], chosen -> other id, chosen and kept
     rng = np.random.default_rng(0)
     for _ in range(150):
-        b = obj.collate(CORPUS[:8], rng)
+        b = obj.collate(RAGGED[:8], rng)
         assert torch.equal(b["input_ids"], tok["input_ids"]) and b["mlm_input_ids"].shape == ids.shape
         chosen = b["mlm_labels"] != -100
         assert not (chosen & special).any() and torch.equal(b["mlm_input_ids"][special], ids[special])
@@ -339,7 +342,8 @@ def test_equal_to_a_transcription_of_the_references_cl_forward_over_three_sgd_st
     ref = copy.deepcopy(ours)
     opts = [torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1) for m in (ours, ref)]
     for step in range(3):
-        b = ours.collate(CORPUS[step * 6 : (step + 1) * 6], np.random.default_rng(step))
+        b = ours.collate(RAGGED[step * 6 : (step + 1) * 6], np.random.default_rng(step))
+        assert (b["attention_mask"] == 0).any()
         b.pop("n_tokens")
         loss_ours = ours(**b)
         cl, rec = _by_hand(ref, b)

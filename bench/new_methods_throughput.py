@@ -38,6 +38,9 @@ METHODS: dict[str, dict] = {
     "diffcse": {"generator": "~/.cache/benchbench/tiny-mlm-nli"},
     "simcse-plus-plus": {},  # SimCSE + a third, dropout-free pass for the negatives + the d x d DCL term
     "whitenedcse": {},  # 3 views a sentence; 128 groups need a hidden size that is a multiple (MiniLM: 384)
+    # x and its back-translation, each in the template (the back-translations are made and cached by Apertium
+    # before the loop's clock) + a 16-layer, one-head decoder and the MLM head on the non-pad tokens
+    "denosent": {},
 }
 
 

@@ -1,6 +1,7 @@
-"""Mutation check for the ESimCSE and Mirror-BERT plugins: each listed one-line breakage of a defining
+"""Mutation check for the plugins of the methods added after the first ones (ESimCSE, Mirror-BERT,
+WhitenedCSE, SimCSE++ and those appended below): each listed one-line breakage of a defining
 mechanism, alone, in a temporary COPY of the package (bench/mutations.py's machinery: never the shared
-working tree), must make tests/plugins/test_esimcse.py or tests/plugins/test_mirror_bert.py fail.
+working tree), must make the tests named beside it fail.
 
     OMP_NUM_THREADS=1 nice python bench/mutations_new_methods.py [--only SUBSTRING]
 
@@ -207,6 +208,172 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
         MI,
         [("        set_dropout(encoder.model, c.dropout)\n", "")],
         [MB + "test_train_samples_10k_drops_the_last_batch_and_removes_drophead_hooks"],
+    ),
+]
+
+
+# WhitenedCSE and SimCSE++ (issue 40): the defining mechanisms, one breakage each; the tool-made
+# mutants of the same modules are in bench/mutation_tool.py (leaderboards/mutation/issue40_run2.md)
+W, SP = "tests/plugins/test_whitenedcse.py::", "tests/plugins/test_simcse_plus_plus.py::"
+WH, SI, CO = "plugins/whitenedcse.py", "plugins/simcse.py", "plugins/_contrastive.py"
+MUTATIONS += [
+    (
+        "WhitenedCSE whitening matrix carries gradient",
+        WH,
+        [
+            (
+                "    with torch.no_grad():\n        cov = g.transpose(1, 2)",
+                "    if True:\n        cov = g.transpose(1, 2)",
+            )
+        ],
+        [W + "test_the_whitening_matrix_carries_no_gradient"],
+    ),
+    (
+        "WhitenedCSE PCA whitening instead of ZCA",
+        WH,
+        [
+            (
+                "w = u @ torch.diag_embed((s + eps).rsqrt()) @ u.transpose(1, 2)",
+                "w = u @ torch.diag_embed((s + eps).rsqrt())",
+            )
+        ],
+        [W + "test_zca_not_just_any_whitening"],
+    ),
+    (
+        "WhitenedCSE groups centred over their dimensions, not their rows",
+        WH,
+        [("g = g - g.mean(1, keepdim=True)", "g = g - g.mean(2, keepdim=True)")],
+        [W + "test_each_shuffled_group_is_white_and_the_groups_stay_correlated"],
+    ),
+    (
+        "WhitenedCSE output left in the shuffled order",
+        WH,
+        [
+            (
+                "return out if perm is None else out[:, torch.argsort(perm)]",
+                "return out if perm is None else out[:, perm]",
+            )
+        ],
+        [W + "test_each_shuffled_group_is_white_and_the_groups_stay_correlated"],
+    ),
+    (
+        "WhitenedCSE one fixed permutation for every block and step",
+        WH,
+        [
+            (
+                "perm = torch.randperm(d) if shuffle",
+                "perm = torch.randperm(d, generator=torch.Generator().manual_seed(0)) if shuffle",
+            )
+        ],
+        [W + "test_every_block_is_whitened_alone_with_its_own_permutation"],
+    ),
+    (
+        "WhitenedCSE 'reference' rows whitened view by view",
+        WH,
+        [
+            (
+                "white = shuffled_group_whitening(h[order], k,",
+                "white = shuffled_group_whitening(h[torch.argsort(order)], k,",
+            )
+        ],
+        [W + "test_which_rows_share_a_whitening"],
+    ),
+    (
+        "WhitenedCSE head without tanh",
+        WH,
+        [("return torch.tanh(self.dense(h)).view(k, n, -1)", "return self.dense(h).view(k, n, -1)")],
+        [W + "test_forward_is_whitening_then_dense_tanh_then_the_loss"],
+    ),
+    (
+        "WhitenedCSE positives contrasted with each other, not with the anchor",
+        WH,
+        [
+            (
+                "F.cosine_similarity(z[0][:, None], z[v][None], dim=-1)",
+                "F.cosine_similarity(z[v - 1][:, None], z[v][None], dim=-1)",
+            )
+        ],
+        [W + "test_loss_is_the_sum_over_positive_views_against_the_first"],
+    ),
+    (
+        "SimCSE++ negatives' pass without gradient",
+        SI,
+        [("        with dropout_off(self):\n", "        with dropout_off(self), torch.no_grad():\n")],
+        [SP + "test_negatives_are_the_dropout_free_vectors_with_gradient_after_the_views"],
+    ),
+    (
+        "SimCSE++ negatives' pass with dropout on",
+        SI,
+        [("        with dropout_off(self):\n", "        with dropout_off(torch.nn.Identity()):\n")],
+        [SP + "test_negatives_are_the_dropout_free_vectors_with_gradient_after_the_views"],
+    ),
+    (
+        "SimCSE++ negatives from a dropout view (plain SimCSE's)",
+        SI,
+        [
+            (
+                "loss = off_dropout_infonce(z1, z2, self.negatives(**tok), self.temperature)",
+                "loss = off_dropout_infonce(z1, z2, z2, self.temperature)",
+            )
+        ],
+        [SP + "test_forward_uses_dropout_views_for_positives_and_the_off_dropout_pass_for_negatives"],
+    ),
+    (
+        "SimCSE++ dropout off only in nn.Dropout modules (attention dropout stays on)",
+        CO,
+        [
+            (
+                "    module.eval()\n    try:",
+                "    [m.eval() for m in module.modules() if isinstance(m, torch.nn.Dropout)]\n    try:",
+            )
+        ],
+        [SP + "test_dropout_off_switches_off_hidden_and_attention_dropout_and_restores_each_mode"],
+    ),
+    (
+        "SimCSE++ dropout_off leaves the module in eval mode",
+        CO,
+        [("            m.training = was\n", "            pass\n")],
+        [SP + "test_dropout_off_switches_off_hidden_and_attention_dropout_and_restores_each_mode"],
+    ),
+    (
+        "SimCSE++ the negatives' self-similarity kept beside the positive",
+        CO,
+        [
+            (
+                "logits = torch.diagonal_scatter(neg, pos) / temperature",
+                "logits = torch.cat([torch.diagonal_scatter(neg, pos), torch.diagonal(neg)[:, None]], 1) / temperature",
+            )
+        ],
+        [SP + "test_off_dropout_infonce_formula_sign_and_temperature"],
+    ),
+    (
+        "SimCSE++ DCL without standardising the views",
+        CO,
+        [("a = F.batch_norm(z1.float(), None, None, training=True, eps=BN_EPS)", "a = z1.float()")],
+        [SP + "test_dcl_is_dimension_wise_infonce_on_batch_standardised_views"],
+    ),
+    (
+        "SimCSE++ DCL with view 2's dimensions as rows",
+        CO,
+        [("corr = a.T @ b / n / temperature", "corr = b.T @ a / n / temperature")],
+        [SP + "test_dcl_is_dimension_wise_infonce_on_batch_standardised_views"],
+    ),
+    (
+        "SimCSE++ DCL term on one view against itself",
+        SI,
+        [
+            (
+                "dimension_contrastive_loss(z1, z2, self.dcl_temperature)",
+                "dimension_contrastive_loss(z1, z1, self.dcl_temperature)",
+            )
+        ],
+        [SP + "test_forward_adds_the_dcl_term_on_the_two_views_with_its_weight"],
+    ),
+    (
+        "simcse-plus-plus DCL weight 1 instead of the reference run's 0.1",
+        "plugins/simcse_plus_plus.py",
+        [("    dcl_weight: float = 0.1\n", "    dcl_weight: float = 1.0\n")],
+        [SP + "test_simcse_plus_plus_defaults_are_the_reference_runs_and_all_hashed"],
     ),
 ]
 

@@ -17,9 +17,8 @@ import platform
 import time
 
 import torch
-from benchbench_plugins.trans_encoder import CrossEncoderScorer
 
-from benchbench import Embedder, load_encoder, make_adapter
+from benchbench import CrossEncoderScorer, Embedder, load_encoder, make_adapter
 from benchbench.core.registry import get_registry
 from benchbench.store.data import DataStore
 

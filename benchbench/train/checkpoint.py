@@ -215,10 +215,12 @@ def _set_rng_state(st: dict[str, Any]) -> None:
 
 
 def remove_checkpoints(root: Path) -> None:
-    """Delete a run's checkpoints (after its result is safely stored)."""
+    """Delete a run's checkpoints (after its result is safely stored, or on ``--retrain``), those of
+    the loops a method runs in sub-folders too (Trans-Encoder's phases)."""
     if Path(root).is_dir():
-        for d in list(Path(root).glob("step-*")) + list(Path(root).glob(".tmp-step-*")):
-            shutil.rmtree(d, ignore_errors=True)
+        for d in list(Path(root).rglob("step-*")) + list(Path(root).rglob(".tmp-step-*")):
+            if d.is_dir() and re.fullmatch(r"(\.tmp-)?step-\d+", d.name):
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:

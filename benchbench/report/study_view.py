@@ -28,7 +28,7 @@ import json
 import re
 import tomllib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -49,7 +49,7 @@ from benchbench.run.study import (
     random_init_row,
 )
 
-TIE_P = 0.05  # the family-wise level of the tie groups and of the equivalence (≈) claims
+TIE_P = stats.TIE_P  # the family-wise level of the tie groups and of the equivalence (≈) claims
 BOOTSTRAP_SEED = 0
 STATS_VERSION = 4  # bump when the column statistics change: cached columns of another version are ignored
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
@@ -127,139 +127,8 @@ def _store_root(record: Mapping[str, Any], root: str | Path) -> Path:
 
 
 # ---- column statistics ------------------------------------------------------------------------------
-@dataclass
-class StartTest:
-    """One trained cell against the start row."""
-
-    diff: float  # seed-mean minus the start's
-    p: float  # two-sided difference, Holm-adjusted over the column's trained cells
-    p_tost: float  # equivalence within the margin, Holm-adjusted
-    one_side: bool  # every seed on one side of the start's mean
-    equivalent: bool  # ≈: p_tost < TIE_P and not one_side
-    reference: str = ""  # the row it was tested against (its own step-0 row, or the study's start)
-
-    @property
-    def verdict(self) -> str:
-        if self.equivalent:
-            return "≈"
-        if self.p < TIE_P:
-            return "↑" if self.diff > 0 else "↓"
-        return "?"
-
-
-@dataclass
-class Column:
-    task: str
-    best: str | None
-    tied: set[str]  # methods sharing the best's rank (the best included)
-    test: str  # stats.HIERARCHICAL | stats.SEEDS_ONLY | "-"
-    p: dict[str, float]  # method -> Holm-adjusted p against the best
-    p_raw: dict[str, float] = field(default_factory=dict)
-    start: dict[str, StartTest] = field(default_factory=dict)  # trained method -> its test against the start
-    why: str = ""  # why the seeds test decided (no items / a damaged items file)
-
-
-def _column_test(cells: Mapping[str, aggregate.Cell]) -> tuple[str, str]:
-    """(test, why): the hierarchical bootstrap when every seed of every cell has verified items."""
-    damaged = [d for c in cells.values() for d in c.damaged]
-    if damaged:
-        return stats.SEEDS_ONLY, f"damaged per-item scores: {damaged[0]}" + (
-            f" (+{len(damaged) - 1} more)" if len(damaged) > 1 else ""
-        )
-    lacking = [m for m, c in cells.items() if c.scores and not set(c.items) >= set(c.scores)]
-    if lacking:
-        return stats.SEEDS_ONLY, f"no per-item scores stored for {', '.join(lacking)}"
-    return stats.HIERARCHICAL, ""
-
-
-SCREEN = 2_000  # resamples of the first pass: a p-value far from every Holm threshold is settled there
-
-
-def _pvalues(
-    res: stats.Resampled,
-    best: str,
-    refs: Mapping[str, str],
-    margin: float,
-    methods: Sequence[str],
-    ranked: Collection[str] | None = None,
-) -> dict[str, tuple]:
-    """method -> (p against the best, p against its reference row, TOST p against it), unadjusted;
-    no p against the best for a row outside ``ranked`` (a context row: a step-0 or random-init row)."""
-    out = {}
-    for m in methods:
-        tie = stats.bootstrap_p(res, best, m) if m != best and (ranked is None or m in ranked) else None
-        ref = refs.get(m)
-        diff = stats.bootstrap_p(res, m, ref) if ref in res.observed else None
-        tost = stats.tost_p(res, m, ref, margin) if ref in res.observed else None
-        out[m] = (tie, diff, tost)
-    return out
-
-
-def _unsettled(ps: Mapping[str, tuple], n: int) -> set[str]:
-    """Methods with a p-value that the first pass cannot place: drawn at least once on the other side
-    (p above its floor 2/(n+1)) and below 3 x alpha (Holm's thresholds lie in [alpha/k, alpha])."""
-    floor = 2.0 / (n + 1) + 1e-12
-    return {m for m, trio in ps.items() if any(p is not None and floor < p < 3 * TIE_P for p in trio)}
-
-
-def _references(start: str | Mapping[str, str], present: Collection[str]) -> dict[str, str]:
-    """trained method -> the row it is read against: one start for every method, or each method's own
-    (a mapping, e.g. its step-0 row); only pairs whose both rows have a cell."""
-    pairs = dict.fromkeys(present, start) if isinstance(start, str) else dict(start)
-    return {m: r for m, r in pairs.items() if m in present and r in present and m != r}
-
-
-def column_stats(
-    task: str,
-    cells: Mapping[str, aggregate.Cell],
-    start: str | Mapping[str, str] = "",
-    margin: float = 1.0,
-    n_resamples: int = 10_000,
-    seed: int = BOOTSTRAP_SEED,
-    context: Mapping[str, str] | None = None,
-    ranked: Collection[str] | None = None,
-) -> Column:
-    """The column's best (highest mean among ``ranked``, default every row), its tie group and each
-    trained cell's test against its reference row: ``start`` (one row for all) or a mapping row -> its
-    own reference (a method -> its step-0 row). ``context``: rows tested against a reference as a second
-    Holm family (a step-0 row against the start: what pooling and head alone do; the random init against
-    the start), never ranked. Sequential Monte Carlo to keep a column affordable: every p-value first
-    from ``SCREEN`` resamples; the rows with a p-value near a threshold (:func:`_unsettled`), the best and
-    their reference rows are then resampled ``n_resamples`` times on the same item draws; their p-values
-    replace the first."""
-    present = {m: c for m, c in cells.items() if c.scores}
-    rank = [m for m in present if ranked is None or m in ranked]
-    if not rank:
-        return Column(task, None, set(), "-", {})
-    test, why = _column_test(present)
-
-    def boot(methods: Collection[str], n: int) -> stats.Resampled:
-        items = {m: present[m].items for m in methods} if test == stats.HIERARCHICAL else None
-        return stats.hierarchical_bootstrap({m: present[m].scores for m in methods}, items, n, seed)
-
-    first = boot(present, min(SCREEN, n_resamples))
-    best = max(rank, key=lambda m: first.observed[m])
-    refs = _references(start, present)
-    ctx_refs = {m: r for m, r in _references(context or {}, present).items() if m not in refs}
-    both = {**refs, **ctx_refs}
-    ps = _pvalues(first, best, both, margin, list(present), rank)
-    again = _unsettled(ps, first.n_resamples) if n_resamples > first.n_resamples else set()
-    if again:
-        keep = again | {best} | {both[m] for m in again if m in both}
-        ps.update(_pvalues(boot(keep, n_resamples), best, both, margin, sorted(again), rank))
-    raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
-    adj = stats.holm(raw)
-    col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
-    for family in (refs, ctx_refs):
-        p_diff = stats.holm({m: ps[m][1] for m in family})
-        p_tost = stats.holm({m: ps[m][2] for m in family})
-        for m, ref in family.items():
-            base = first.observed[ref]
-            vals = list(present[m].scores.values())
-            one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
-            eq = p_tost[m] < TIE_P and not one_side
-            col.start[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq, ref)
-    return col
+# one implementation for every table (studies, ``table``, ``significance``): benchbench.report.stats
+Column, StartTest, column_stats, SCREEN = stats.Column, stats.StartTest, stats.column_stats, stats.SCREEN
 
 
 def tie_column(task: str, cells: Mapping[str, aggregate.Cell], n_resamples: int = 10_000, seed: int = 0) -> Column:
@@ -351,8 +220,10 @@ class Provenance:
 
 
 def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) -> Provenance:
+    from benchbench.store.results import code_version
+
     records = [(m, r) for t in table for m, c in table[t].items() for r in c.records.values()]
-    commits = Counter(str(r.get("git_sha") or "unknown")[:12] for _, r in records)
+    commits = Counter(code_version(r) for _, r in records)
     devices = Counter(str(r.get("device") or "unknown") for _, r in records)
     pkgs: dict[str, set[str]] = defaultdict(set)
     for _, r in records:
@@ -361,7 +232,7 @@ def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) 
     shas: dict[str, set[str]] = defaultdict(set)
     encoders: dict[tuple[str, Any, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for m, r in records:
-        shas[m].add(str(r.get("git_sha") or "unknown")[:12])
+        shas[m].add(code_version(r))
         train = r.get("train") if isinstance(r.get("train"), Mapping) else {}
         corpus = str(train.get("train_data_sha256") or train.get("corpus") or "")
         if corpus and r.get("encoder_fingerprint"):
@@ -384,7 +255,8 @@ def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) 
 def provenance_notes(p: Provenance) -> list[str]:
     """What the page says about where its numbers come from: every version present, and each mixed row."""
     out = [
-        f"Code versions present ({len(p.commits)} commit{'s' if len(p.commits) != 1 else ''}): "
+        f"Code versions present ({len(p.commits)} commit{'s' if len(p.commits) != 1 else ''}; +dirty: run from "
+        "uncommitted changes, named by their diff's sha256): "
         + ", ".join(f"{sha} ({n} records)" for sha, n in p.commits.items())
         + "."
     ]
@@ -864,6 +736,8 @@ def view(
 
         model_label = model_label_of(study.model)
     tasks = list(table)
+    # every row of the study has a cell (empty where nothing is stored), whatever the caller collected
+    table = {t: {r.name: cells.get(r.name) or aggregate.Cell({}) for r in study.rows()} for t, cells in table.items()}
     where = default_cache() if cache is True else (cache or None)
     cols = {t: cached_column(t, table[t], study, where) for t in tasks}
     prov = provenance(study, table)

@@ -500,16 +500,18 @@ def run(
 
 
 def other_code_versions(study: Study, output: str | Path) -> dict[str, int]:
-    """{git sha: records} of this study's methods already in ``output`` that another code version wrote
+    """{code version: records} of this study's methods already in ``output`` that another code version wrote
     (a resumed study would mix commits in a row; the report marks such rows, ``study run`` says so first)."""
-    from benchbench.store.results import ResultStore, git_sha
+    from benchbench.store.records import loaded_code
+    from benchbench.store.results import ResultStore, code_version
 
-    now = git_sha()
-    if not Path(output).is_dir() or now is None:
+    state = loaded_code()
+    if not Path(output).is_dir() or not state.get("git_sha"):
         return {}
+    now = code_version(state)
     seen: dict[str, int] = {}
     for r in ResultStore(output).records():
-        if r.get("method") in study.methods and r.get("seed") in study.seeds and r.get("git_sha") != now:
-            sha = str(r.get("git_sha") or "unknown")[:12]
-            seen[sha] = seen.get(sha, 0) + 1
+        if r.get("method") in study.methods and r.get("seed") in study.seeds and code_version(r) != now:
+            v = code_version(r)
+            seen[v] = seen.get(v, 0) + 1
     return seen

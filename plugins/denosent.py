@@ -150,7 +150,7 @@ def mlm_head(encoder: TransformerEncoder, pretrained: nn.Module | None = None) -
     if len(heads) != 1:
         raise ConfigError(f"denosent: cannot find the masked-LM head of {type(model).__name__}.")
     model.get_output_embeddings().weight = encoder.model.get_input_embeddings().weight
-    return heads[0].to(encoder.device)
+    return heads.pop().to(encoder.device)
 
 
 class DenoSentObjective(Objective):

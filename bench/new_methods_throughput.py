@@ -38,6 +38,10 @@ METHODS: dict[str, dict] = {
     "diffcse": {"generator": "~/.cache/benchbench/tiny-mlm-nli"},
     "simcse-plus-plus": {},  # SimCSE + a third, dropout-free pass for the negatives + the d x d DCL term
     "whitenedcse": {},  # 3 views a sentence; 128 groups need a hidden size that is a multiple (MiniLM: 384)
+    # two views + the frozen lower network on the masked rows (no gradient) + 2 head layers and the LM head
+    # (vocabulary projection on the chosen tokens only); skip_from 6 is all of MiniLM's layers; on a
+    # 2-layer tiny-bert pass --set skip_from=1 (half, as the paper's 6 of 12)
+    "infocse": {},
     # x and its back-translation, each in the template (the back-translations are made and cached by Apertium
     # before the loop's clock) + a 16-layer, one-head decoder and the MLM head on the non-pad tokens
     "denosent": {},
@@ -59,7 +63,14 @@ def sentences(n: int) -> list[str]:
 
 
 def one_run(
-    name: str, model: str, corpus: list[str], steps: int, batch: int, device: str | None, max_len: int | None = None
+    name: str,
+    model: str,
+    corpus: list[str],
+    steps: int,
+    batch: int,
+    device: str | None,
+    max_len: int | None = None,
+    sets: dict | None = None,
 ) -> dict:
     import dataclasses
 
@@ -72,7 +83,9 @@ def one_run(
         if max_len and "max_seq_length" in {f.name for f in dataclasses.fields(cls.Config)}
         else {}
     )
-    cfg = build_config(cls, {**METHODS.get(name, {}), **same, "steps": steps, "batch_size": batch})
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    extra = {k: v for k, v in (sets or {}).items() if k in fields}  # --set: only to a method with the option
+    cfg = build_config(cls, {**METHODS.get(name, {}), **same, **extra, "steps": steps, "batch_size": batch})
     import benchbench.train.fit as fit_module
 
     real, cpu = fit_module.train_loop, []
@@ -116,6 +129,9 @@ def main() -> int:
     ap.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (1: no spinning threads in the CPU time)"
     )
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="an option for every method that has it"
+    )
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     import torch
@@ -128,7 +144,8 @@ def main() -> int:
     t0 = time.time()
     for r in range(a.rounds):
         for n in names:
-            runs[n].append(one_run(n, a.model, corpus, a.steps, a.batch_size, a.device, a.max_seq_length))
+            sets = dict(kv.split("=", 1) for kv in a.set)
+            runs[n].append(one_run(n, a.model, corpus, a.steps, a.batch_size, a.device, a.max_seq_length, sets))
             print(f"round {r + 1} {n}: {runs[n][-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
     rows = []
     for n in names:

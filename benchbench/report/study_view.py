@@ -540,8 +540,10 @@ def summary(
     rows: Sequence[ShownRow],
     prov: Provenance,
     learning: Mapping[str, Mapping[str, Any]] | None = None,
+    curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]] | None = None,
 ) -> str:
-    """A few sentences generated from the statistics and the learning verdicts, hedged as they allow."""
+    """A few sentences generated from the statistics, the learning verdicts and the curves, hedged as
+    they allow."""
     parts = []
     if study.exploratory:
         parts.append(f"Exploratory, no claim about methods: {study.exploratory}")
@@ -582,6 +584,10 @@ def summary(
             f"{kinds.get(DID_NOT_LEARN, 0)} did not learn ({NO_LEARN}), {kinds.get(NOT_ASSESSABLE, 0)} not "
             f"assessable ({NOT_ASSESSED})."
         )
+    if curves:
+        reading = budget_reading(curves, study.margin)
+        if reading:
+            parts.append(f"Budget, read from the curves: {reading}.")
     ranked = [c for c in columns.values() if c.best]
     alone = {t: c.best for t, c in columns.items() if c.best and len(c.tied) == 1}
     shared = [len(c.tied) for c in ranked if len(c.tied) > 1]
@@ -602,6 +608,41 @@ def summary(
             f"{ROW_MIXED_ENCODER.strip()}); a re-run at one commit would remove that caveat."
         )
     return " ".join(parts)
+
+
+def budget_reading(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], tolerance: float) -> str:
+    """Whether the study's budget let its rows level off, read from the dev curves (DESIGN.md, Studies:
+    a budget the data can support): per column that stands for a training corpus, the median over the
+    trained rows of their seed-mean dev curves, and the first step from which it stays within
+    ``tolerance`` of its last point. "" when no row has a curve."""
+    import statistics
+
+    from benchbench.report.learning import dev_curve_of
+
+    out = []
+    for column, by_row in curves.items():
+        means = []
+        for recs in by_row.values():
+            cs = [dict(dev_curve_of(r)) for r in recs]
+            cs = [c for c in cs if c]
+            common = set.intersection(*(set(c) for c in cs)) if cs else set()
+            if len(common) >= 2:
+                means.append({s: sum(c[s] for c in cs) / len(cs) for s in common})
+        steps = sorted(set.intersection(*(set(m) for m in means))) if means else []
+        if len(steps) < 2:
+            continue
+        med = [statistics.median(m[s] for m in means) for s in steps]
+        settle = next(s for i, s in enumerate(steps) if all(abs(v - med[-1]) <= tolerance for v in med[i:]))
+        out.append(
+            f"{column}: the median of {len(means)} rows' dev curves goes {med[0]:.2f} -> {med[-1]:.2f} and stays "
+            f"within ±{tolerance:g} of its last point from step {settle:g} of {steps[-1]:g}"
+            + (
+                " (it levelled off inside the budget)"
+                if settle < steps[-1]
+                else " (still moving at the end: a longer budget would tell more)"
+            )
+        )
+    return "; ".join(out)
 
 
 def _flag_notes(flags: Mapping[tuple[str, str], Sequence[str]], rows: Sequence[str]) -> list[str]:
@@ -790,7 +831,7 @@ def view(
         stored,
         missing,
         prov,
-        summary(study, cols, rows, prov, learn),
+        summary(study, cols, rows, prov, learn, curve_columns(study, table)),
         str(results),
         learn,
         curve_columns(study, table),

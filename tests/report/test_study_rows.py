@@ -175,3 +175,19 @@ def test_settings_and_curve_figure(v):
     ((name, (title, svg)),) = plots.items()
     assert name == "study-rows-stsb" and "learning curves" in title and "<svg" in svg
     assert "(learned)" in svg and "(did not learn)" in svg and "no dev curve: bertflow" in svg
+
+
+def test_the_budget_is_read_from_the_median_curve(v):
+    """The summary says where the median trained row's dev curve settles within the margin of its last
+    point, and when it does not settle before the end."""
+    # simcse 30 -> 40 -> 45, mlm 50 -> 50.2 -> 50.1: the median 40 -> 45.1 -> 47.55 still moves at the end
+    assert "Budget, read from the curves: stsb: the median of 2 rows' dev curves goes 40.00 -> 47.55" in v.summary
+    assert "from step 100 of 100 (still moving at the end" in v.summary
+
+    def rec(points):
+        return {"train": {"monitor": [[s, {"stsb:dev/spearman": x}] for s, x in points]}}
+
+    flat_late = [(0, 10.0), (20, 30.0), (40, 39.5), (60, 40.2), (80, 40.0)]
+    text = study_view.budget_reading({"stsb": {"a": [rec(flat_late)], "b": [rec(flat_late)]}}, 1.0)
+    assert "goes 10.00 -> 40.00" in text and "from step 40 of 80 (it levelled off inside the budget)" in text
+    assert study_view.budget_reading({"stsb": {"a": [rec([(0, 1.0)])]}}, 1.0) == ""  # one point: no reading

@@ -491,15 +491,6 @@ def package_versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def git_sha() -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 # The source a run executes: an uncommitted change here makes the commit alone unable to reproduce it.
 # Docs, tests, benches and generated leaderboards do not change a score, so editing them is not dirty.
 CODE_PATHS = ("benchbench", "plugins", "tasks", "pyproject.toml")

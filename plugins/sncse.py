@@ -146,12 +146,33 @@ def negate(parser, texts: list[str]) -> list[str]:
 
 
 def negations(texts: list[str], cache: ViewCache | None = None) -> list[str]:
-    """The soft negative of every text, computed once per (rules, spaCy, model) and cached."""
-    import spacy
+    """The soft negative of every text, computed once per (rules, spaCy, model) and cached. Without
+    spaCy (a machine that cannot install it, e.g. a lent GPU with no network) the negations come from
+    the cache alone, made by these rules under the one (spaCy, model) version it holds; a text not
+    cached there is an error naming what to install (never a silently different negation)."""
+    cache = cache or ViewCache()
+    try:
+        import spacy
 
-    parser = load_parser()
+        parser = load_parser()
+    except (ImportError, ConfigError) as e:
+        return _cached_negations(texts, cache, e)
     key = {"rules": NEGATION_RULES, "spacy": spacy.__version__, "model": parser.meta.get("version")}
-    return (cache or ViewCache()).map("sncse-negation", key, texts, lambda part: negate(parser, part))
+    return cache.map("sncse-negation", key, texts, lambda part: negate(parser, part))
+
+
+def _cached_negations(texts: list[str], cache: ViewCache, why: Exception) -> list[str]:
+    keys = [k for k in cache.configs("sncse-negation") if k.get("rules") == NEGATION_RULES]
+    if len(keys) != 1:
+        raise ConfigError(
+            f"{why} The view cache {cache.path} holds negations of these rules under {len(keys)} spaCy versions "
+            "(one is needed to use it without spaCy)."
+        ) from None
+    found = cache.get("sncse-negation", keys[0], texts)
+    missing = [t for t in texts if t not in found]
+    if missing:
+        raise ConfigError(f"{why} {len(missing)} of {len(texts)} sentences have no cached negation.") from None
+    return [found[t] for t in texts]
 
 
 class Negated:

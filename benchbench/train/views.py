@@ -66,6 +66,11 @@ class ViewCache:
             out.update(con.execute(q, [augmenter, key, *chunk]).fetchall())
         return out
 
+    def configs(self, augmenter: str) -> list[dict[str, Any]]:
+        """Every config ``augmenter``'s views are stored under (JSON objects as written by ``put``)."""
+        rows = self._con().execute("SELECT DISTINCT config FROM views WHERE augmenter=?", [augmenter]).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def put(self, augmenter: str, config: dict[str, Any], pairs: dict[str, str]) -> None:
         key, con = self.config_key(config), self._con()
         with con:  # one transaction; a concurrent writer of the same key wrote the same view: keep the first

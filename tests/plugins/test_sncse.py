@@ -163,6 +163,27 @@ def test_negations_are_computed_once_and_cached(tmp_path):
     assert sn.negations(texts, cache) == [NEGATED[t] for t in texts] and cache.misses == 4  # second time: lookups
 
 
+def test_without_spacy_the_cached_negations_serve_and_an_uncached_sentence_is_refused(tmp_path, monkeypatch):
+    """A machine that cannot install spaCy (a lent GPU with no network) reads the negations made elsewhere
+    by the same rules; a sentence never negated there stops the run, naming why, never a made-up negation."""
+    cache = ViewCache(tmp_path / "v.sqlite")
+    texts = list(NEGATED)[:4]
+    sn.negations(texts, cache)
+
+    def no_spacy():
+        raise ConfigError("sncse: the soft negatives need spaCy")
+
+    monkeypatch.setattr(sn, "load_parser", no_spacy)
+    assert sn.negations(texts[::-1], cache) == [NEGATED[t] for t in texts[::-1]]
+    with pytest.raises(ConfigError, match="1 of 2 sentences have no cached negation"):
+        sn.negations([texts[0], "A sentence never negated here."], cache)
+    # negations of other rules are not these rules': nothing to serve
+    other = ViewCache(tmp_path / "w.sqlite")
+    other.put("sncse-negation", {"rules": "older-rules", "spacy": "3.0", "model": "3.0"}, {texts[0]: "x"})
+    with pytest.raises(ConfigError, match="under 0 spaCy versions"):
+        sn.negations(texts[:1], other)
+
+
 # ---- the loss -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "cos_pos, cos_neg, expected",

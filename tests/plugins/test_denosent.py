@@ -410,6 +410,13 @@ def test_defaults_are_the_reference_runs():
     assert (c.max_grad_norm, c.grad_accum, c.checkpoint_every) == (1.0, 1, 1000)
 
 
+def test_checkpoint_every_is_a_speed_knob_out_of_the_result_key():
+    from benchbench import config_hash
+
+    assert config_hash(ds.DenoSentConfig(checkpoint_every=7)) == config_hash(ds.DenoSentConfig())
+    assert config_hash(ds.DenoSentConfig(noise_dropout=0.8)) != config_hash(ds.DenoSentConfig())
+
+
 def test_constant_schedule_with_warmup_is_transformers():
     from transformers import get_constant_schedule_with_warmup
 

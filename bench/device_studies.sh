@@ -6,8 +6,8 @@
 # Why a script: the machine starts bare and nothing can be downloaded there, and a call carries at most
 # 64 MiB, so everything it needs comes in three carried folders prepared HERE (bench/device_studies_pack.py):
 #   .dev1/  wheels (transformers, sentence-transformers: the versions this repo is tested with), the task data
-#           (sts, useb/twitterpara, nli), Apertium's back-translations of the studies' corpora (views.sqlite:
-#           Apertium does not run there), a blob-less shallow clone of this commit (records name it and
+#           (sts, useb/twitterpara, nli), Apertium's back-translations and SNCSE's spaCy negations of the
+#           studies' corpora (views.sqlite.gz: neither Apertium nor spaCy runs there), a blob-less shallow clone of this commit (records name it and
 #           whether the tree was clean), all-MiniLM-L6-v2's package and the first part of its weights;
 #   .dev2/, .dev3/  the rest of all-MiniLM-L6-v2's weights (split byte-exact, sha256 checked) and the
 #           plain start (plain-mlm-minilm-shape) as fp16, which it is exactly (its build saves fp16; the
@@ -44,7 +44,7 @@ st.save_file({k: v.float() for k, v in w.items()}, f"{sys.argv[1]}/model.safeten
 EOF
 echo "$(cat .dev3/plain/model.sha256)  $P/model.safetensors" | sha256sum -c - || exit 4
 tar -C /tmp/data -xzf .dev1/data.tar.gz
-cp .dev1/views.sqlite "$HOME/.cache/benchbench/views.sqlite"
+gunzip -c .dev1/views.sqlite.gz > "$HOME/.cache/benchbench/views.sqlite"
 export BENCHBENCH_DATA=/tmp/data BENCHBENCH_ENERGY=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 git status --porcelain -- benchbench plugins tasks pyproject.toml | head -5
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0), 'transformers', transformers.__version__)"

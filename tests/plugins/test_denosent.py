@@ -484,7 +484,7 @@ class _Noise:
         return [t + " indeed" for t in texts]
 
 
-def test_any_registered_augmenter_is_prepared_and_used_without_apply(tmp_path, monkeypatch):
+def test_any_augmenter_by_name_is_prepared_and_used_without_apply(tmp_path, monkeypatch):
     from benchbench.core.registry import load_registry
 
     caught = {}

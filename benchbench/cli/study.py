@@ -95,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from benchbench.core.registry import get_registry
-    from benchbench.report import study_view
+    from benchbench.report import study_provenance, study_view
     from benchbench.run.study import load_study
     from benchbench.store.results import ResultStore
 
@@ -103,8 +103,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     tasks = get_registry().expand(list(st.tasks))
     records = list(ResultStore(args.results).records())
     label = None
-    if study_view.is_local(st.model) and not Path(st.model).is_dir():  # not on this machine: the records' label
-        label = study_view.records_model_label(st, records)[0]
+    if study_provenance.is_local(st.model) and not Path(st.model).is_dir():  # not on this machine: the records' label
+        label = study_provenance.records_model_label(st, records)[0]
     table = study_view.collect(st, records, args.results, tasks, model_label=label)
     text = study_view.report_markdown(st, table, model_label=label, results=args.results, cache=not args.no_cache)
     print(text, end="")

@@ -25,12 +25,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
-import tomllib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +35,16 @@ from benchbench.core.errors import DataError
 from benchbench.report import aggregate, stats
 from benchbench.report.escaping import escape_html, escape_md
 from benchbench.report.learning import DID_NOT_LEARN, LEARNED, NOT_ASSESSABLE
+from benchbench.report.published import PUBLISHED_NOTE, PublishedRow, published_context, published_rows
+from benchbench.report.study_provenance import (
+    ROW_MIXED_CODE,
+    ROW_MIXED_ENCODER,
+    Provenance,
+    is_local,
+    provenance,
+    provenance_notes,
+    row_cost,
+)
 from benchbench.run.study import (
     PUBLISHED_MIN_SEEDS,
     STUDY_ROW_RANDOM,
@@ -55,8 +62,6 @@ STATS_VERSION = 4  # bump when the column statistics change: cached columns of a
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
 AT_START_MARK = "≈"  # equivalent to the study's start row within the margin (TOST)
-ROW_MIXED_CODE = " [≠code]"  # the row's records come from more than one code version
-ROW_MIXED_ENCODER = " [≠enc]"  # two trained encoders for one (method, seed, training corpus) in the row
 FLAG_MARK = " ⚑"  # a text-overlap flag (``overlap_flags``) on the cell
 NO_LEARN = "!"  # benchbench.report.learning: "did not learn", from the cell's curves
 NOT_ASSESSED = "∅"  # ... "not assessable": nothing in the records can tell, said, never silently absent
@@ -205,151 +210,6 @@ def default_cache() -> Path:
     from benchbench.core.paths import default_data_cache
 
     return default_data_cache().parent / "study-stats"
-
-
-# ---- provenance ----------------------------------------------------------------------------------------
-@dataclass
-class Provenance:
-    """The code versions, devices and encoders behind a study's cells, and the rows that mix them."""
-
-    commits: dict[str, int]  # git sha -> records
-    versions: list[tuple[str, list[str]]]  # (package, its versions) for packages with more than one
-    devices: dict[str, int]
-    mixed_code: dict[str, list[str]]  # method -> its shas (when more than one)
-    mixed_encoders: dict[str, list[str]]  # method -> "seed S: fp1 (tasks), fp2 (tasks)"
-
-
-def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) -> Provenance:
-    from benchbench.store.results import code_version
-
-    records = [(m, r) for t in table for m, c in table[t].items() for r in c.records.values()]
-    commits = Counter(code_version(r) for _, r in records)
-    devices = Counter(str(r.get("device") or "unknown") for _, r in records)
-    pkgs: dict[str, set[str]] = defaultdict(set)
-    for _, r in records:
-        for k, v in (r.get("versions") or {}).items():
-            pkgs[k].add(str(v))
-    shas: dict[str, set[str]] = defaultdict(set)
-    encoders: dict[tuple[str, Any, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for m, r in records:
-        shas[m].add(code_version(r))
-        train = r.get("train") if isinstance(r.get("train"), Mapping) else {}
-        corpus = str(train.get("train_data_sha256") or train.get("corpus") or "")
-        if corpus and r.get("encoder_fingerprint"):
-            encoders[(m, r.get("seed"), corpus)][str(r["encoder_fingerprint"])].append(str(r.get("task")))
-    mixed_enc: dict[str, list[str]] = defaultdict(list)
-    for (m, s, _), fps in sorted(encoders.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
-        if len(fps) > 1:
-            mixed_enc[m].append(
-                f"seed {s}: " + "; ".join(f"{fp[-16:]} ({', '.join(sorted(ts))})" for fp, ts in sorted(fps.items()))
-            )
-    return Provenance(
-        dict(commits.most_common()),
-        [(k, sorted(v)) for k, v in sorted(pkgs.items()) if len(v) > 1],
-        dict(devices.most_common()),
-        {m: sorted(v) for m, v in shas.items() if len(v) > 1},
-        dict(mixed_enc),
-    )
-
-
-def provenance_notes(p: Provenance) -> list[str]:
-    """What the page says about where its numbers come from: every version present, and each mixed row."""
-    out = [
-        f"Code versions present ({len(p.commits)} commit{'s' if len(p.commits) != 1 else ''}; +dirty: run from "
-        "uncommitted changes, named by their diff's sha256): "
-        + ", ".join(f"{sha} ({n} records)" for sha, n in p.commits.items())
-        + "."
-    ]
-    if p.versions:
-        out.append(
-            "Package versions that differ between records: "
-            + "; ".join(f"{k} {', '.join(v)}" for k, v in p.versions)
-            + "."
-        )
-    out.append("Devices: " + ", ".join(f"{d} ({n} records)" for d, n in p.devices.items()) + ".")
-    if p.mixed_code:
-        out.append(
-            f"{ROW_MIXED_CODE.strip()}: the row's cells come from more than one code version (not one commit): "
-            + "; ".join(f"{m}: {', '.join(v)}" for m, v in sorted(p.mixed_code.items()))
-            + "."
-        )
-    for m, what in sorted(p.mixed_encoders.items()):
-        out.append(
-            f"{ROW_MIXED_ENCODER.strip()} {m}: cells of one seed and one training corpus come from different "
-            f"trained encoders (encoder fingerprints, tail shown): {' | '.join(what)}."
-        )
-    return out
-
-
-# ---- the base model's label ---------------------------------------------------------------------------
-def is_local(model: str) -> bool:
-    """A study model given as a folder (``~/...``, an absolute or ``./`` path), not a hub/offline name."""
-    return Path(model).is_absolute() or model.startswith(("~", "./", "../"))
-
-
-def records_model_label(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """(the base model's label in the study's records, other labels of the same local folder name),
-    from the records alone: a rebuild on a machine without the study's local model folder (CI) must
-    show the same table. A hub/offline model: its canonical label. A local folder: the
-    ``<folder name>@<weights hash>`` most of the study's records carry; records of other weights in a
-    folder of that name are named, never mixed in."""
-    if not is_local(study.model):
-        from benchbench.encode.models import canonical_model_name
-
-        return canonical_model_name(study.model), []
-    name = Path(study.model).name
-    pat = re.compile(re.escape(name) + r"@[0-9a-f]{12}")
-    counts = Counter(
-        str(r.get("model")) for r in records if r.get("method") in study.methods and pat.fullmatch(str(r.get("model")))
-    )
-    if not counts:
-        return f"{name}@<weights hash>", []
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ranked[0][0], [k for k, _ in ranked[1:]]
-
-
-# ---- published context ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PublishedRow:
-    """A paper's row for one of the study's methods: context under its own conditions, never a cell."""
-
-    ref: str  # the paper table's file (``tsdae-table2``: benchbench/report/reproductions/<ref>.toml)
-    paper: str
-    label: str  # the row's name in the paper
-    method: str
-    base_model: str
-    budget: str  # the paper's setting: data, steps/epochs, batch, lr, selection
-    values: dict[str, float]
-
-
-def published_context(methods: Sequence[str], tasks: Sequence[str]) -> list[PublishedRow]:
-    """The numbers papers report for the study's methods on its tasks, from the versioned paper tables
-    (``benchbench/report/reproductions/<ref>.toml``): a table's first row of a method is the method
-    itself (later rows are its variants), averages left out (a paper's average is over its own tasks)."""
-    folder = resources.files("benchbench.report") / "reproductions"
-    out = []
-    for f in sorted((p for p in folder.iterdir() if p.name.endswith(".toml")), key=lambda p: p.name):
-        name, spec = f.name[: -len(".toml")], tomllib.loads(f.read_text(encoding="utf-8"))
-        taken: set[str] = set()
-        for row in spec.get("rows") or []:
-            m = str(row.get("method", ""))
-            if m not in methods or m in taken:
-                continue
-            taken.add(m)
-            vals = {t: float(v) for t, v in (row.get("published") or {}).items() if t in tasks}
-            if vals:
-                out.append(
-                    PublishedRow(
-                        name,
-                        f"{spec.get('paper', name)}, {spec.get('table', '')}",
-                        str(row.get("label", m)),
-                        m,
-                        str(spec.get("model") or "not stated"),
-                        str(spec.get("setting") or "not stated"),
-                        vals,
-                    )
-                )
-    return out
 
 
 # ---- the view --------------------------------------------------------------------------------------------
@@ -784,33 +644,10 @@ def view(
     prov = provenance(study, table)
     srows = study.rows()
     names = [row.name for row in srows]
-    agg_rows = []
-    for m in names:
-        recs = [r for t in tasks for r in table[t][m].records.values()]
-        if recs:
-            agg_rows.append(aggregate.Row((m,), m, m, model_label, recs))
-    suites = {STUDY_AVG: tasks}
-    trs = aggregate.table_rows(agg_rows, tasks, suites)
-    by_method = {tr.row.method: tr for tr in trs}
     flags = {(row.name, t): _row_flags(row, t, study, overlap_flags, model_label) for row in srows for t in tasks}
     learn = learning_verdicts(study, table)
-    rows = []
-    for row in srows:
-        m, tr = row.name, by_method.get(row.name)
-        acells: dict[str, aggregate.Cell | None] = {}
-        for t in tasks:
-            sc = table[t][m].scores
-            acells[t] = (tr.cells.get(t) if tr else None) or (aggregate.Cell(dict(sc)) if sc else None)
-        shown = tuple(
-            _shown_cell(acells[t], m, cols[t], flags[(m, t)], learn.get(m, {}).get(t), table[t][m].records)
-            for t in tasks
-        )
-        label = (tr.row.display_label if tr else m) + (ROW_MIXED_CODE if m in prov.mixed_code else "")
-        label += ROW_MIXED_ENCODER if m in prov.mixed_encoders else ""
-        recs = [r for t in tasks for r in table[t][m].records.values()]
-        rows.append(
-            ShownRow(m, label, shown, aggregate.suite_average(acells, tasks), row_cost(recs), row_setting(study, row))
-        )
+    rows, trs = _shown_rows(study, table, tasks, model_label, cols, prov, flags, learn)
+    suites = {STUDY_AVG: tasks}
     trs_notes = [n for n in aggregate.table_notes(trs, suites) if not n.startswith(aggregate.NO_LEARN_MARK)]
     notes = [*legend(study, cols), *provenance_notes(prov), *trs_notes, *_learning_notes(learn)]
     notes += _flag_notes(flags, names)
@@ -857,6 +694,46 @@ def curve_columns(
     return out
 
 
+def _shown_rows(
+    study: Study,
+    table: Mapping[str, Mapping[str, aggregate.Cell]],
+    tasks: Sequence[str],
+    model_label: str,
+    cols: Mapping[str, Column],
+    prov: Provenance,
+    flags: Mapping[tuple[str, str], Sequence[str]],
+    learn: Mapping[str, Mapping[str, Mapping[str, Any]]],
+) -> tuple[list[ShownRow], list[aggregate.TableRow]]:
+    """Each row's cells (aggregate's marks, the statistics' marks, the learning verdict, its records),
+    label (provenance marks), average, cost and setting; and aggregate's rows (for its footnotes)."""
+    agg_rows = []
+    for m in (row.name for row in study.rows()):
+        recs = [r for t in tasks for r in table[t][m].records.values()]
+        if recs:
+            agg_rows.append(aggregate.Row((m,), m, m, model_label, recs))
+    trs = aggregate.table_rows(agg_rows, list(tasks), {STUDY_AVG: list(tasks)})
+    by_method = {tr.row.method: tr for tr in trs}
+    rows = []
+    for row in study.rows():
+        m, tr = row.name, by_method.get(row.name)
+        acells: dict[str, aggregate.Cell | None] = {}
+        for t in tasks:
+            sc = table[t][m].scores
+            acells[t] = (tr.cells.get(t) if tr else None) or (aggregate.Cell(dict(sc)) if sc else None)
+        shown = tuple(
+            _shown_cell(acells[t], m, cols[t], flags[(m, t)], learn.get(m, {}).get(t), table[t][m].records)
+            for t in tasks
+        )
+        label = (tr.row.display_label if tr else m) + (ROW_MIXED_CODE if m in prov.mixed_code else "")
+        label += ROW_MIXED_ENCODER if m in prov.mixed_encoders else ""
+        recs = [r for t in tasks for r in table[t][m].records.values()]
+        cost = row_cost(recs)
+        rows.append(
+            ShownRow(m, label, shown, aggregate.suite_average(acells, list(tasks)), cost, row_setting(study, row))
+        )
+    return rows, trs
+
+
 def _row_flags(
     row: StudyRow, task: str, study: Study, overlap_flags: Callable[..., Sequence[str]] | None, model_label: str
 ) -> list[str]:
@@ -866,41 +743,6 @@ def _row_flags(
         return []
     name = study.start if row.kind == STUDY_ROW_STEP0 and study.start else row.method
     return list(overlap_flags(name, task, model=model_label))
-
-
-def row_cost(records: Sequence[Mapping[str, Any]]) -> str:
-    """A row's cost beside its scores: CPU/GPU wall time of its training and evaluation, and the energy
-    codecarbon measured. A training shared by several records (one trained encoder evaluated on several
-    tasks) is counted once, by its encoder fingerprint; the energy is summed only when every record
-    measured it, else the page says how many did."""
-    if not records:
-        return ""
-    trained: dict[Any, float] = {}
-    seconds = 0.0
-    kwh, measured = 0.0, 0
-    for r in records:
-        seconds += float(r.get("eval_seconds") or 0.0)
-        train = r.get("train") or {}
-        if train.get("seconds"):
-            trained[(r.get("seed"), r.get("encoder_fingerprint"), (train.get("corpus") or {}).get("sha256"))] = float(
-                train["seconds"]
-            )
-        total = ((r.get("energy") or {}).get("total") or {}).get("energy_kwh")
-        if total is not None:
-            kwh += float(total)
-            measured += 1
-    seconds += sum(trained.values())
-    energy = (
-        f"{kwh:.3g} kWh" if measured == len(records) else f"energy measured in {measured} of {len(records)} records"
-    )
-    took = (
-        f"{seconds:.0f} s"
-        if seconds < 60
-        else f"{seconds / 60:.1f} min"
-        if seconds < 3600
-        else f"{seconds / 3600:.2f} h"
-    )
-    return f"{took}; {energy}"
 
 
 _MARKUP = {  # format -> (escape, a tie-group cell)
@@ -913,44 +755,6 @@ def render_cell(cell: ShownCell, fmt: str) -> str:
     """One cell's text in ``fmt`` ("md" or "html"): the one renderer behind both formats."""
     esc, tied = _MARKUP[fmt]
     return tied.format(esc(cell.text)) if cell.tied else esc(cell.text)
-
-
-PUBLISHED_NOTE = (
-    "Published context: the numbers papers report for these methods, under THEIR conditions (base model and "
-    "budget named per row; usually BERT-base, far larger budgets, often checkpoint selection on labels). They "
-    "are not comparable with the study's cells: no tie group, no average, no difference is computed across "
-    "conditions. Each row's table: benchbench/report/reproductions/<ref>.toml."
-)
-
-
-def published_rows(v: StudyView) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the published-context table, plain text (the caller escapes)."""
-    tasks = [t for t in v.tasks if any(t in p.values for p in v.published)]
-    head = ["paper row", "method", "base model", "budget", *tasks]
-    body = [
-        [
-            f"{p.label} ({p.ref}: {p.paper})",
-            p.method,
-            p.base_model,
-            p.budget,
-            *(f"{p.values[t]:.2f}" if t in p.values else "" for t in tasks),
-        ]
-        for p in v.published
-    ]
-    return head, body
-
-
-def published_html(v: StudyView) -> str:
-    """The published-context table as HTML (the site's front page shows it under the study's table)."""
-    if not v.published:
-        return ""
-    head, body = published_rows(v)
-    th = "".join(f"<th>{escape_html(h)}</th>" for h in head)
-    trs = "".join("<tr>" + "".join(f"<td>{escape_html(x)}</td>" for x in r) + "</tr>" for r in body)
-    return (
-        f'<details class="published"><summary>published context</summary><p class="notes">{escape_html(PUBLISHED_NOTE)}'
-        f"</p><table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table></details>"
-    )
 
 
 def view_markdown(v: StudyView, heading: str = "###") -> str:
@@ -972,7 +776,7 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
     lines.append("")
     lines += [f"- {escape_md(n)}" for n in v.notes]
     if v.published:
-        head, body = published_rows(v)
+        head, body = published_rows(v.tasks, v.published)
         lines += ["", escape_md(PUBLISHED_NOTE), ""]
         lines.append("| " + " | ".join(escape_md(h) for h in head) + " |")
         lines.append("|" + "---|" * 4 + "---:|" * (len(head) - 4))

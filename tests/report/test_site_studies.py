@@ -170,7 +170,7 @@ def test_partial_row_has_no_average_and_the_missing_cells_are_named(built) -> No
 
 def test_papers_numbers_apart_from_the_cells(built) -> None:
     """The papers' numbers (TSDAE's Table 2 reports tsdae and ct on both tasks) are context under their own
-    conditions: a table of their own under the study's (``study_view.published_html``), never in a cell."""
+    conditions: a table of their own under the study's (``published.published_html``), never in a cell."""
     rows = {label.split(" ")[0]: cells for label, cells in _rows(built["index"], "t-study-mini").items()}
     assert all("paper" not in c and "59.40" not in c for cells in rows.values() for c in cells)
     section = built["index"][built["index"].index('id="study-mini"') : built["index"].index('id="study-nothing-yet"')]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchbench.report import study_view
+from benchbench.report import study_provenance, study_view
 from benchbench.report.aggregate import Cell
 from benchbench.run.study import load_study
 
@@ -64,8 +64,8 @@ def test_a_row_mixing_two_encoders_for_one_seed_is_marked(st):
 
     v = study_view.view(st, _table(st, other_encoder), model_label="m", published=[], cache=False)
     rows = {r.method: r for r in v.rows}
-    assert rows["simcse"].label.endswith(study_view.ROW_MIXED_ENCODER)
-    assert not any(r.label.endswith(study_view.ROW_MIXED_ENCODER) for m, r in rows.items() if m != "simcse")
+    assert rows["simcse"].label.endswith(study_provenance.ROW_MIXED_ENCODER)
+    assert not any(r.label.endswith(study_provenance.ROW_MIXED_ENCODER) for m, r in rows.items() if m != "simcse")
     note = next(n for n in v.notes if n.startswith("[≠enc] simcse"))
     assert "seed 2:" in note and "simcse-2-OTHER (sts13)" in note and "tf-simcse-2 (sts12)" in note
     assert v.provenance.mixed_encoders.keys() == {"simcse"}
@@ -87,7 +87,7 @@ def test_a_row_mixing_code_versions_is_marked_and_every_version_listed(st):
 
     v = study_view.view(st, _table(st, old_code), model_label="m", published=[], cache=False)
     rows = {r.method: r for r in v.rows}
-    assert rows["tsdae"].label.endswith(study_view.ROW_MIXED_CODE) and not rows["ct"].label.endswith("]")
+    assert rows["tsdae"].label.endswith(study_provenance.ROW_MIXED_CODE) and not rows["ct"].label.endswith("]")
     text = "\n".join(v.notes)
     assert f"{'a' * 12} ({len(st.methods) * 6 - 2} records), {'b' * 12} (2 records)" in text
     assert "transformers 5.22.0, 5.23.0" in text and "cpu:x86_64x2" in text
@@ -194,7 +194,7 @@ def test_study_run_names_records_from_other_code_versions(st, tmp_path, monkeypa
 def test_a_row_shows_its_cost_beside_its_scores():
     """Time and energy per study row: a training two tasks share counts once; energy is summed only when
     every record measured it."""
-    from benchbench.report.study_view import row_cost
+    from benchbench.report.study_provenance import row_cost
 
     def rec(task, eval_s, kwh, fp="enc1"):
         return {

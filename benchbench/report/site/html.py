@@ -11,6 +11,7 @@ from importlib import resources
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, num
 from benchbench.report.escaping import escape_html
+from benchbench.report.published import published_html
 from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line
 from benchbench.store.files import slug
 
@@ -151,7 +152,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
         f'<table class="sortable study-table" id="t-study-{anchor(st.name)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>",
         '<ul class="notes">' + "".join(f"<li>{escape_html(n)}</li>" for n in v.notes) + "</ul>",
-        studies.published_html(v),  # the papers' numbers, apart from the study's cells
+        published_html(v.tasks, v.published),  # the papers' numbers, apart from the study's cells
     ]
     parts += [
         f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}"><figcaption>'

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError
-from benchbench.report import aggregate, contamination
+from benchbench.report import aggregate, contamination, study_provenance
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, cell_text, method_defaults, seeds_text, table_notes, table_rows
 from benchbench.run import study as study_spec
@@ -153,7 +153,7 @@ def study_sections(
     """Each study (default: the built-in ones) from the records under ``results``: ``studies.collect``
     picks the records matching its exact conditions in any folder (each record once: ``records`` come
     from ``load_records``), ``studies.view`` makes its table. The model label comes from the records
-    (``studies.records_model_label``), so a machine without the study's local model folder (CI) builds
+    (``study_provenance.records_model_label``), so a machine without the study's local model folder (CI) builds
     the same page. A study that cannot be read (an unknown method or task) is shown with its error."""
     from benchbench.core.methods import build_config
     from benchbench.core.registry import get_registry
@@ -164,7 +164,7 @@ def study_sections(
         try:
             st = study_spec.load_study(name)
             tasks = reg.expand(list(st.tasks))
-            label, others = studies.records_model_label(st, records)
+            label, others = study_provenance.records_model_label(st, records)
             notes = [f"Left out: records of other weights in a folder named like the base model: {o}." for o in others]
             # a method the study's options do not fit cannot have a record: its row stays empty, named
             # with the reason, and the other methods are still shown (collect would refuse them all)

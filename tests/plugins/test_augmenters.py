@@ -40,6 +40,31 @@ def test_apertium_round_trip(tmp_path, pivot):
     assert bt.cache.misses == len(texts)
 
 
+def test_a_chunk_whose_line_breaks_do_not_survive_is_halved_until_they_do(tmp_path, monkeypatch):
+    """A sentence Apertium splits in two lines breaks the chunk's line count: the chunk is bisected, the
+    sentence ends up alone (its whole output is its view) and every other sentence keeps its own line, in
+    a logarithmic number of calls (one call per sentence took ~20 minutes for 2,000)."""
+    calls = []
+
+    def fake_run(self, mode, text):
+        calls.append(mode)
+        lines = text.rstrip("\n").split("\n")
+        out = [ln.upper() if mode.startswith("eng") else ln + "!" for ln in lines]
+        if mode.startswith("eng"):  # the sentence Apertium splits in two lines, on the way out
+            out = [ln.replace("SPLIT", "SPLIT\n") for ln in out]
+        return "\n".join(out) + "\n"
+
+    monkeypatch.setattr(A.BackTranslate, "_run", fake_run)
+    monkeypatch.setattr(A.BackTranslate, "available", staticmethod(lambda *a: None))
+    texts = [f"s{i}" for i in range(64)]
+    texts[37] = "a SPLIT here"
+    bt = A.BackTranslate(A.BackTranslateConfig(batch_lines=64), cache=ViewCache(tmp_path / "v.sqlite"))
+    out = bt.apply(texts, 0)
+    assert out[:37] == [f"S{i}!" for i in range(37)] and out[38:] == [f"S{i}!" for i in range(38, 64)]
+    assert out[37] == "A SPLIT!\n HERE!"  # alone: its whole output, stripped, as the one-by-one rule gave
+    assert len(calls) <= 2 * (1 + 2 * 7)  # the full chunk, then two halves per level down to one sentence
+
+
 def test_backtranslate_names_the_package_when_apertium_is_absent(monkeypatch, tmp_path):
     monkeypatch.setattr(A.shutil, "which", lambda name: None)
     bt = A.BackTranslate(cache=ViewCache(tmp_path / "v.sqlite"))

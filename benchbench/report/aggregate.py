@@ -92,7 +92,9 @@ def record_path(record: Mapping[str, Any]) -> str:
 def identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
     """What makes two records the same result: the key fields (``benchbench.store.results.key_of``,
     with the schema's defaults for fields an old or hand-built record lacks), plus ``imported_from``
-    (imported rows have their own layout). Not the path: a copy in another folder is the same record."""
+    (imported rows have their own layout), and the kind of device (a CUDA run trains and encodes in bf16,
+    a CPU run in fp32: two measurements of one key, never one record's copies, so they must not be
+    held to one score). Not the path: a copy in another folder is the same record."""
     return (
         str(record.get("method")),
         str(record.get("config_hash") or ""),
@@ -102,6 +104,7 @@ def identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
         str(record.get("task")),
         int(record.get("task_version") or 1),
         str(record.get("imported_from") or ""),
+        "cuda" if str(record.get("device") or "").startswith("cuda") else "cpu",
     )
 
 

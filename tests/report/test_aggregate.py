@@ -85,6 +85,16 @@ def test_of_two_copies_the_one_with_per_item_scores_is_kept_in_its_place() -> No
     assert aggregate.dedupe([bare, {**bare, "_path": "c/stsb.json"}])[0]["_path"] == "a/stsb.json"
 
 
+def test_a_cuda_and_a_cpu_run_of_one_key_are_two_measurements_not_a_conflict() -> None:
+    """bf16 on a GPU and fp32 on a CPU score one key a little apart: both are kept (neither a conflict
+    nor a copy to drop); two CPU copies that disagree still are a conflict."""
+    cpu = {**rec("simcse", "twitterpara", 69.56), "_path": "results/a.json", "device": "cpu:x86_64x2"}
+    gpu = {**rec("simcse", "twitterpara", 70.30), "_path": "studies/s/a.json", "device": "cuda:NVIDIA H100"}
+    assert [r["_path"] for r in aggregate.dedupe([cpu, gpu])] == ["results/a.json", "studies/s/a.json"]
+    with pytest.raises(RecordConflict):
+        aggregate.dedupe([cpu, {**cpu, "_path": "other/a.json", "splits": gpu["splits"]}])
+
+
 def test_a_conflicting_copy_is_an_error_naming_both_paths(tmp_path: Path, capsys) -> None:
     (a,) = write_store(tmp_path / "results", [rec("sbert", "stsb", 75.0)])
     (b,) = write_store(tmp_path / "other" / "results", [rec("sbert", "stsb", 77.0)])

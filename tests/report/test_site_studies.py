@@ -214,3 +214,17 @@ def test_readme_starts_with_the_same_tables_study_report_prints(built) -> None:
 
 def test_rebuild_is_identical(built) -> None:
     assert site.check(built["lb"], built["lb"], built["names"]) == []
+
+
+def test_a_study_reads_its_own_folder_when_it_has_one(built) -> None:
+    """The same key measured elsewhere (another device or commit, another folder) never fills a cell of
+    a study whose output folder holds records: its rows stay one run's."""
+    from benchbench.report.site.tables import load_records, study_sections
+
+    records = load_records(built["lb"])
+    mine = next(r for r in records if str(r["_path"]).startswith("studies/mini/") and r["method"] == "tsdae")
+    stranger = {**mine, "_path": "elsewhere/x.json", "device": "cuda:X", "git_sha": "f" * 40}
+    stranger["splits"] = {"test": {**mine["splits"]["test"], "main_score": 0.0}}
+    (sec,) = [s for s in study_sections(records + [stranger], built["lb"], built["names"]) if s.name == "mini"]
+    cell = sec.view.rows[[r.method for r in sec.view.rows].index("tsdae")].cells
+    assert all("0.00" not in c.text for c in cell) and "f" * 12 not in " ".join(sec.view.notes)

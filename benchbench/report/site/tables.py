@@ -175,7 +175,10 @@ def study_sections(
                 except BenchbenchError as e:
                     broken[row.method] = str(e).split(". ")[0]
             ok = dataclasses.replace(st, methods=tuple(m for m in st.methods if m not in broken))
-            table = studies.collect(ok, records, results, tasks, model_label=label)
+            # a study's records are those its `study run` wrote (its output folder) when that folder holds
+            # any: the same key measured elsewhere (another device, another commit) must not fill its cells
+            own = [r for r in records if str(r.get("_path", "")).startswith(f"studies/{st.name}/")]
+            table = studies.collect(ok, own or records, results, tasks, model_label=label)
             for t in tasks:
                 table[t] = {row.name: table[t].get(row.name) or aggregate.Cell({}) for row in st.rows()}
             notes += [

@@ -17,7 +17,7 @@ loss alone) learn at their full rate whatever the weight; the weight scales only
 
 | item | paper | reference code (caskcsg/sentemb@5eeec55, ``InfoCSE/``: ``infocse/models_cls_mlm.py`` ``BertForCL`` + ``cl_forward``, ``train_cls_mlm.py``, ``Infocse-bert-base.sh``) | benchbench |
 |---|---|---|---|
-| paper text | not read: the paper is not among the offline papers (/work/shared/papers); this column is left empty where only the paper could say | - | - |
+| paper text | not read: the paper is not among the offline papers (the shared papers folder); this column is left empty where only the paper could say | - | - |
 | base model | BERT-base | ``--model_name_or_path Luyu/condenser`` (BERT-base further pre-trained with Condenser's head, not bert-base-uncased) | offline: all-MiniLM-L6-v2 or a tiny random BERT; no Condenser checkpoint offline, so the published numbers are not expected |
 | frozen lower network | - | ``self.mlm = BertForMaskedLM(config with skip_from layers)`` loaded from the same checkpoint with ``strict=False`` (its embeddings and first ``skip_from`` layers), run under ``no_grad`` in eval mode (``--mlm_eval``), reading ``mlm_input_ids``; ``hidden_states[-1][:, 1:]``, detached | a copy of the start encoder's transformer cut to its first ``skip_from`` layers (the same weights), ``requires_grad`` off, eval mode (``frozen_eval``), under ``no_grad``; a ``skip_from`` above the model's layer count is refused (the reference would leave the missing layers random) |
 | skip_from / head layers | - | ``--skip_from 6 --n_head_layers 2`` | 6 / 2; on all-MiniLM-L6-v2 (6 layers) the frozen network is the whole start model |

@@ -147,6 +147,20 @@ def stats_cache(results: str | Path) -> Path | bool:
     return studies_dir / STATS_CACHE if studies_dir.is_dir() else True
 
 
+def _own_records(name: str, results: str | Path) -> list[dict[str, Any]]:
+    """The records a study's `study run` wrote (``<results>/studies/<name>``), read from that folder alone
+    (the whole tree's dedupe may have kept another folder's copy of one of them), their ``_path`` made
+    relative to ``results``: the same key measured elsewhere (another device, another commit) must not
+    fill its cells. [] when the folder holds none (the study's records are then read from anywhere)."""
+    folder = Path(results) / "studies" / name
+    if not folder.is_dir():
+        return []
+    own = aggregate.load_records(folder)
+    for r in own:
+        r["_path"] = f"studies/{name}/{r['_path']}"
+    return own
+
+
 def study_sections(
     records: list[dict[str, Any]], results: str | Path, names: Iterable[str] | None = None
 ) -> list[StudySection]:
@@ -175,10 +189,7 @@ def study_sections(
                 except BenchbenchError as e:
                     broken[row.method] = str(e).split(". ")[0]
             ok = dataclasses.replace(st, methods=tuple(m for m in st.methods if m not in broken))
-            # a study's records are those its `study run` wrote (its output folder) when that folder holds
-            # any: the same key measured elsewhere (another device, another commit) must not fill its cells
-            own = [r for r in records if str(r.get("_path", "")).startswith(f"studies/{st.name}/")]
-            table = studies.collect(ok, own or records, results, tasks, model_label=label)
+            table = studies.collect(ok, _own_records(st.name, results) or records, results, tasks, model_label=label)
             for t in tasks:
                 table[t] = {row.name: table[t].get(row.name) or aggregate.Cell({}) for row in st.rows()}
             notes += [

@@ -103,14 +103,20 @@ def learning_verdict(
     *,
     tolerance: float,
     chance_ratio: float = CHANCE_RATIO,
+    dev_on_task: bool = True,
 ) -> Verdict:
     """The cell's verdict by the module's rule. ``dev_curve``: (step, score) points, the step-0 point
     first when there is one; ``loss_curve``: (step, mean loss) points; ``loss_chance``: the loss at
     chance (None: none stated); ``tolerance``: how far the dev score must move to count, in its units
-    (a study's equivalence margin, e.g. 1.0 point x100)."""
+    (a study's equivalence margin, e.g. 1.0 point x100). ``dev_on_task`` False: the dev curve scores
+    another task than the one the cell trained for (TwitterPara has no dev split: its cells are
+    followed on STS-B dev); a rise or fall there still shows the encoder moved, but a flat curve says
+    nothing about the cell's own task, so it never decides "did not learn"."""
     if not _finite(tolerance) or tolerance < 0:
         raise ValueError(f"tolerance must be a finite number >= 0 (got {tolerance!r})")
     dev, what = _dev_state(curve_points(dev_curve), float(tolerance))
+    if dev == "flat" and not dev_on_task:
+        dev, what = "none", what + " (on another task's dev split: not read as did-not-learn)"
     loss, said, flags = _loss_state(curve_points(loss_curve), loss_chance, chance_ratio)
     reason = f"{what}; {said}"
     if dev == "rose":
@@ -139,7 +145,9 @@ def dev_curve_of(record: Mapping[str, Any], key: str | None = None) -> list[tupl
     return curve_points(series.get(key))
 
 
-def record_verdict(record: Mapping[str, Any], *, tolerance: float, dev_key: str | None = None) -> Verdict:
+def record_verdict(
+    record: Mapping[str, Any], *, tolerance: float, dev_key: str | None = None, dev_on_task: bool = True
+) -> Verdict:
     """:func:`learning_verdict` on one record's stored curves. A step-0 record (``train.step0_row``)
     is the start itself: "not assessable", with that reason."""
     train = record.get("train") or {}
@@ -151,15 +159,18 @@ def record_verdict(record: Mapping[str, Any], *, tolerance: float, dev_key: str 
         train.get("loss_curve"),
         chance if _finite(chance) else None,
         tolerance=tolerance,
+        dev_on_task=dev_on_task,
     )
 
 
-def cell_verdict(records: Sequence[Mapping[str, Any]], *, tolerance: float, dev_key: str | None = None) -> Verdict:
+def cell_verdict(
+    records: Sequence[Mapping[str, Any]], *, tolerance: float, dev_key: str | None = None, dev_on_task: bool = True
+) -> Verdict:
     """One verdict for a cell's seeds: the seeds' verdict when they agree; when they disagree, "not
     assessable" naming the split (a majority would hide the seeds that went the other way)."""
     if not records:
         return Verdict(NOT_ASSESSABLE, "no records in this cell")
-    per = [record_verdict(r, tolerance=tolerance, dev_key=dev_key) for r in records]
+    per = [record_verdict(r, tolerance=tolerance, dev_key=dev_key, dev_on_task=dev_on_task) for r in records]
     flags = tuple(dict.fromkeys(f"seed {r.get('seed')}: {f}" for r, v in zip(records, per) for f in v.flags))
     kinds = sorted({v.verdict for v in per})
     if len(kinds) == 1:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbench.core.errors import DataError
+from benchbench.core.errors import BenchbenchError, DataError
 from benchbench.report import aggregate, stats
 from benchbench.report.escaping import escape_html, escape_md
 from benchbench.report.learning import DID_NOT_LEARN, LEARNED, NOT_ASSESSABLE
@@ -567,9 +567,25 @@ def learning_verdicts(
             c = cells.get(row.name)
             if c is None or not c.records:
                 continue
-            v = cell_verdict(list(c.records.values()), tolerance=study.margin)
+            v = cell_verdict(list(c.records.values()), tolerance=study.margin, dev_on_task=_curve_on_task(study, t))
             out.setdefault(row.name, {})[t] = {"verdict": v.verdict, "reason": v.reason, "flags": list(v.flags)}
     return out
+
+
+def _curve_on_task(study: Study, task: str) -> bool:
+    """Whether the study's curve task ([curves] task) trains on the same text as ``task``: the task
+    itself, or one whose spec trains on the same file (the STS tasks all train on the wiki sample).
+    No curve task (each cell's own) is on task."""
+    if not study.curve_task or study.curve_task == task:
+        return True
+    from benchbench.core.registry import get_registry
+
+    reg = get_registry()
+    try:
+        mine, theirs = dict(reg.task(task).train or {}), dict(reg.task(study.curve_task).train or {})
+    except BenchbenchError:  # a task no longer registered: its curve cannot be placed, so it counts
+        return True
+    return mine.get("source") == "file" and mine == theirs
 
 
 def _learning_notes(learning: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:

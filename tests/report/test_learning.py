@@ -59,6 +59,21 @@ def test_flat_dev_curve_alone_says_did_not_learn_and_the_tolerance_is_strict():
     assert learning_verdict(flat, fell_loss, LN16, tolerance=0.99).verdict == LEARNED
 
 
+def test_a_flat_curve_on_another_tasks_dev_split_does_not_decide_did_not_learn():
+    """TwitterPara has no dev split: its cells are followed on STS-B dev. A flat STS-B curve says nothing
+    about TwitterPara, so the loss decides (here: reduced -> learned; at chance -> did not learn); a
+    rise there still counts as learning (the encoder moved)."""
+    flat = _curve([40.0, 40.5, 39.2, 41.0, 40.9, 40.3])
+    fell_loss = _curve([2.5, 1.9, 1.2, 0.8, 0.5, 0.3])
+    at_chance = _curve([2.77, 2.76, 2.77, 2.76, 2.77, 2.76])
+    v = learning_verdict(flat, fell_loss, LN16, tolerance=1.0, dev_on_task=False)
+    assert v.verdict == LEARNED and "another task's dev split" in v.reason
+    assert learning_verdict(flat, at_chance, LN16, tolerance=1.0, dev_on_task=False).verdict == DID_NOT_LEARN
+    assert learning_verdict(flat, None, None, tolerance=1.0, dev_on_task=False).verdict == NOT_ASSESSABLE
+    rose = _curve([40.0, 42.0, 45.0, 45.5, 46.0, 46.0])
+    assert learning_verdict(rose, at_chance, LN16, tolerance=1.0, dev_on_task=False).verdict == LEARNED
+
+
 def test_the_chance_ratio_boundary():
     chance = 2.0
     just_at = [(0, 2.2), (100, 0.95 * chance)]

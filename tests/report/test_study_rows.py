@@ -191,3 +191,23 @@ def test_the_budget_is_read_from_the_median_curve(v):
     text = study_view.budget_reading({"stsb": {"a": [rec(flat_late)], "b": [rec(flat_late)]}}, 1.0)
     assert "goes 10.00 -> 40.00" in text and "from step 40 of 80 (it levelled off inside the budget)" in text
     assert study_view.budget_reading({"stsb": {"a": [rec([(0, 1.0)])]}}, 1.0) == ""  # one point: no reading
+
+
+def test_a_twitterpara_cell_is_not_called_did_not_learn_from_a_flat_stsb_curve(st):
+    """TwitterPara has no dev split, so its cells are followed on STS-B dev: a flat STS-B curve with a
+    loss far below chance reads "learned" there, while the same curve on an STS cell (same training
+    text as STS-B) reads "did not learn"."""
+    assert not study_view._curve_on_task(st, "twitterpara")
+    assert study_view._curve_on_task(st, "sts13") and study_view._curve_on_task(st, "stsb")
+    row = {r.name: r for r in st.rows()}["mlm"]
+    flat = [(0, 50.0), (50, 50.2), (100, 50.1)]
+    table = {}
+    for task in ("twitterpara", "sts13"):
+        recs = [
+            dict(_rec(st, row, s, 50.0, monitor=flat, loss=[[5, 2.5], [100, 0.3]], chance=2.77), task=task)
+            for s in st.seeds
+        ]
+        table.update(study_view.collect(st, recs, "/nowhere", [task], model_label=BASE))
+    got = study_view.learning_verdicts(st, table)["mlm"]
+    assert got["twitterpara"]["verdict"] == "learned" and "another task's dev split" in got["twitterpara"]["reason"]
+    assert got["sts13"]["verdict"] == "did not learn"

@@ -663,6 +663,7 @@ def view(
     flags = {(row.name, t): _row_flags(row, t, study, overlap_flags, model_label) for row in srows for t in tasks}
     learn = learning_verdicts(study, table)
     rows, trs = _shown_rows(study, table, tasks, model_label, cols, prov, flags, learn)
+    curves = curve_columns(study, table)
     suites = {STUDY_AVG: tasks}
     trs_notes = [n for n in aggregate.table_notes(trs, suites) if not n.startswith(aggregate.NO_LEARN_MARK)]
     notes = [*legend(study, cols), *provenance_notes(prov), *trs_notes, *_learning_notes(learn)]
@@ -684,10 +685,10 @@ def view(
         stored,
         missing,
         prov,
-        summary(study, cols, rows, prov, learn, curve_columns(study, table)),
+        summary(study, cols, rows, prov, learn, curves),
         str(results),
         learn,
-        curve_columns(study, table),
+        curves,
     )
 
 

@@ -12,6 +12,7 @@ from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, num
 from benchbench.report.escaping import escape_html
 from benchbench.report.published import published_html
+from benchbench.report.site.plots import study_curve_plot, study_curve_plots
 from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line
 from benchbench.store.files import slug
 
@@ -97,17 +98,6 @@ def study_records_page(v: studies.StudyView) -> str:
     return _page(f"benchbench: {v.study.name} records", "\n".join(parts))
 
 
-def study_curve_names(v: studies.StudyView) -> list[tuple[str, tuple[str, str]]]:
-    """(plot name, (title, "")) of the study's curve figures (``plots.study_curve_plots`` names them)."""
-    return [
-        (
-            f"study-{slug(anchor(v.study.name))}-{slug(anchor(c))}",
-            (f"{v.study.name}: learning curves of the rows trained for {c}", ""),
-        )
-        for c in v.curves
-    ]
-
-
 def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     """One study's section of the front page: the table ``studies.view`` made, cells rendered by
     ``studies.render_cell`` (the Markdown README uses the same), then its notes and missing cells."""
@@ -157,7 +147,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     parts += [
         f'<figure><img class="plot" src="plots/{n}.svg" alt="{escape_html(title)}"><figcaption>'
         f"{escape_html(title)}</figcaption></figure>"
-        for n, (title, _) in study_curve_names(v)
+        for n, title in (study_curve_plot(st.name, c) for c in v.curves)
     ]
     if v.missing and v.stored:
         parts.append(
@@ -213,8 +203,6 @@ def render_site(
 ) -> dict[str, str]:
     """relative path -> file text of the static site: ``index.html`` the studies, ``all.html`` every
     stored record (suite tables, plots, links to a page per method and task)."""
-    from benchbench.report.site.plots import study_curve_plots
-
     files = {"assets/sort.js": _asset("sort.js"), "assets/style.css": _asset("style.css")}
     for name, (_, svg) in plots.items():
         files[f"plots/{name}.svg"] = svg

@@ -199,6 +199,14 @@ def _spread_plot(plt: Any, tables: list[Table], rows: list[Row], plots: dict[str
         plots["seed-spread"] = ("seed spread", _svg(fig))
 
 
+def study_curve_plot(study: str, column: str) -> tuple[str, str]:
+    """(file name, title) of a study's curve figure for ``column``: the site's page and its plots agree."""
+    return (
+        f"study-{slug(anchor(study))}-{slug(anchor(column))}",
+        f"{study}: learning curves of the rows trained for {column}",
+    )
+
+
 def study_curve_plots(sections: list[Any]) -> dict[str, tuple[str, str]]:
     """name -> (title, SVG) of each study's learning curves (``report.plots_curves.curves_figure``): one
     figure per column that stands for a training corpus (``StudyView.curves``), each trained row's dev
@@ -217,6 +225,6 @@ def study_curve_plots(sections: list[Any]) -> dict[str, tuple[str, str]]:
                 got = {x["verdict"] for x in v.learning.get(m, {}).values()}
                 words[m] = got.pop() if len(got) == 1 else "verdicts differ by column"
             fig = curves_figure(recs, column, verdicts=words)
-            name = f"study-{slug(anchor(v.study.name))}-{slug(anchor(column))}"
-            out[name] = (f"{v.study.name}: learning curves of the rows trained for {column}", _svg(fig))
+            name, title = study_curve_plot(v.study.name, column)
+            out[name] = (title, _svg(fig))
     return out

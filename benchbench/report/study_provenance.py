@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,12 @@ ROW_MIXED_ENCODER = " [≠enc]"  # two trained encoders for one (method, seed, t
 class Provenance:
     """The code versions, devices and encoders behind a study's cells, and the rows that mix them."""
 
-    commits: dict[str, int]  # git sha -> records
+    commits: dict[str, int]  # code version (store.results.code_version) -> records
     versions: list[tuple[str, list[str]]]  # (package, its versions) for packages with more than one
     devices: dict[str, int]
     mixed_code: dict[str, list[str]]  # method -> its shas (when more than one)
     mixed_encoders: dict[str, list[str]]  # method -> "seed S: fp1 (tasks), fp2 (tasks)"
+    shas: dict[str, list[str]] = field(default_factory=dict)  # code version -> the commits behind it
 
 
 def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) -> Provenance:
@@ -33,6 +34,9 @@ def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) 
 
     records = [(m, r) for t in table for m, c in table[t].items() for r in c.records.values()]
     commits = Counter(code_version(r) for _, r in records)
+    behind: dict[str, set[str]] = defaultdict(set)
+    for _, r in records:
+        behind[code_version(r)].add(str(r.get("git_sha") or "unknown")[:12])
     devices = Counter(str(r.get("device") or "unknown") for _, r in records)
     pkgs: dict[str, set[str]] = defaultdict(set)
     for _, r in records:
@@ -58,15 +62,17 @@ def provenance(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) 
         dict(devices.most_common()),
         {m: sorted(v) for m, v in shas.items() if len(v) > 1},
         dict(mixed_enc),
+        {v: sorted(behind[v]) for v in commits},
     )
 
 
 def provenance_notes(p: Provenance) -> list[str]:
     """What the page says about where its numbers come from: every version present, and each mixed row."""
     out = [
-        f"Code versions present ({len(p.commits)} commit{'s' if len(p.commits) != 1 else ''}; +dirty: run from "
-        "uncommitted changes, named by their diff's sha256): "
-        + ", ".join(f"{sha} ({n} records)" for sha, n in p.commits.items())
+        f"Code versions present ({len(p.commits)}; code.<hash>: the committed code paths' tree, shared by commits "
+        "that change no code; a bare sha: a record from before the tree was stored; +dirty: run from uncommitted "
+        "changes, named by their diff's sha256): "
+        + ", ".join(f"{v} ({n} records{_commits_note(v, p.shas.get(v, []))})" for v, n in p.commits.items())
         + "."
     ]
     if p.versions:
@@ -78,7 +84,7 @@ def provenance_notes(p: Provenance) -> list[str]:
     out.append("Devices: " + ", ".join(f"{d} ({n} records)" for d, n in p.devices.items()) + ".")
     if p.mixed_code:
         out.append(
-            f"{ROW_MIXED_CODE.strip()}: the row's cells come from more than one code version (not one commit): "
+            f"{ROW_MIXED_CODE.strip()}: the row's cells come from more than one code version (not one code version): "
             + "; ".join(f"{m}: {', '.join(v)}" for m, v in sorted(p.mixed_code.items()))
             + "."
         )
@@ -88,6 +94,10 @@ def provenance_notes(p: Provenance) -> list[str]:
             f"trained encoders (encoder fingerprints, tail shown): {' | '.join(what)}."
         )
     return out
+
+
+def _commits_note(version: str, shas: list[str]) -> str:
+    return f"; commit{'s' if len(shas) > 1 else ''} {', '.join(shas)}" if version.startswith("code.") and shas else ""
 
 
 # ---- the base model's label ---------------------------------------------------------------------------

@@ -376,8 +376,10 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
         "seeds disagree); no mark: learned (the dev curve rose, or fell, beyond the margin, or the loss fell below "
         "its chance level). "
         + (
-            f"Curves: STS-B-style dev points every {study.curve_every} steps on "
-            f"{study.curve_task or 'each cell'}'s {study.curve_split} split, plus the step-0 point."
+            f"Curves: a point every {study.curve_every} steps, plus the step-0 point, on "
+            f"{study.curve_task or 'each cell'}'s {study.curve_split} split"
+            + "".join(f"; {t} cells on {on}'s {sp} split" for t, (on, sp) in study.curve_per_task.items())
+            + "."
             if study.curve_every
             else "This study stores no dev curves ([curves] absent): only the loss can tell."
         )
@@ -576,13 +578,14 @@ def _curve_on_task(study: Study, task: str) -> bool:
     """Whether the study's curve task ([curves] task) trains on the same text as ``task``: the task
     itself, or one whose spec trains on the same file (the STS tasks all train on the wiki sample).
     No curve task (each cell's own) is on task."""
-    if not study.curve_task or study.curve_task == task:
+    on = study.curve_for(task)[0]
+    if not on or on == task:
         return True
     from benchbench.core.registry import get_registry
 
     reg = get_registry()
     try:
-        mine, theirs = dict(reg.task(task).train or {}), dict(reg.task(study.curve_task).train or {})
+        mine, theirs = dict(reg.task(task).train or {}), dict(reg.task(on).train or {})
     except BenchbenchError:  # a task no longer registered: its curve cannot be placed, so it counts
         return True
     return mine.get("source") == "file" and mine == theirs

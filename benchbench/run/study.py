@@ -70,7 +70,7 @@ STUDY_KEYS = {
     "step0_rows",
     "random_init",
 }
-CURVES_KEYS = {"every", "split", "task"}
+CURVES_KEYS = {"every", "split", "task", "per_task"}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
 STATISTICS_KEYS = {"margin", "resamples"}
 SELECTIONS = ("last",)  # the encoder at the end of the budget; a method that selects on labels is flagged
@@ -112,6 +112,9 @@ class Study:
     curve_every: int = 0
     curve_split: str = "dev"
     curve_task: str = ""
+    # [curves.per_task]: a study task followed on another (task, split) than the default above, e.g.
+    # TwitterPara (no dev split) on its held-out TURL pairs: {"twitterpara": ("twitterpara", "heldout")}
+    curve_per_task: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     step0_rows: bool = False
     # a model of the start's shape at random initialisation (``tiny-bert:H:L:A:I``): the row that tells
     # whether the start learned anything a trained row could build on ("" none)
@@ -131,11 +134,18 @@ class Study:
         arg = self.name if self.builtin else self.path
         return f"benchbench study run {arg} --output {output or f'leaderboards/studies/{self.name}'}"
 
-    def curve_options(self) -> dict[str, Any]:
-        """The RunOptions fields that store a cell's learning curve (``train.monitor``); {} without [curves]."""
+    def curve_for(self, task: str) -> tuple[str, str]:
+        """(task, split) a cell of ``task`` is followed on: its [curves.per_task] entry, else [curves]'
+        task ("" for the cell's own) and split."""
+        return self.curve_per_task.get(task, (self.curve_task, self.curve_split))
+
+    def curve_options(self, task: str = "") -> dict[str, Any]:
+        """The RunOptions fields that store a ``task`` cell's learning curve (``train.monitor``); {}
+        without [curves]."""
         if not self.curve_every:
             return {}
-        return {"eval_every": self.curve_every, "eval_split": self.curve_split, "eval_task": self.curve_task or None}
+        on, split = self.curve_for(task)
+        return {"eval_every": self.curve_every, "eval_split": split, "eval_task": on or None}
 
     def step0_overrides(self, method: str) -> dict[str, str] | None:
         """The options of ``method``'s step-0 row (its cell's options, stopped at step 0:
@@ -368,7 +378,16 @@ def _curves(doc: Mapping[str, Any], where: str) -> tuple[int, str, str]:
     split, task = curves.get("split", "dev"), curves.get("task", "")
     if not isinstance(split, str) or not split.strip() or not isinstance(task, str):
         raise _bad(where, "curves", f"split must be a non-empty string and task a string (got {split!r}, {task!r}).")
-    return every, split, task
+    per = curves.get("per_task", {})
+    if not isinstance(per, dict):
+        raise _bad(where, "curves.per_task", f'must be a table of task = "task:split" (got {per!r}).')
+    per_task: dict[str, tuple[str, str]] = {}
+    for t, v in per.items():
+        on, _, sp = v.partition(":") if isinstance(v, str) else ("", "", "")
+        if not on.strip() or not sp.strip():
+            raise _bad(where, f"curves.per_task.{t}", f'must be "task:split", e.g. "twitterpara:heldout" (got {v!r}).')
+        per_task[t] = (on.strip(), sp.strip())
+    return every, split, task, per_task
 
 
 def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
@@ -386,7 +405,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         raise _bad(where, "start", f"{start!r} is not one of the study's methods {list(methods)}.")
     steps, batch, lr, selection = _budget(doc, where)
     margin, resamples = _statistics(doc, where)
-    curve_every, curve_split, curve_task = _curves(doc, where)
+    curve_every, curve_split, curve_task, curve_per_task = _curves(doc, where)
     step0_rows = doc.get("step0_rows", False)
     if not isinstance(step0_rows, bool):
         raise _bad(where, "step0_rows", f"must be true or false (got {step0_rows!r}).")
@@ -417,6 +436,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         curve_every=curve_every,
         curve_split=curve_split,
         curve_task=curve_task,
+        curve_per_task=curve_per_task,
         step0_rows=step0_rows,
         random_init=random_init,
     )
@@ -443,6 +463,18 @@ def check_known_names(study: Study) -> None:
             reg.task(study.curve_task)
         except BenchbenchError as e:
             raise _bad(study.path, "curves.task", str(e)) from None
+    tasks = set(reg.expand(list(study.tasks)))
+    for t, (on, split) in study.curve_per_task.items():
+        if t not in tasks:
+            raise _bad(study.path, f"curves.per_task.{t}", f"{t!r} is not one of the study's tasks {sorted(tasks)}.")
+        try:
+            spec = reg.task(on)
+        except BenchbenchError as e:
+            raise _bad(study.path, f"curves.per_task.{t}", str(e)) from None
+        if split not in spec.splits:
+            raise _bad(
+                study.path, f"curves.per_task.{t}", f"task {on!r} has no {split!r} split (its splits: {spec.splits})."
+            )
 
 
 # ---- running -----------------------------------------------------------------------------------------
@@ -455,11 +487,15 @@ def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = 
     reg, cells = get_registry(), []
     for row in study.rows():
         trains = row.kind in (STUDY_ROW_TRAINED, STUDY_ROW_STEP0) and reg.method(row.method).trains
-        extra = dict(study.curve_options()) if trains else {}
-        if row.model:
-            extra["model"] = row.model
+        model = {"model": row.model} if row.model else {}
         cells += [
-            SweepRun(row.method, t, s, "unsupervised", {"overrides": study.row_overrides(row), **extra})
+            SweepRun(
+                row.method,
+                t,
+                s,
+                "unsupervised",
+                {"overrides": study.row_overrides(row), **(study.curve_options(t) if trains else {}), **model},
+            )
             for t in task_names
             for s in (study.seeds if seeds is None else seeds)
         ]

@@ -515,8 +515,9 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
     status = _git(["status", "--porcelain", "-z", "--", *CODE_PATHS], root) if sha else None
     if status is None:
         return {"git_sha": sha, "git_dirty": None}
+    tree = code_tree(root)
     if not status:
-        return {"git_sha": sha, "git_dirty": False}
+        return {"git_sha": sha, "git_dirty": False, **tree}
     h = hashlib.sha256(_git(["diff", "HEAD", "--binary", "--", *CODE_PATHS], root) or b"")
     untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS], root) or b""
     for name in sorted(n for n in untracked.split(b"\0") if n):
@@ -525,14 +526,27 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
             h.update((root / os.fsdecode(name)).read_bytes())
         except OSError:
             h.update(b"<unreadable>")
-    return {"git_sha": sha, "git_dirty": True, "git_diff_sha256": h.hexdigest()}
+    return {"git_sha": sha, "git_dirty": True, "git_diff_sha256": h.hexdigest(), **tree}
+
+
+def code_tree(root: Path, rev: str = "HEAD") -> dict[str, str]:
+    """``{"git_code_tree": sha256}`` of ``rev``'s git tree entries for ``CODE_PATHS`` (``git ls-tree``:
+    each path's object id), {} when git cannot say. Why: the commit names the whole repository, so a
+    commit that only adds results or docs would split one study's records into two "code versions";
+    the tree of the code paths is the same exactly when the code that computes a result is, and lets a
+    study resumed on a later lent GPU (after a results-only commit) stay one version."""
+    out = _git(["ls-tree", rev, "--", *CODE_PATHS], root)
+    return {"git_code_tree": hashlib.sha256(out).hexdigest()} if out else {}
 
 
 def code_version(record: dict[str, Any]) -> str:
-    """One label per code version behind a record, for grouping and printing: ``<sha[:12]>``, or
-    ``<sha[:12]>+dirty.<diff sha256[:8]>`` for a run from uncommitted changes (``git_dirty``), ``unknown``
-    without a sha. Records from before ``git_dirty`` was stored print their sha alone (not known clean)."""
-    sha = str(record.get("git_sha") or "unknown")[:12]
+    """One label per code version behind a record, for grouping and printing: ``code.<tree[:12]>`` (the
+    committed code paths' tree, :func:`code_tree`: commits that change no code share it), else, for a
+    record from before the tree was stored, ``<sha[:12]>``; ``+dirty.<diff sha256[:8]>`` for a run from
+    uncommitted changes (``git_dirty``); ``unknown`` without a sha. Records from before ``git_dirty`` was
+    stored print their sha alone (not known clean)."""
+    tree = record.get("git_code_tree")
+    sha = f"code.{str(tree)[:12]}" if tree else str(record.get("git_sha") or "unknown")[:12]
     if record.get("git_dirty"):
         return f"{sha}+dirty.{str(record.get('git_diff_sha256') or '?')[:8]}"
     return sha

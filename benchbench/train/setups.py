@@ -247,10 +247,15 @@ def in_domain_data(adapter: Any, labelled: int | None, seed: int) -> Labelled:
         d = adapter.param("train_dir", f"{adapter._dir()}/train")
         a, b, y = (read_lines(adapter.file(f"{d}/{n}")) for n in ("a.toks", "b.toks", "sim.txt"))
         test = eval_pairs(adapter)
+        held = adapter.heldout_sentences()  # the heldout split's tweets: never trained on, in any setup
         rows = [
             (x.strip(), z.strip(), float(s))
             for x, z, s in zip(a, b, y, strict=True)
-            if x.strip() and z.strip() and frozenset((x.strip().lower(), z.strip().lower())) not in test
+            if x.strip()
+            and z.strip()
+            and frozenset((x.strip().lower(), z.strip().lower())) not in test
+            and x.strip().lower() not in held
+            and z.strip().lower() not in held
         ]
         rng = np.random.default_rng(seed + 7919)
         perm = rng.permutation(len(rows))

@@ -97,7 +97,7 @@ def test_store_items_beside_the_record_and_follow_its_splits(useb_reg, tmp_path)
     assert "items" not in rec and not list(out.rglob("*.items.*"))  # off by default
     # asked later: the stored split lacks its items, so it is evaluated again (no --force needed)
     (rec,) = run(RunOptions(**opts, store_items=True), useb_reg).records
-    assert rec["items"] == {"test": "twitterpara.items.test.json.gz"}
+    assert rec["items"] == {"test": "twitterpara@v2.items.test.json.gz"}  # the task version is in the name
     items = record_items(rec, out)
     assert aggregate_score(items) == pytest.approx(rec["splits"]["test"]["main_score"])
     (path,) = out.rglob("*.items.test.json.gz")

@@ -94,6 +94,28 @@ def test_a_row_mixing_code_versions_is_marked_and_every_version_listed(st):
     assert "1 of 13 rows mix code versions" in v.summary
 
 
+def test_records_of_two_commits_with_one_code_tree_are_one_version_and_name_both_commits(st):
+    """A study resumed after a results-only commit: the records name two commits but one code tree, so no
+    row mixes code; the note lists both commits behind the one version. A different tree is still marked."""
+
+    def tree(r):
+        r["git_code_tree"] = "t" * 64
+        if r["method"] == "tsdae" and r["seed"] == 3:
+            r["git_sha"] = "b" * 40
+
+    v = study_view.view(st, _table(st, tree), model_label="m", published=[], cache=False)
+    assert not any(r.label.endswith(study_provenance.ROW_MIXED_CODE) for r in v.rows)
+    assert f"code.{'t' * 12} ({len(st.methods) * 6} records; commits {'a' * 12}, {'b' * 12})" in "\n".join(v.notes)
+
+    def other_tree(r):
+        tree(r)
+        if r["method"] == "tsdae" and r["seed"] == 3:
+            r["git_code_tree"] = "u" * 64
+
+    v2 = study_view.view(st, _table(st, other_tree), model_label="m", published=[], cache=False)
+    assert {r.method for r in v2.rows if r.label.endswith(study_provenance.ROW_MIXED_CODE)} == {"tsdae"}
+
+
 def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st, tmp_path):
     v = study_view.view(st, _table(st), model_label="m", results="my/results", cache=False)
     md = study_view.view_markdown(v)

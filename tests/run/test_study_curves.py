@@ -79,3 +79,47 @@ task = "TASK"
     bad.write_text(text.replace("TASK", "no-such-task"))
     with pytest.raises(ConfigError, match=r"bad.toml: curves.task"):
         load_study(str(bad))
+
+
+def test_per_task_curves_follow_each_task_on_its_own_split():
+    """[curves.per_task]: TwitterPara cells (no dev split) follow its heldout split, STS cells STS-B dev; a
+    training-free row gets no curve."""
+    doc = {**DOC, "tasks": ["twitterpara", "stsb"], "step0_rows": True}
+    st = parse(
+        {**doc, "curves": {"every": 10, "task": "stsb", "per_task": {"twitterpara": "twitterpara:heldout"}}}, "x.toml"
+    )
+    assert st.curve_for("twitterpara") == ("twitterpara", "heldout") and st.curve_for("stsb") == ("stsb", "dev")
+    cells = plan(st, ["twitterpara", "stsb"], seeds=[1])
+    on = {(c.method, c.task): (c.options.get("eval_task"), c.options.get("eval_split")) for c in cells}
+    assert on[("simcse", "twitterpara")] == ("twitterpara", "heldout")
+    assert on[("simcse", "stsb")] == ("stsb", "dev")
+    assert on[("plm-mean", "twitterpara")] == (None, None)
+
+
+@pytest.mark.parametrize(
+    "per, match",
+    [
+        ({"twitterpara": "twitterpara"}, r'curves.per_task.twitterpara.*"task:split"'),
+        ({"twitterpara": ":heldout"}, r"curves.per_task.twitterpara"),
+        ({"twitterpara": 3}, r"curves.per_task.twitterpara"),
+    ],
+)
+def test_bad_per_task_curves_are_refused_naming_the_entry(per, match):
+    with pytest.raises(ConfigError, match=match):
+        parse({**DOC, "curves": {"every": 10, "per_task": per}}, "x.toml")
+
+
+@pytest.mark.parametrize(
+    "per, match",
+    [
+        ({"sickr": "twitterpara:heldout"}, r"curves.per_task.sickr.*not one of the study's tasks"),
+        ({"twitterpara": "twitterpara:dev"}, r"curves.per_task.twitterpara.*no 'dev' split"),
+        ({"twitterpara": "no-such:dev"}, r"curves.per_task.twitterpara"),
+    ],
+)
+def test_per_task_curves_name_known_tasks_and_splits(per, match):
+    from benchbench.run.study import check_known_names
+
+    st = parse({**DOC, "tasks": ["twitterpara", "stsb"], "curves": {"every": 10, "per_task": per}}, "x.toml")
+    with pytest.raises(ConfigError, match=match):
+        check_known_names(st)

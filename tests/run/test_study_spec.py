@@ -14,8 +14,21 @@ from benchbench.run.study import load_study
 # Each built-in study file's sha256 per version. Editing a file changes its hash: bump its `version`
 # and add the new (version, hash) here; an old version keeps its old hash (one version, one content).
 VERSIONS = {
-    "post-training-minilm": {2: "030234fef3c6", 3: "8fe2c5762a27", 4: "afa635915bdd", 5: "0b7e56b68c54"},
-    "plain-start": {2: "765e6468ad94", 3: "f98c5a383c76", 4: "aef9e81ec701", 5: "060e8ca01783", 6: "a6d5b91de0e5"},
+    "post-training-minilm": {
+        2: "030234fef3c6",
+        3: "8fe2c5762a27",
+        4: "afa635915bdd",
+        5: "0b7e56b68c54",
+        6: "0311bd32ed95",
+    },
+    "plain-start": {
+        2: "765e6468ad94",
+        3: "f98c5a383c76",
+        4: "aef9e81ec701",
+        5: "060e8ca01783",
+        6: "a6d5b91de0e5",
+        7: "069f1aa2fbea",
+    },
 }
 
 BASE = {

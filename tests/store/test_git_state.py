@@ -42,9 +42,20 @@ def repo(tmp_path) -> Path:
     return r
 
 
+def _tree(repo: Path) -> str:
+    import hashlib
+
+    listing = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "HEAD", "--", "benchbench", "plugins", "tasks", "pyproject.toml"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    return hashlib.sha256(listing).hexdigest()
+
+
 def test_a_clean_checkout_is_not_dirty_and_names_its_commit(repo):
     state = git_state(repo)
-    assert state == {"git_sha": _git(repo, "rev-parse", "HEAD"), "git_dirty": False}
+    assert state == {"git_sha": _git(repo, "rev-parse", "HEAD"), "git_dirty": False, "git_code_tree": _tree(repo)}
     (repo / "docs/d.md").write_text("edited\n")  # docs do not change a score
     (repo / "results").mkdir()
     (repo / "results/r.json").write_text("{}")  # ignored output
@@ -71,7 +82,34 @@ def test_uncommitted_code_is_dirty_and_each_edit_has_its_own_diff_hash(repo):
     # committed: clean again, at the new commit
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "two")
-    assert git_state(repo) == {"git_sha": _git(repo, "rev-parse", "HEAD"), "git_dirty": False}
+    assert git_state(repo) == {
+        "git_sha": _git(repo, "rev-parse", "HEAD"),
+        "git_dirty": False,
+        "git_code_tree": _tree(repo),
+    }
+
+
+def test_a_results_only_commit_keeps_the_code_version_and_a_code_commit_changes_it(repo):
+    """The code version is the committed code paths' tree, not the commit: a study resumed after a commit
+    of results or docs is one version (before: two, and every resumed row read as mixing code)."""
+    one = git_state(repo)
+    (repo / "docs/d.md").write_text("new results described\n")
+    (repo / "leaderboards").mkdir()
+    (repo / "leaderboards/r.json").write_text("{}")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "results")
+    two = git_state(repo)
+    assert two["git_sha"] != one["git_sha"] and two["git_code_tree"] == one["git_code_tree"]
+    assert code_version(two) == code_version(one) == f"code.{one['git_code_tree'][:12]}"
+    for rel in ("plugins/p.py", "tasks/t.toml", "pyproject.toml", "benchbench/a.py"):  # each code path counts
+        (repo / rel).parent.mkdir(exist_ok=True)
+        (repo / rel).write_text(f"# {rel} edited\n")
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-q", "-m", rel)
+        three = git_state(repo)
+        assert three["git_code_tree"] != two["git_code_tree"], rel
+        assert code_version(three) != code_version(two)
+        two = three
 
 
 def test_not_a_checkout_says_unknown(tmp_path):
@@ -92,10 +130,13 @@ def test_a_dirty_run_is_stored_checksummed_and_labelled(tmp_path, monkeypatch, r
     path = ResultStore(tmp_path / "results").write(rec)
     back = read_record(path)
     assert back["git_dirty"] is True and back["git_diff_sha256"] == rec["git_diff_sha256"]
-    sha = _git(repo, "rev-parse", "HEAD")
-    assert code_version(back) == f"{sha[:12]}+dirty.{rec['git_diff_sha256'][:8]}"
+    sha, tree = _git(repo, "rev-parse", "HEAD"), _tree(repo)
+    assert back["git_code_tree"] == tree
+    assert code_version(back) == f"code.{tree[:12]}+dirty.{rec['git_diff_sha256'][:8]}"
     clean = {k: v for k, v in back.items() if k not in ("git_dirty", "git_diff_sha256")}
-    assert code_version(clean) == sha[:12] != code_version(back)
+    assert code_version(clean) == f"code.{tree[:12]}" != code_version(back)
+    older = {k: v for k, v in clean.items() if k != "git_code_tree"}  # a record from before the tree: its sha
+    assert code_version(older) == sha[:12]
     assert code_version({}) == "unknown"
     # an edit of the flag after writing is damage: the checksum covers it
     text = path.read_text().replace('"git_dirty": true', '"git_dirty": false')

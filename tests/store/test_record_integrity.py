@@ -353,7 +353,7 @@ def test_drill_items_damage_is_refused_then_recomputed(useb_reg, workdir, capsys
     original = items.read_bytes()
     damage(items)
     # refused with a clear message (before: the swapped file was read as if genuine)
-    with pytest.raises(DataError, match=r"twitterpara\.items\.test\.json\.gz.*--store-items"):
+    with pytest.raises(DataError, match=r"twitterpara@v2\.items\.test\.json\.gz.*--store-items"):
         record_items(rec, "results")
     assert main(args) == 0  # a plain resume names it and says how to recompute it
     assert str(items) in _warnings(caplog) and "--store-items" in _warnings(caplog)

@@ -244,6 +244,24 @@ MODULES: dict[str, Target] = {
             "not cli_run and not conformance and not registered and not reference_codes",
         ),
     ),
+    "rankcse": Target(
+        "plugins/rankcse.py",
+        (
+            "EPS",
+            "RankCSEConfig",
+            "listnet",
+            "listmle",
+            "consistency_loss",
+            "RankCSEObjective",
+            "parse_teacher_set",
+            "RankCSE",
+        ),
+        (
+            "tests/plugins/test_rankcse.py",
+            "-k",
+            "not cli_run and not conformance and not registered and not reference_codes",
+        ),
+    ),
     "denosent": Target(
         "plugins/denosent.py",
         (

@@ -11,6 +11,7 @@ reference's own code when its mirror is here (bench/fidelity_rankcse.py). Defaul
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import os
@@ -41,8 +42,13 @@ RAGGED = [s if i % 3 else " ".join(s.split()[: 2 + i % 4]) for i, s in enumerate
 ONE_TEACHER = {"teachers": ["simcse"], "teacher_set": "simcse.steps=2,simcse.batch_size=4", "batch_size": 4}
 
 
+@functools.lru_cache(maxsize=8)
+def _loaded(seed: int):
+    return tiny_bert(16, 2, 2, 32, pooling="cls", max_seq_length=64, seed=seed)
+
+
 def _encoder(dropout=0.0, seed=0, spread=None):
-    enc = tiny_bert(16, 2, 2, 32, pooling="cls", max_seq_length=64, seed=seed)
+    enc = _loaded(seed).clone()
     enc.model.config._attn_implementation = "eager"
     if spread:  # at BERT's init every [CLS] cosine is ~1: redraw the matrices so the lists spread
         with torch.no_grad():
@@ -401,32 +407,52 @@ def test_step0_trains_no_teacher_and_returns_the_start_encoder(tmp_path, monkeyp
 
 
 def test_under_a_task_the_teachers_are_the_harness_runs_recorded_and_reused(env, monkeypatch):
-    """``benchbench run --method rankcse``: each teacher is ``benchbench run --method simcse``'s own
+    """Under a task (as the runner calls it), each teacher is ``benchbench run --method simcse``'s own
     training (same folder, same config hash), reused by a second RankCSE config, named in the record."""
     from benchbench_plugins import simcse
 
+    from benchbench import DataStore, get_registry
     from benchbench.cli.main import main
 
     trains = []
     real = simcse.SimCSE.train
     monkeypatch.setattr(simcse.SimCSE, "train", lambda self, c, ctx: trains.append(1) or real(self, c, ctx))
     monkeypatch.chdir(env)
-    base = ["run", "--model", TINY, "--tasks", "sts-mini", "--batch-size", "4", "--output", "out", "--json"]
-    sets = ["--set", "teachers=simcse", "--set", "teacher_set=simcse.steps=2,simcse.batch_size=4"]
-    assert main([*base, "--method", "rankcse", "--steps", "2", *sets]) == 0
-    assert main([*base, "--method", "rankcse", "--steps", "3", *sets]) == 0
-    recs = [json.loads(p.read_text()) for p in (env / "out").rglob("*.json") if '"method": "rankcse"' in p.read_text()]
-    first, second = sorted(recs, key=lambda r: r["train"]["steps"])
-    (t,) = first["train"]["teachers"]
-    assert t["method"] == "simcse" and t["reused"] is False and second["train"]["teachers"][0]["reused"] is True
+    out = env / "out"
+
+    def rankcse(steps: int) -> TrainContext:
+        folder = out / "runs" / "rankcse" / f"steps{steps}"  # a run folder under the result store ``out``
+        ctx = TrainContext(
+            model=TINY, seed=1, output_dir=folder, progress=False, device="cpu", task="sts-mini",
+            registry=get_registry(), data=DataStore(None),
+        )  # fmt: skip
+        RankCSE(RankCSEConfig(steps=steps, **ONE_TEACHER)).train(CORPUS, ctx)
+        return ctx
+
+    first, second = rankcse(2).accounting, rankcse(3).accounting
+    (t,) = first["teachers"]
+    assert t["method"] == "simcse" and t["reused"] is False and second["teachers"][0]["reused"] is True
     assert t["path"].startswith("runs/simcse/") and not Path(t["path"]).is_absolute()
-    assert (env / "out" / t["path"] / ".complete").is_file() and trains == [1]
+    assert (out / t["path"] / ".complete").is_file() and trains == [1]
+    assert second["teachers"][0]["path"] == t["path"]
     # `benchbench run --method simcse` with the teacher's options is the same training: reused, same hash
-    assert main([*base, "--method", "simcse", "--steps", "2"]) == 0
-    rec = next(
-        json.loads(p.read_text()) for p in (env / "out").rglob("*.json") if '"method": "simcse"' in p.read_text()
-    )
+    args = ["run", "--model", TINY, "--tasks", "sts-mini", "--batch-size", "4", "--output", "out", "--json"]
+    assert main([*args, "--method", "simcse", "--steps", "2"]) == 0
+    rec = next(json.loads(p.read_text()) for p in out.rglob("*.json") if '"method": "simcse"' in p.read_text())
     assert rec["config_hash"] == t["config_hash"] and rec["train"]["reused_from_disk"] and trains == [1]
+
+
+def test_cli_run_records_the_teachers(env, monkeypatch):
+    from benchbench.cli.main import main
+
+    monkeypatch.chdir(env)
+    args = ["run", "--method", "rankcse", "--model", TINY, "--tasks", "sts-mini", "--steps", "2", "--batch-size", "4"]
+    sets = ["--set", "teachers=simcse", "--set", "teacher_set=simcse.steps=2,simcse.batch_size=4"]
+    assert main([*args, *sets, "--output", "out", "--json"]) == 0
+    rec = next(
+        json.loads(p.read_text()) for p in (env / "out").rglob("*.json") if '"method": "rankcse"' in p.read_text()
+    )
+    assert rec["config"]["teachers"] == ["simcse"] and rec["train"]["teachers"][0]["method"] == "simcse"
 
 
 MIRROR = Path(os.environ.get("RANKCSE_MIRROR", "/work/.mirror/perceptiveshawty+RankCSE/repo"))

@@ -7,13 +7,14 @@ generated leaderboards/site all read records through here, so the same records p
 * a cell is the mean over DISTINCT seeds, with ``± sample std`` (ddof=1) only when it has >= 2 seeds;
 * a suite average is over a COMPLETE row only (every task present, none partial); the tasks that
   keep rows from an average are named once per table, in a footnote;
-* two flags, pure functions of one record (:func:`did_not_learn`, :func:`selects_on_labels`), mark
-  cells whose encoder did not learn (``!``) and rows that select checkpoints on task labels (``[S]``).
+* flags, pure functions of one record (:func:`did_not_learn`, :func:`selects_on_labels`,
+  :func:`distilled_from`), mark cells whose encoder did not learn (``!``), rows that select checkpoints on
+  task labels (``[S]``) and rows distilled from teacher methods trained first (``[D]``, RankCSE).
 
 Public API: :func:`load_records`, :func:`dedupe`, :func:`identity`, :class:`RecordConflict`,
 :func:`build_rows`, :class:`Row`, :func:`table_rows` (-> :class:`TableRow` with :class:`Cell`\\ s),
 :func:`table_notes`, :func:`cell_text`, :func:`seeds_text`, :func:`did_not_learn`,
-:func:`selects_on_labels`, :func:`method_defaults`, :func:`row_label`.
+:func:`selects_on_labels`, :func:`distilled_from`, :func:`method_defaults`, :func:`row_label`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ NO_LEARN_MARK = "!"
 NOT_ZERO_SHOT_MARK = "‡"  # the base model (or the run's own training) saw this task's data or its source
 SELECTS_MARK = " [S]"
 TRANSDUCTIVE_MARK = " [T]"
+DISTILLED_MARK = " [D]"  # distilled from teacher methods trained here (RankCSE): the teachers' training is in it
 
 
 class RecordConflict(DataError):
@@ -251,6 +253,16 @@ def selects_on_labels(record: Mapping[str, Any]) -> str | None:
     return None
 
 
+def distilled_from(record: Mapping[str, Any]) -> str | None:
+    """The teacher methods this record's encoder was distilled from (``train.teachers``, each a
+    ``TrainedMethod.describe()``: RankCSE), "simcse [a1b2c3d4e5f6], diffcse [...]"; None without any."""
+    train = record.get("train") if isinstance(record.get("train"), Mapping) else {}
+    teachers = [t for t in train.get("teachers") or [] if isinstance(t, Mapping)]
+    if not teachers:
+        return None
+    return ", ".join(f"{t.get('method', '?')} [{t.get('config_hash', '?')}]" for t in teachers)
+
+
 # ----------------------------------------------------------------------------------------------- rows
 def contamination(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The record's ``contamination`` (``benchbench.encode.cards``); a record written before those
@@ -340,8 +352,19 @@ class Row:
         return next((s for r in self.records if (s := selects_on_labels(r))), None)
 
     @property
+    def teachers(self) -> str | None:
+        """The teachers this row was distilled from (``train.teachers`` of its first record that names
+        some): "simcse [hash], diffcse [hash]"."""
+        return next((t for r in self.records if (t := distilled_from(r))), None)
+
+    @property
     def display_label(self) -> str:
-        return self.label + (TRANSDUCTIVE_MARK if self.transductive else "") + (SELECTS_MARK if self.selects else "")
+        return (
+            self.label
+            + (TRANSDUCTIVE_MARK if self.transductive else "")
+            + (SELECTS_MARK if self.selects else "")
+            + (DISTILLED_MARK if self.teachers else "")
+        )
 
     def task_records(self, task: str, split: str = SPLIT) -> list[dict[str, Any]]:
         """This task's scored records, one per seed: the latest task version only (an older version
@@ -570,6 +593,10 @@ def table_notes(trs: list[TableRow], suites: Mapping[str, list[str]], split: str
             "[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, labels "
             "never read); not comparable with inductive rows"
         )
+    dist = [(tr.row, tr.row.teachers) for tr in trs if tr.row.teachers]
+    if dist:
+        notes.append("[D] teacher-distilled: trained on the rankings of teacher methods benchbench trained first:")
+        notes.extend(f"[D] {row.label} / {row.model}: {who}" for row, who in dist)
     sel = [(tr.row, tr.row.selects) for tr in trs if tr.row.selects]
     if sel:
         notes.append("[S] selects its checkpoint on task labels, which the other rows never read:")

@@ -189,6 +189,30 @@ def test_selection_and_cross_encoder_flags_from_stored_accounting() -> None:
     assert aggregate.did_not_learn(rec("plm-mean", "stsb", 70.0)) is None  # training-free: nothing to learn
 
 
+def test_a_teacher_distilled_row_is_marked_and_names_its_teachers_in_every_table(tmp_path: Path, capsys) -> None:
+    """RankCSE's records name the teachers benchbench trained first (``train.teachers``): the row is
+    marked ``[D]`` in ``table``'s output and the leaderboard's suite tables, and a note names the teachers
+    by method and config hash; a row without teachers carries no mark."""
+    teachers = [
+        {"method": "diffcse", "config_hash": "d1", "model": "m", "path": "runs/diffcse/x", "reused": True},
+        {"method": "simcse", "config_hash": "s1", "model": "m", "path": "runs/simcse/y", "reused": False},
+    ]
+    rk = rec("rankcse", "stsb", 70.0, chash="r1", train={"steps": 5, "teachers": teachers})
+    recs = [rk, rec("simcse", "stsb", 60.0, train={"steps": 5, "teachers": []})]
+    assert aggregate.distilled_from(rk) == "diffcse [d1], simcse [s1]"
+    assert aggregate.distilled_from(recs[1]) is None and aggregate.distilled_from(rec("ct", "stsb", 1.0)) is None
+    write_store(tmp_path, recs)
+    records = aggregate.load_records(tmp_path)
+    (t,) = [t for t in site.suite_tables(site.build_rows(records)) if t.name == "STS"]
+    labels = {c[0] for _, c, _ in t.rows}
+    assert labels == {"rankcse [D]", "simcse"}
+    assert "[D] rankcse / m: diffcse [d1], simcse [s1]" in t.notes
+    assert main(["table", "--output", str(tmp_path), "--tasks", "stsb", "--no-provenance"]) == 0
+    out = capsys.readouterr().out
+    assert "| rankcse \\[D\\] " in out and "| simcse  " in out and "simcse \\[D" not in out  # Markdown-escaped
+    assert "\\[D\\] rankcse / m: diffcse \\[d1\\], simcse \\[s1\\]" in out
+
+
 PLUGIN = f"""
 from dataclasses import dataclass
 from pathlib import Path

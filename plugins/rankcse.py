@@ -67,6 +67,7 @@ from benchbench import (
     build_config,
     config_hash,
     fit,
+    get_registry,
     hookimpl,
     is_complete,
     linear_decay,
@@ -271,9 +272,10 @@ class RankCSE(Method):
                 trained = train_method(name, ctx, options[name])
                 out.append({**trained.describe(), "abs_path": str(trained.path)})
                 continue
-            if ctx.output_dir is None or ctx.registry is None:
-                raise ConfigError("rankcse: teachers are trained by the harness: run it through the runner.")
-            cls = ctx.registry.method(name)
+            if ctx.output_dir is None:
+                raise ConfigError("rankcse: the teachers are trained into ctx.output_dir, which is None.")
+            registry = ctx.registry or get_registry()
+            cls = registry.method(name)
             cfg = build_config(cls, options[name])
             folder = Path(ctx.output_dir) / "teachers" / name
             enc_dir = folder / "encoder"
@@ -285,7 +287,7 @@ class RankCSE(Method):
                     output_dir=folder,
                     device=ctx.device,
                     data=ctx.data,
-                    registry=ctx.registry,
+                    registry=registry,
                     progress=ctx.progress,
                     logger=ctx.logger,
                 )

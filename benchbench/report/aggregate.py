@@ -558,6 +558,15 @@ def table_rows(
     return out
 
 
+def _distilled_notes(trs: list[TableRow]) -> list[str]:
+    """The ``[D]`` lines: each teacher-distilled row and the teachers it names."""
+    dist = [(tr.row, tr.row.teachers) for tr in trs if tr.row.teachers]
+    if not dist:
+        return []
+    head = "[D] teacher-distilled: trained on the rankings of teacher methods benchbench trained first:"
+    return [head, *(f"[D] {row.label} / {row.model}: {who}" for row, who in dist)]
+
+
 def table_notes(trs: list[TableRow], suites: Mapping[str, list[str]], split: str = SPLIT) -> list[str]:
     """The footnotes every table prints under the same cells (in this order, each once)."""
     notes: list[str] = []
@@ -593,10 +602,7 @@ def table_notes(trs: list[TableRow], suites: Mapping[str, list[str]], split: str
             "[T] transductive: trained on the evaluated tasks' own unlabelled text (test included, labels "
             "never read); not comparable with inductive rows"
         )
-    dist = [(tr.row, tr.row.teachers) for tr in trs if tr.row.teachers]
-    if dist:
-        notes.append("[D] teacher-distilled: trained on the rankings of teacher methods benchbench trained first:")
-        notes.extend(f"[D] {row.label} / {row.model}: {who}" for row, who in dist)
+    notes.extend(_distilled_notes(trs))
     sel = [(tr.row, tr.row.selects) for tr in trs if tr.row.selects]
     if sel:
         notes.append("[S] selects its checkpoint on task labels, which the other rows never read:")

@@ -37,6 +37,13 @@ BUDGETS: dict[str, dict] = {
     "whitenedcse": {"steps": 3, "batch_size": 4, "num_groups": 8},
     # InfoCSE's frozen network is the start's first skip_from layers (default 6; tiny BERT has 1)
     "infocse": {"steps": 3, "batch_size": 4, "skip_from": 1},
+    # RankCSE: one teacher (SimCSE, 2 steps), trained by the kit's call into its output folder (no task here)
+    "rankcse": {
+        "steps": 3,
+        "batch_size": 4,
+        "teachers": "simcse",
+        "teacher_set": "simcse.steps=2,simcse.batch_size=4",
+    },
     # DenoSent: a 2-layer decoder (the default 16 x 2048 is slow on a CPU) and no warm-up (500 steps: lr 0, then
     # 1/500 and 2/500 of it in a 3-step budget, so resume equality would compare weights that barely moved)
     "denosent": {"steps": 3, "batch_size": 4, "decoder_layers": 2, "decoder_ffn": 32, "warmup_steps": 0},

@@ -18,6 +18,7 @@ from benchbench_plugins.denosent import DenoSent, DenoSentConfig
 from benchbench_plugins.esimcse import esimcse_loss
 from benchbench_plugins.mirror_bert import nt_xent
 from benchbench_plugins.promptbert import PromptBERT, PromptBERTConfig
+from benchbench_plugins.rankcse import RankCSE, RankCSEConfig
 from benchbench_plugins.simcse import MLPEncoder, SimCSE, SimCSEConfig, SimCSEObjective
 from benchbench_plugins.sncse import SNCSE, SNCSEConfig, SNCSEObjective
 from benchbench_plugins.tsdae import TSDAE, TSDAEConfig
@@ -45,6 +46,13 @@ CASES = {
     "tsdae": (TSDAE, lambda steps: TSDAEConfig(steps=steps, batch_size=4, lr=5e-2)),
     # the bare [MASK] vector of its template (projector, decoder and MLM head are training-only); no warm-up,
     # whose first step has lr 0
+    # [CLS] bare (the MLP is training only); one teacher, trained before the student is built
+    "rankcse": (
+        RankCSE,
+        lambda steps: RankCSEConfig(
+            steps=steps, batch_size=4, lr=5e-2, teachers=["simcse"], teacher_set="simcse.steps=1,simcse.batch_size=4"
+        ),
+    ),
     "denosent": (
         DenoSent,
         lambda steps: DenoSentConfig(

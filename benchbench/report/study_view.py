@@ -99,6 +99,7 @@ def collect(
         for row in rows
     }
     out = {t: {row.name: aggregate.Cell({}) for row in rows} for t in task_names}
+    current = {t: _task_version(reg, t) for t in task_names}
     for r in records:
         t, s = r.get("task"), r.get("seed")
         name = want.get((r.get("method"), r.get("config_hash"), r.get("model")))
@@ -110,6 +111,12 @@ def collect(
         if score is None:
             continue
         cell = out[t][name]
+        version = int(r.get("task_version") or 1)
+        if (
+            current[t] is not None and version != current[t]
+        ):  # another definition of the task (its data or split changed): not this cell
+            cell.superseded[s] = version
+            continue
         cell.scores[s] = score
         cell.records[s] = r
         if (r.get("items") or {}).get("test"):
@@ -118,6 +125,13 @@ def collect(
             except DataError as e:  # never silent: the column names the file and which test it used instead
                 cell.damaged.append(str(e).splitlines()[0])
     return out
+
+
+def _task_version(reg: Any, task: str) -> int | None:
+    try:
+        return int(reg.task(task).version)
+    except BenchbenchError:  # no longer registered: every stored version is taken as it is
+        return None
 
 
 def _store_root(record: Mapping[str, Any], root: str | Path) -> Path:
@@ -306,8 +320,16 @@ class StudyView:
 
 
 def _missing(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]], tasks: Sequence[str]) -> list[str]:
-    """Per row, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``."""
+    """Per row, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``; first, per task, the
+    records left out because they are of an older task version."""
     missing = []
+    for t in tasks:
+        old = [v for c in table[t].values() for v in c.superseded.values()]
+        if old:
+            missing.append(
+                f"{t}: {len(old)} stored record{'s' if len(old) > 1 else ''} of task version "
+                f"{', '.join(map(str, sorted(set(old))))} left out (the task is at a newer version; they are not its cells)"
+            )
     for m in (row.name for row in study.rows()):
         lack = {t: [s for s in study.seeds if s not in table[t][m].scores] for t in tasks}
         lack = {t: s for t, s in lack.items() if s}

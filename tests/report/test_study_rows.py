@@ -123,6 +123,32 @@ def test_collect_puts_each_record_in_its_row(st):
     assert again["stsb"]["plm-mean"].scores[1] == pytest.approx(50.1)
 
 
+def test_records_of_an_older_task_version_are_left_out_and_named(st, monkeypatch):
+    """A cell is the task as defined now: a record of task version 1 when the task is at version 2 (e.g.
+    TwitterPara before its heldout split left the training text) is not a cell, and the page says so."""
+    import dataclasses
+
+    reg = get_registry()
+    recs = _records(st)
+    for r in recs:
+        r["task_version"] = 2
+    recs[0] = {**recs[0], "task_version": 1, "splits": {"test": {"main_score": 99.0}}}  # plm-mean, seed 1
+    monkeypatch.setitem(reg.tasks, "stsb", dataclasses.replace(reg.task("stsb"), version=2))
+    table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
+    start = table["stsb"]["plm-mean"]
+    assert 1 not in start.scores and start.superseded == {1: 1} and len(start.scores) == 4
+    view = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    assert view.missing[0] == (
+        "stsb: 1 stored record of task version 1 left out (the task is at a newer version; they are not its cells)"
+    )
+    assert "plm-mean: stsb (seed 1)" in view.missing
+    # at version 1 the same record is the cell
+    monkeypatch.setitem(reg.tasks, "stsb", dataclasses.replace(reg.task("stsb"), version=1))
+    for r in recs:
+        r["task_version"] = 1
+    assert study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)["stsb"]["plm-mean"].scores[1] == 99.0
+
+
 def test_a_trained_row_is_read_against_its_own_step0_row(v):
     col = v.columns["stsb"]
     simcse = col.start["simcse"]
@@ -194,9 +220,9 @@ def test_the_budget_is_read_from_the_median_curve(v):
 
 
 def test_a_twitterpara_cell_is_not_called_did_not_learn_from_a_flat_stsb_curve(st):
-    """TwitterPara has no dev split, so its cells are followed on STS-B dev: a flat STS-B curve with a
-    loss far below chance reads "learned" there, while the same curve on an STS cell (same training
-    text as STS-B) reads "did not learn"."""
+    """A study without a [curves.per_task] entry for TwitterPara (no dev split) follows its cells on STS-B
+    dev: a flat STS-B curve with a loss far below chance reads "learned" there, while the same curve on an
+    STS cell (same training text as STS-B) reads "did not learn"."""
     assert not study_view._curve_on_task(st, "twitterpara")
     assert study_view._curve_on_task(st, "sts13") and study_view._curve_on_task(st, "stsb")
     row = {r.name: r for r in st.rows()}["mlm"]
@@ -204,10 +230,40 @@ def test_a_twitterpara_cell_is_not_called_did_not_learn_from_a_flat_stsb_curve(s
     table = {}
     for task in ("twitterpara", "sts13"):
         recs = [
-            dict(_rec(st, row, s, 50.0, monitor=flat, loss=[[5, 2.5], [100, 0.3]], chance=2.77), task=task)
+            dict(
+                _rec(st, row, s, 50.0, monitor=flat, loss=[[5, 2.5], [100, 0.3]], chance=2.77),
+                task=task,
+                task_version=get_registry().task(task).version,
+            )
             for s in st.seeds
         ]
         table.update(study_view.collect(st, recs, "/nowhere", [task], model_label=BASE))
     got = study_view.learning_verdicts(st, table)["mlm"]
     assert got["twitterpara"]["verdict"] == "learned" and "another task's dev split" in got["twitterpara"]["reason"]
     assert got["sts13"]["verdict"] == "did not learn"
+
+
+def test_with_a_per_task_curve_a_flat_twitterpara_curve_is_did_not_learn(st):
+    """With [curves.per_task] twitterpara = "twitterpara:heldout" its cells follow their own task's curve:
+    the same flat curve now decides "did not learn", as on an STS cell."""
+    per = parse(
+        dict(
+            DOC,
+            model="~/no-such-folder/base",
+            curves={"every": 25, "task": "stsb", "per_task": {"twitterpara": "twitterpara:heldout"}},
+        ),
+        "rows.toml",
+    )
+    assert study_view._curve_on_task(per, "twitterpara") and study_view._curve_on_task(per, "sts13")
+    row = {r.name: r for r in per.rows()}["mlm"]
+    flat = [(0, 50.0), (50, 50.2), (100, 50.1)]
+    recs = [
+        dict(
+            _rec(per, row, s, 50.0, monitor=flat, loss=[[5, 2.5], [100, 0.3]], chance=2.77),
+            task="twitterpara",
+            task_version=get_registry().task("twitterpara").version,
+        )
+        for s in per.seeds
+    ]
+    table = study_view.collect(per, recs, "/nowhere", ["twitterpara"], model_label=BASE)
+    assert study_view.learning_verdicts(per, table)["mlm"]["twitterpara"]["verdict"] == "did not learn"

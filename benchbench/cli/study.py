@@ -23,6 +23,12 @@ def benchbench_register_commands(register: Any) -> None:
     r.add_argument("--workers", type=int, default=None, help="local Ray: CPUs to use")
     r.add_argument("--dry-run", action="store_true", help="print the cells and their options, run nothing")
     r.add_argument(
+        "--supersede",
+        action="store_true",
+        help="first set aside (under OUTPUT/.superseded/, kept) this study's records that another code version "
+        "wrote, so their cells run again and every row comes from this code version",
+    )
+    r.add_argument(
         "--tasks",
         default=None,
         help="only the study's cells on these tasks/suites (comma list; the rest stay to run later), "
@@ -77,12 +83,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     from benchbench.cli.main import encode_options
 
+    if args.supersede:
+        moved = studies.supersede(st, args.output)
+        if moved:
+            print(
+                f"set aside {sum(moved.values())} records of other code versions "
+                f"({', '.join(f'{k}: {n}' for k, n in moved.items())}) under {args.output}/.superseded/; "
+                "their cells run again now"
+            )
     older = studies.other_code_versions(st, args.output)
     if older:
         print(
             f"note: {args.output} holds {sum(older.values())} records of this study from other code versions "
             f"({', '.join(f'{k}: {n}' for k, n in older.items())}); new cells come from this commit, so rows may mix "
-            "code versions (the report marks them [≠code]). For one commit per study, run into a fresh --output."
+            "code versions (the report marks them [≠code]). For one code version per study, pass --supersede (or run "
+            "into a fresh --output)."
         )
 
     out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers, encode=encode_options(args))

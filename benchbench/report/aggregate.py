@@ -150,15 +150,13 @@ def load_records(
     ``store_layout`` also one at a path its key does not name) is left out and never silently: added
     to ``damaged`` when given, else named in a warning. Without ``store_layout`` (a leaderboards folder)
     the generated ``site/`` and ``latex/`` folders are skipped."""
-    from benchbench.store.results import QUARANTINE, DamagedRecord, misplaced, read_record
+    from benchbench.store.results import NOT_RECORDS, DamagedRecord, misplaced, read_record
 
     root = Path(root)
     out = []
     for p in sorted(root.rglob("*.json")) if root.is_dir() else []:
         rel = p.relative_to(root)
-        if (not store_layout and rel.parts[0] in ("site", "latex")) or {"runs", ".locks", QUARANTINE} & set(
-            rel.parts[:-1]
-        ):
+        if (not store_layout and rel.parts[0] in ("site", "latex")) or set(NOT_RECORDS) & set(rel.parts[:-1]):
             continue
         try:
             r = read_record(p)

@@ -535,6 +535,41 @@ def run(
     return run_sweep(list(cells), base, executor, **sweep_kw)
 
 
+def supersede(study: Study, output: str | Path) -> dict[str, int]:
+    """Set aside, under ``<output>/.superseded/``, every record :func:`other_code_versions` counts (this
+    study's methods and seeds, written by another code version), with its per-item files and the encoder
+    trained on its corpus (``runs/.../train-<data>``); {code version: records moved}. Why: a study resumed at new code
+    would otherwise keep the old cells (stored cells are skipped) and mix code versions in its rows; set
+    aside, they are run again at this code version, and nothing stored is deleted."""
+    from benchbench.store.files import check_inside
+    from benchbench.store.records import loaded_code
+    from benchbench.store.results import SUPERSEDED, ResultStore, code_version, key_of
+    from benchbench.train.reuse import training_folder
+
+    state = loaded_code()
+    store = ResultStore(output)
+    if not store.root.is_dir() or not state.get("git_sha"):
+        return {}
+    now, moved = code_version(state), {}
+    for r in list(store.records()):
+        if r.get("method") not in study.methods or r.get("seed") not in study.seeds or code_version(r) == now:
+            continue
+        key = key_of(r)
+        why = f"written by code version {code_version(r)}; the study was resumed at {now}"
+        store.set_aside(store.path(key), SUPERSEDED, why)
+        data = str((r.get("train") or {}).get("train_data_sha256") or "")[:16]
+        runs = training_folder(store.root, key) / f"train-{data}"  # reuse.py's folder of this corpus
+        if data and runs.is_dir():  # trained by the other code: the new cells must train their own
+            dest = check_inside(store.root / SUPERSEDED / runs.relative_to(store.root), store.root)
+            n = 1
+            while dest.exists():
+                dest, n = dest.with_name(f"{runs.name}-{n}"), n + 1
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            runs.rename(dest)
+        moved[code_version(r)] = moved.get(code_version(r), 0) + 1
+    return moved
+
+
 def other_code_versions(study: Study, output: str | Path) -> dict[str, int]:
     """{code version: records} of this study's methods already in ``output`` that another code version wrote
     (a resumed study would mix commits in a row; the report marks such rows, ``study run`` says so first)."""

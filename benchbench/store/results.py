@@ -61,9 +61,11 @@ READABLE_SCHEMAS = (1, 2)
 # it was written before this (``_predates_checksums``)
 CHECKSUMS_SINCE = "2026-11-23T17:16:45+0000"
 QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
+# records another code version wrote, set aside by ``study run --supersede`` (kept, never read as cells)
+SUPERSEDED = ".superseded"
 STATS_CACHE = ".stats-cache"  # a study's cached column statistics, kept beside its records (JSON, not records)
 # folders of a store that hold no records (runs: trained encoders)
-_NOT_RECORDS = (".locks", QUARANTINE, "runs", STATS_CACHE)
+NOT_RECORDS = (".locks", QUARANTINE, SUPERSEDED, "runs", STATS_CACHE)
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
 _KEY_FIELDS = ("method", "config_hash", "model", "setup", "seed", "task")
 
@@ -316,13 +318,21 @@ class ResultStore:
         """Move a damaged record, and the per-item files named after it, to
         ``<root>/.quarantine/<relative path>.<time>`` with a ``.why`` note beside it: nothing stored is
         ever deleted, and the record's own path is free for a recomputed one."""
+        return self.set_aside(path, QUARANTINE, why)
+
+    def set_aside(self, path: Path, folder: str, why: str) -> Path:
+        """Move the record at ``path`` and its per-item files to ``<root>/<folder>/<relative path>.<time>``
+        (``folder``: one of the store's non-record folders, ``QUARANTINE`` or ``SUPERSEDED``) with a
+        ``.why`` note beside it; the record's own path is then free for a new one."""
+        if folder not in (QUARANTINE, SUPERSEDED):
+            raise ValueError(f"set_aside: {folder!r} is not a folder records are set aside in")
         path = Path(path)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         rel = path.relative_to(self.root) if path.is_relative_to(self.root) else Path(path.name)
-        dest = self.root / QUARANTINE / f"{rel}.{stamp}"
+        dest = self.root / folder / f"{rel}.{stamp}"
         n = 1
         while dest.exists():
-            dest, n = self.root / QUARANTINE / f"{rel}.{stamp}-{n}", n + 1
+            dest, n = self.root / folder / f"{rel}.{stamp}-{n}", n + 1
         check_inside(dest, self.root)  # a symlinked .quarantine must not carry records out of the store
         dest.parent.mkdir(parents=True, exist_ok=True)
         for item in sorted(path.parent.glob(f"{glob.escape(path.stem)}.items.*.json.gz")):
@@ -406,7 +416,7 @@ class ResultStore:
             return
         for p in sorted(self.root.rglob("*.json")):
             rel = p.relative_to(self.root)
-            if set(rel.parts[:-1]) & set(_NOT_RECORDS):
+            if set(rel.parts[:-1]) & set(NOT_RECORDS):
                 continue
             try:
                 r = read_record(p)

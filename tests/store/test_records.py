@@ -52,4 +52,5 @@ def test_every_split_gets_the_records_provenance():
             "git_sha": rec["git_sha"],
             "git_dirty": rec["git_dirty"],
             **({"git_diff_sha256": rec["git_diff_sha256"]} if rec["git_dirty"] else {}),
+            **({"git_code_tree": rec["git_code_tree"]} if "git_code_tree" in rec else {}),
         }

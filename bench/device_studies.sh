@@ -43,7 +43,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda'
 git status --porcelain -- benchbench plugins tasks pyproject.toml | head -5
 if [ "$PHASE" = env ]; then  # a smoke cell through the installed package: plugins, data, GPU, records
   python3 -m benchbench.cli run --method simcse --model tiny-bert --tasks twitterpara --steps 3 --batch-size 8 --seeds 1 \
-    --output /tmp/smoke --eval-every 2 --eval-split dev 2>&1 | grep -v "^Plugin" | tail -6
+    --output /tmp/smoke --eval-every 2 --eval-split heldout 2>&1 | grep -v "^Plugin" | tail -6
   log "env ready"
   exit 0
 fi
@@ -66,6 +66,8 @@ log "weights ready"
 # ---- lanes: each study's methods dealt round-robin over the lanes, heaviest first ------------------------
 LANES=${LANES:-14}
 mkdir -p /tmp/out /tmp/lanes
+# the records this code version already wrote in earlier lent sessions (bench/device_studies_pack.py): resume
+[ -f .dev3/studies.tar.gz ] && tar -C /tmp/out -xzf .dev3/studies.tar.gz && log "resuming from $(tar -tzf .dev3/studies.tar.gz | grep -vc items) records"
 python3 - "$LANES" $STUDIES >/tmp/lanes/plan <<'EOF'
 import sys
 from benchbench.run.study import load_study
@@ -90,7 +92,7 @@ while read -r line; do
       [ "$(date +%s)" -ge "$DEADLINE" ] && break  # no new job after the deadline
       st=${job%%:*}; m=${job#*:}
       echo "== $st $m $(date +%s)"
-      python3 -m benchbench.cli study run "$st" --output "/tmp/out/$st" --methods "$m" 2>&1 | grep -v "^Plugin" | tail -4
+      python3 -m benchbench.cli study run "$st" --output "/tmp/out/$st" --methods "$m" --supersede 2>&1 | grep -v "^Plugin" | tail -4
     done
   ) >"/tmp/lanes/lane$i.log" 2>&1 &
 done </tmp/lanes/plan
@@ -105,7 +107,7 @@ tail -n 3 /tmp/lanes/lane*.log > "$OUT/lanes.txt" 2>&1
 for st in $STUDIES; do
   echo "$st: $(find "/tmp/out/$st" -name '*.json' ! -name '*.items.*' | wc -l) records" | tee -a "$OUT/lanes.txt"
 done
-(cd /tmp/out && find . -path '*/runs/*' -prune -o -path '*/.locks/*' -prune -o -type f -print) >/tmp/records.list
+(cd /tmp/out && find . -path '*/runs/*' -prune -o -path '*/.locks/*' -prune -o -path '*/.superseded/*' -prune -o -type f -print) >/tmp/records.list
 tar -C /tmp/out -czf /tmp/results.tar.gz -T /tmp/records.list && split -b 15000000 -d -a 1 /tmp/results.tar.gz "$OUT/results.tar.gz.part"
 ls -la "$OUT"
 log "packed"

@@ -11,8 +11,9 @@ Writes (all git-ignored through .git/info/exclude):
   negations); ``git.tar`` (a blob-less shallow clone of HEAD: the records name this commit and whether the
   tree was clean); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
 * ``.dev2/``: the next bytes of those weights;
-* ``.dev3/``: the rest, and the plain start (plain-mlm-minilm-shape) as fp16 (exact: its build saves fp16
-  weights; the device rebuilds the fp32 file byte-identical and checks its sha256).
+* ``.dev3/``: the rest, the plain start (plain-mlm-minilm-shape) as fp16 (exact: its build saves fp16
+  weights; the device rebuilds the fp32 file byte-identical and checks its sha256), and ``studies.tar.gz``:
+  the studies' records this code version already wrote (a re-run spread over lent sessions resumes).
 
 Run it from a clean tree at the commit the studies are to run at: the git clone is of HEAD.
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 
 CALL_BYTES = 60_000_000  # per carried folder: a call carries 64 MiB with the ~5 MB tree (leaderboards/ untracked)
 CORPUS_TASKS = ("twitterpara", "sts12")  # one task per training corpus the studies train on
+STUDIES = ("post-training-minilm", "plain-start")
 
 
 def sha256(path: Path) -> str:
@@ -116,6 +118,28 @@ def views() -> Path:
     return aug.cache.path
 
 
+def study_records(dev3: Path, names: tuple[str, ...] = STUDIES) -> int:
+    """``studies.tar.gz``: the records (and per-item files) in ``leaderboards/studies/<name>`` that THIS
+    code version wrote (``store.results.code_version``: the committed code paths' tree), so a re-run
+    spread over several lent sessions resumes where the last one stopped and stays one code version;
+    records of other code versions stay here (``study run --supersede`` sets them aside). Returns the count."""
+    from benchbench.store.records import loaded_code
+    from benchbench.store.results import ResultStore, code_version, key_of
+
+    now, n = code_version(loaded_code()), 0
+    with tarfile.open(dev3 / "studies.tar.gz", "w:gz") as tar:
+        for name in names:
+            store = ResultStore(Path("leaderboards/studies") / name)
+            for r in store.records():
+                if code_version(r) != now:
+                    continue
+                path = store.path(key_of(r))
+                for f in [path, *(path.parent / i for i in (r.get("items") or {}).values())]:
+                    tar.add(f, arcname=f"{name}/{f.relative_to(store.root)}")
+                n += 1
+    return n
+
+
 def git_clone(dev1: Path) -> None:
     tmp = Path("/tmp/benchbench-shallow")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -149,6 +173,7 @@ def main() -> None:
     with open(cache or default_view_cache_path(), "rb") as src, gzip.open(dev[0] / "views.sqlite.gz", "wb") as out:
         shutil.copyfileobj(src, out)
     git_clone(dev[0])
+    print("records of this code version carried to resume:", study_records(dev[2]))
     plain(dev[2])
     minilm(dev)  # last: it fills the folders up to CALL_BYTES
     for d in dev:

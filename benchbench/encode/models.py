@@ -633,6 +633,11 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
     return model, "loaded"
 
 
+def is_random_init(name: str) -> bool:
+    """Whether ``name`` is a randomly initialised BERT (``tiny-bert[:H:L:A:I]``), not a checkpoint."""
+    return bool(_TINY.match(str(name)))
+
+
 def tiny_bert(
     hidden: int = 32,
     layers: int = 2,

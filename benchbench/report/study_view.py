@@ -634,7 +634,7 @@ def row_setting(study: Study, row: StudyRow) -> str:
     from benchbench.core.registry import get_registry
 
     if row.kind == STUDY_ROW_RANDOM:
-        return f"{row.model}: random init, no training"
+        return f"{row.model}: random init (one draw per seed), no training"
     try:
         cfg = build_config(get_registry().method(row.method), study.row_overrides(row))
     except Exception:

@@ -89,6 +89,9 @@ class RunOptions:
     )
     encode_backend: str = "torch"  # evaluation runtime: torch, onnx, openvino, onnx-int8 (benchbench.encode.backends)
     encode_dtype: str = "auto"  # torch's number format for evaluation: auto (bf16 on CUDA, else fp32), fp32, bf16
+    # a random-init base model (``tiny-bert:H:L:A:I``) drawn from each cell's own seed, not from seed 0: a
+    # study's random-init row then varies its init over its seeds, as a trained row varies its training
+    seeded_init: bool = False
 
 
 def process_rank() -> tuple[int, int]:
@@ -148,6 +151,7 @@ class _RunPlan:
     method: Any
     provenance: dict[str, Any]  # the method's labels of weights its options name (Method.provenance)
     shared_encoder: Any = None
+    shared_seed: int | None = None  # the seed ``shared_encoder`` was drawn for (``seeded_init``)
 
     def key(self, seed: int, task: str, version: Any) -> ResultKey:
         """The result record's key."""
@@ -505,6 +509,7 @@ def _train_context(plan: _RunPlan, seed: int, task: str, adapter: TaskAdapter) -
         data=plan.data,
         registry=plan.reg,
         progress=opts.progress if opts.progress is not None else True,
+        init_seed=seed if opts.seeded_init else None,
     )
     if opts.eval_every and plan.method_cls.trains:
         _attach_curve(ctx, _curve_adapter(plan, adapter), opts, plan.data)
@@ -540,8 +545,9 @@ def _encoder(
         return (encoder, train_info) if rank == 0 else None
     if rank != 0:
         return None
-    if plan.shared_encoder is None:
+    if plan.shared_encoder is None or (opts.seeded_init and plan.shared_seed != seed):  # one init per seed
         plan.shared_encoder = call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx)
+        plan.shared_seed = seed
     return plan.shared_encoder, None
 
 
@@ -640,6 +646,7 @@ def _record(
         "scored_by": "cross" if embedder.has_cross_encoder else "bi",
         "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
         "unavailable_splits": report.unavailable.get(task, []),
+        **({"init_seed": seed} if opts.seeded_init else {}),  # the random init's draw (absent: seed 0)
         **_zero_shot(plan, task, adapter, train_info),
     }
     return new_record(fields, split_results, t1, opts.device)

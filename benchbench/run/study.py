@@ -487,7 +487,10 @@ def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = 
     reg, cells = get_registry(), []
     for row in study.rows():
         trains = row.kind in (STUDY_ROW_TRAINED, STUDY_ROW_STEP0) and reg.method(row.method).trains
-        model = {"model": row.model} if row.model else {}
+        # the random-init row draws its init from each cell's seed: its seeds are draws, not repeats
+        model = (
+            {"model": row.model, **({"seeded_init": True} if row.kind == STUDY_ROW_RANDOM else {})} if row.model else {}
+        )
         cells += [
             SweepRun(
                 row.method,

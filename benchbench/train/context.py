@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbench.core.errors import UnknownNameError
+from benchbench.core.errors import ConfigError, UnknownNameError
 
 
 @dataclass
@@ -26,6 +26,8 @@ class TrainContext:
     pairs: list[tuple[str, str]] | None = None  # the task's unlabelled pairs (transductive methods)
     corpus: Any = None  # the corpora.Corpus being trained on (name, sha256, sentences)
     progress: bool = True
+    # a random-init base model (``tiny-bert:...``) drawn from this seed instead of seed 0 (RunOptions.seeded_init)
+    init_seed: int | None = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("benchbench.train"))
     accounting: dict[str, Any] = field(default_factory=dict)  # filled by training: steps, seconds, examples, tokens
     # optional learning curve: every ``monitor_every`` optimizer steps (and at the last one) the loop
@@ -45,8 +47,15 @@ class TrainContext:
         """The base model (``ctx.model``) as a ``TransformerEncoder``; ``train_max_seq_length`` cuts
         its inputs while it trains only (``TransformerEncoder.seq_length``): the trained encoder
         evaluates, saves and fingerprints at the start's ``max_seq_length`` (or ``max_seq_length=``)."""
-        from benchbench.encode.models import load_encoder
+        from benchbench.encode.models import is_random_init, load_encoder
 
+        if self.init_seed is not None:
+            if not is_random_init(self.model):
+                raise ConfigError(
+                    f"seeded_init: base model {self.model!r} is pretrained; only a random init (tiny-bert:H:L:A:I) "
+                    "is drawn from the run's seed."
+                )
+            kw.setdefault("seed", self.init_seed)
         encoder = load_encoder(self.model, pooling=pooling, **kw)
         if train_max_seq_length:
             encoder.train_max_seq_length = int(train_max_seq_length)

@@ -48,6 +48,9 @@ def test_rows_order_kinds_and_references(st):
     cells = plan(st, ["stsb"], seeds=[1])
     by = {(c.method, c.options["overrides"].get("steps"), c.options.get("model")): c.options for c in cells}
     assert ("plm-mean", None, "tiny-bert:16:1:2:32") in by and ("plm-mean", None, None) in by
+    # the random-init row draws its init from each cell's seed; no other row does
+    assert by[("plm-mean", None, "tiny-bert:16:1:2:32")]["seeded_init"] is True
+    assert not any(o.get("seeded_init") for k, o in by.items() if k != ("plm-mean", None, "tiny-bert:16:1:2:32"))
     assert by[("simcse", "0", None)]["eval_every"] == 25 and "eval_every" not in by[("plm-mean", None, None)]
 
 
@@ -190,7 +193,7 @@ def test_settings_and_curve_figure(v):
     assert settings["simcse"].startswith("cls; MLP (train_and_test); 100 steps x 16; lr 5e-05")
     assert settings["simcse (step 0)"].startswith("cls; MLP (train_and_test); 0 steps")
     assert settings["plm-mean"] == "mean; no training"
-    assert settings["plm-mean (random init)"] == "tiny-bert:16:1:2:32: random init, no training"
+    assert settings["plm-mean (random init)"] == "tiny-bert:16:1:2:32: random init (one draw per seed), no training"
     assert list(v.curves) == ["stsb"] and set(v.curves["stsb"]) == {"simcse", "mlm", "bertflow"}
     from benchbench.report.site.plots import study_curve_plots
 

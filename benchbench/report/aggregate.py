@@ -472,9 +472,9 @@ class Cell:
     records: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
     items: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
     damaged: list[str] = dataclasses.field(default_factory=list)
-    # seed -> task version of a stored record left out because its task has a newer version (a study's
-    # cell is of the task as it is defined now; ``report.study_view.collect``)
-    superseded: dict[Any, int] = dataclasses.field(default_factory=dict)
+    # seed -> why a stored record of this cell was left out: it is of an older definition of the task or
+    # the row (a study's cell is of the task and row as defined now; ``report.study_view.collect``)
+    superseded: dict[Any, str] = dataclasses.field(default_factory=dict)
 
     @property
     def mean(self) -> float:

@@ -100,6 +100,7 @@ def collect(
     }
     out = {t: {row.name: aggregate.Cell({}) for row in rows} for t in task_names}
     current = {t: _task_version(reg, t) for t in task_names}
+    drawn = {row.name for row in rows if row.kind == STUDY_ROW_RANDOM}  # their inits are drawn per seed
     for r in records:
         t, s = r.get("task"), r.get("seed")
         name = want.get((r.get("method"), r.get("config_hash"), r.get("model")))
@@ -112,10 +113,11 @@ def collect(
             continue
         cell = out[t][name]
         version = int(r.get("task_version") or 1)
-        if (
-            current[t] is not None and version != current[t]
-        ):  # another definition of the task (its data or split changed): not this cell
-            cell.superseded[s] = version
+        if current[t] is not None and version != current[t]:  # another definition of the task: not this cell
+            cell.superseded[s] = f"of task version {version} (the task is at version {current[t]})"
+            continue
+        if name in drawn and r.get("init_seed") != s:  # before seeded_init: seed 0's init for every seed
+            cell.superseded[s] = "of one seed-0 init repeated for every seed (the row now draws one init per seed)"
             continue
         cell.scores[s] = score
         cell.records[s] = r
@@ -324,12 +326,9 @@ def _missing(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]], ta
     records left out because they are of an older task version."""
     missing = []
     for t in tasks:
-        old = [v for c in table[t].values() for v in c.superseded.values()]
-        if old:
-            missing.append(
-                f"{t}: {len(old)} stored record{'s' if len(old) > 1 else ''} of task version "
-                f"{', '.join(map(str, sorted(set(old))))} left out (the task is at a newer version; they are not its cells)"
-            )
+        why = Counter(v for c in table[t].values() for v in c.superseded.values())
+        for reason, n in sorted(why.items()):
+            missing.append(f"{t}: {n} stored record{'s' if n > 1 else ''} {reason} left out: not this study's cells")
     for m in (row.name for row in study.rows()):
         lack = {t: [s for s in study.seeds if s not in table[t][m].scores] for t in tasks}
         lack = {t: s for t, s in lack.items() if s}

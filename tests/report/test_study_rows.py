@@ -68,7 +68,9 @@ def _rec(st, row, seed, score, *, monitor=None, loss=None, chance=None, model=BA
         train["monitor"] = [[s, {"stsb:dev/spearman": v}] for s, v in monitor]
     if loss is not None:
         train.update(loss_curve=loss, loss_chance=chance)
+    drawn = {"init_seed": seed} if row.kind == "random init" else {}  # the row draws one init per seed
     return {
+        **drawn,
         "method": row.method,
         "task": "stsb",
         "seed": seed,
@@ -139,10 +141,11 @@ def test_records_of_an_older_task_version_are_left_out_and_named(st, monkeypatch
     monkeypatch.setitem(reg.tasks, "stsb", dataclasses.replace(reg.task("stsb"), version=2))
     table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
     start = table["stsb"]["plm-mean"]
-    assert 1 not in start.scores and start.superseded == {1: 1} and len(start.scores) == 4
+    assert 1 not in start.scores and start.superseded == {1: "of task version 1 (the task is at version 2)"}
+    assert len(start.scores) == 4
     view = study_view.view(st, table, model_label=BASE, published=[], cache=False)
     assert view.missing[0] == (
-        "stsb: 1 stored record of task version 1 left out (the task is at a newer version; they are not its cells)"
+        "stsb: 1 stored record of task version 1 (the task is at version 2) left out: not this study's cells"
     )
     assert "plm-mean: stsb (seed 1)" in view.missing
     # at version 1 the same record is the cell
@@ -150,6 +153,21 @@ def test_records_of_an_older_task_version_are_left_out_and_named(st, monkeypatch
     for r in recs:
         r["task_version"] = 1
     assert study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)["stsb"]["plm-mean"].scores[1] == 99.0
+
+
+def test_random_init_records_of_one_repeated_init_are_left_out(st):
+    """Records of the random-init row written before it drew one init per seed (no ``init_seed``: seed 0's
+    init for every seed) are not its cells: five copies of one init would pass for five draws."""
+    recs = _records(st)
+    for r in recs:
+        if r["model"] == "tiny-bert:16:1:2:32" and r["seed"] in (1, 2):
+            r.pop("init_seed")
+    table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
+    cell = table["stsb"]["plm-mean (random init)"]
+    assert sorted(cell.scores) == [3, 4, 5] and set(cell.superseded) == {1, 2}
+    view = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    assert view.missing[0].startswith("stsb: 2 stored records of one seed-0 init repeated for every seed")
+    assert table["stsb"]["plm-mean"].superseded == {}  # the start is not drawn: its records stay
 
 
 def test_a_trained_row_is_read_against_its_own_step0_row(v):

@@ -189,6 +189,12 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
         "for tasks without a dev split",
     )
     r.add_argument(
+        "--seeded-init",
+        action="store_true",
+        help="a random-init --model (tiny-bert:H:L:A:I) drawn from each seed instead of seed 0 (a study's "
+        "random-init row): its seeds are draws of the init",
+    )
+    r.add_argument(
         "--score",
         default="bi",
         choices=["bi", "cross"],
@@ -359,6 +365,7 @@ def cmd_run(args) -> int:
             eval_every=args.eval_every,
             eval_split=args.eval_split,
             eval_task=args.eval_task,
+            seeded_init=args.seeded_init,
             corpus=args.corpus,
             score=args.score,
             store_items=args.store_items,

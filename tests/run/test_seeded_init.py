@@ -53,3 +53,35 @@ def test_a_pretrained_model_refuses_a_seeded_init(tmp_path):
     enc = TrainContext(model="tiny-bert:16:1:2:32", seed=3, output_dir=tmp_path, init_seed=3).load_encoder()
     ref = TrainContext(model="tiny-bert:16:1:2:32", seed=3, output_dir=tmp_path).load_encoder()
     assert enc.fingerprint != ref.fingerprint  # seed 3's draw, not seed 0's
+
+
+def test_the_command_line_passes_seeded_init(monkeypatch, tmp_path):
+    import importlib
+
+    from benchbench.run import runner
+
+    cli = importlib.import_module("benchbench.cli.main")
+    seen = []
+
+    def fake_run(opts, reg=None):
+        seen.append(opts)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    for flag, want in (([], False), (["--seeded-init"], True)):
+        with pytest.raises(SystemExit):
+            cli.main(
+                [
+                    "run",
+                    "--method",
+                    "plm-mean",
+                    "--model",
+                    "tiny-bert",
+                    "--tasks",
+                    "stsb",
+                    *flag,
+                    "--output",
+                    str(tmp_path),
+                ]
+            )
+        assert seen[-1].seeded_init is want

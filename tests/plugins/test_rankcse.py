@@ -32,7 +32,7 @@ from benchbench_plugins.rankcse import (
     parse_teacher_set,
 )
 
-from benchbench import ConfigError, TrainContext, config_hash, load_encoder, tiny_bert
+from benchbench import ConfigError, TrainContext, config_hash, load_encoder, model_label_of, tiny_bert
 from benchbench.testing import check_method
 
 TINY = "tiny-bert:16:1:2:32"
@@ -142,6 +142,19 @@ def test_listmle_is_the_plackett_luce_likelihood_of_the_teachers_order():
     assert a.item() != pytest.approx(b.item(), rel=1e-4)
 
 
+def test_listmle_is_stable_at_the_scores_a_low_temperature_gives():
+    """cos / 0.02 reaches 50: exp(50 + 50) overflows float32; the row's max is taken out first (then the
+    reference's 1e-7 is added to sums of exp(s - max), as there)."""
+    teacher, student = _lists(seed=3)
+    student = 40.0 + student.abs() * 3  # scores 40-60
+    want = 0.0
+    for i in range(5):
+        s = student[i, torch.argsort(teacher[i], descending=True)].double().numpy()
+        want += sum(np.log(np.exp(s[k:] - s.max()).sum() + 1e-7) - (s[k] - s.max()) for k in range(5))
+    got = listmle(teacher, student, torch.arange(5))
+    assert torch.isfinite(got) and got.item() == pytest.approx(want / 5, rel=1e-5)
+
+
 def test_consistency_js_is_the_jensen_shannon_divergence_and_reference_minus_the_mean_entropy():
     from scipy.spatial.distance import jensenshannon
 
@@ -153,6 +166,33 @@ def test_consistency_js_is_the_jensen_shannon_divergence_and_reference_minus_the
     entropy = lambda d: -(d * d.log()).sum(-1).mean().item()  # noqa: E731
     want = -(entropy(p) + entropy(q)) / 2 - 1e-7
     assert consistency_loss(p, q, "reference").item() == pytest.approx(want, rel=1e-6, abs=1e-9)
+
+
+def test_the_reference_consistency_is_minus_the_mean_entropy_minus_1e_7_to_the_last_bit():
+    """In float64 the reference's constant (1e-7 per row, from its clamped mixture) is resolved: its sign
+    matters to the loss's value (curves, the chance level), not to its gradient."""
+    a, b = _lists(seed=4)
+    p, q = a.double().softmax(-1), b.double().softmax(-1)
+    entropy = lambda d: -(d * d.log()).sum(-1).mean().item()  # noqa: E731
+    got = consistency_loss(p, q, "reference").item()
+    assert got == pytest.approx(-(entropy(p) + entropy(q)) / 2 - 1e-7, abs=1e-12)
+
+
+def test_teacher_weights_and_teachers_must_pair_up():
+    obj = _objective()
+    obj.weights = [1.0]
+    b = _batch(obj)
+    with pytest.raises(ValueError):
+        obj.teacher_scores({k: v for k, v in b.items() if k.startswith("t")})
+
+
+def test_a_tokenizer_without_token_type_ids_is_served():
+    """RoBERTa-like tokenizers give no ``token_type_ids``: the forward runs without them, as BERT's zeros."""
+    obj = _objective()
+    b = _batch(obj)
+    with_types = obj(**b).item()
+    b.pop("token_type_ids")
+    assert obj(**b).item() == pytest.approx(with_types, abs=1e-6)
 
 
 def test_teacher_scores_are_the_weighted_cosine_lists_at_tau2_in_eval_mode_without_gradient():
@@ -360,6 +400,7 @@ def test_train_builds_the_objective_from_the_options_with_the_saved_teachers(tmp
     assert all(torch.equal(a, b) for a, b in zip(obj.teachers[0].state_dict().values(), saved.state_dict().values()))
     (t,) = ctx.accounting["teachers"]
     assert t["method"] == "simcse" and t["path"] == "teachers/simcse/encoder" and t["reused"] is False
+    assert t["model"] == model_label_of(TINY)
     from benchbench_plugins.simcse import SimCSEConfig
 
     assert t["config_hash"] == config_hash(SimCSEConfig(steps=2, batch_size=4))
@@ -390,10 +431,38 @@ def test_without_a_task_the_teachers_are_trained_once_in_the_output_folder(tmp_p
 
 def test_result_is_a_bare_cls_copy_at_the_evaluation_length(tmp_path, monkeypatch):
     obj = _caught(tmp_path, monkeypatch, steps=1)["obj"]
+    assert len(obj.teachers) == 1  # one step is a training: it has its teacher
     enc = obj.result()
     assert enc is not obj.encoder and type(enc).__name__ == "TransformerEncoder" and enc.pooling == "cls"
     assert enc.max_seq_length == 128 and not hasattr(enc, "mlp")
     assert np.allclose(enc.encode(CORPUS[:2]), obj.encoder.encode(CORPUS[:2]), atol=1e-6)
+
+
+def test_teachers_need_an_output_folder(monkeypatch):
+    ctx = TrainContext(model=TINY, seed=0, output_dir=None, progress=False, device="cpu")
+    with pytest.raises(ConfigError, match="rankcse: the teachers are trained into ctx.output_dir"):
+        RankCSE(RankCSEConfig(steps=1, **ONE_TEACHER)).train(CORPUS, ctx)
+
+
+def test_under_a_task_every_teacher_is_trained_in_its_order(env, monkeypatch):
+    from benchbench import DataStore, get_registry
+
+    seen = []
+    real = mod.train_method
+    monkeypatch.setattr(mod, "train_method", lambda name, ctx, o: seen.append((name, o)) or real(name, ctx, o))
+    caught = {}
+    monkeypatch.setattr(mod, "fit", lambda m, obj, items, ctx, **k: caught.update(obj=obj) or obj)
+    ctx = TrainContext(
+        model=TINY, seed=1, output_dir=env / "out" / "runs" / "rankcse" / "x", progress=False, device="cpu",
+        task="sts-mini", registry=get_registry(), data=DataStore(None),
+    )  # fmt: skip
+    cfg = RankCSEConfig(
+        steps=2, batch_size=4, teachers=["esimcse", "simcse"], teacher_set="esimcse.steps=2,simcse.steps=3"
+    )
+    RankCSE(cfg).train(CORPUS, ctx)
+    assert seen == [("esimcse", {"steps": "2"}), ("simcse", {"steps": "3"})]
+    assert [t["method"] for t in ctx.accounting["teachers"]] == ["esimcse", "simcse"]
+    assert caught["obj"].weights == [0.33, 1.0 - 0.33] and len(caught["obj"].teachers) == 2
 
 
 def test_step0_trains_no_teacher_and_returns_the_start_encoder(tmp_path, monkeypatch):

@@ -525,6 +525,31 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         "getattr's default: the configs of the BERT-like models InfoCSE takes (an encoder.layer stack: BERT, "
         "RoBERTa, MiniLM, tiny-bert) all define initializer_range, so the default is never read",
     ),
+    (
+        r"rankcse.py \| NumberReplacer \| (off = ~torch.eye\(student.shape\[0\]|n = p.shape\[0\]) -> .*shape\[ ?-?1\]",
+        "the lists form a b x b matrix (each of the batch's b sentences against the b others): shape[0], "
+        "shape[1] and shape[-1] are the same number",
+    ),
+    (
+        r"rankcse.py \| ReplaceUnaryOperator_Delete_USub \| (p = F.log_softmax|q = F.softmax|_, order = true.sort|"
+        r"p, q = sim.softmax)\(",
+        "on the 2-D b x b list matrix, dim=-1 and dim=1 are the same axis",
+    ),
+    (
+        r"rankcse.py \| NumberReplacer \| tail = torch.cumsum\(.* -> .*\.flip\(dims=\[ 0\]\)",
+        "ListMLE's loss is the TOTAL of log(tail + 1e-7) - pred over the b x b matrix over b (.sum(1).mean()): "
+        "flipping tail's rows instead of its columns permutes its entries, which leaves that total and its "
+        "gradient unchanged",
+    ),
+    (
+        r"rankcse.py \| NumberReplacer \| return \(torch.log\(tail \+ EPS\) - pred\).sum\(1\).mean\(\) -> .*\.sum\( 0\)",
+        ".sum(0).mean() and .sum(1).mean() of a b x b matrix are both its total over b",
+    ),
+    (
+        r"rankcse.py \| RemoveDecorator \|  / @torch.no_grad\(\) -> $",
+        "teacher_scores: the teachers' parameters have requires_grad False (set in __init__; tested) and their "
+        "inputs are token ids, so no graph is built either way: memory only",
+    ),
 ]
 
 

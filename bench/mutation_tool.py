@@ -526,7 +526,7 @@ EQUIVALENT_RULES: list[tuple[str, str]] = [
         "RoBERTa, MiniLM, tiny-bert) all define initializer_range, so the default is never read",
     ),
     (
-        r"rankcse.py \| NumberReplacer \| (off = ~torch.eye\(student.shape\[0\]|n = p.shape\[0\]) -> .*shape\[ ?-?1\]",
+        r"rankcse.py \| NumberReplacer \| (off = ~torch.eye\(student.shape\[0\]|n = p.shape\[0\]).* -> .*shape\[ ?-?1\]",
         "the lists form a b x b matrix (each of the batch's b sentences against the b others): shape[0], "
         "shape[1] and shape[-1] are the same number",
     ),

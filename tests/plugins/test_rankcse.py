@@ -438,6 +438,14 @@ def test_result_is_a_bare_cls_copy_at_the_evaluation_length(tmp_path, monkeypatc
     assert np.allclose(enc.encode(CORPUS[:2]), obj.encoder.encode(CORPUS[:2]), atol=1e-6)
 
 
+def test_a_direct_call_without_a_registry_trains_its_teachers_from_the_default_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(mod, "fit", lambda m, obj, items, ctx, **k: obj)
+    ctx = TrainContext(model=TINY, seed=0, output_dir=tmp_path, progress=False, device="cpu")
+    assert ctx.registry is None
+    RankCSE(RankCSEConfig(steps=1, **ONE_TEACHER)).train(CORPUS, ctx)
+    assert [t["method"] for t in ctx.accounting["teachers"]] == ["simcse"]
+
+
 def test_teachers_need_an_output_folder(monkeypatch):
     ctx = TrainContext(model=TINY, seed=0, output_dir=None, progress=False, device="cpu")
     with pytest.raises(ConfigError, match="rankcse: the teachers are trained into ctx.output_dir"):

@@ -49,7 +49,8 @@ METHODS: dict[str, dict] = {
     # teachers (DiffCSE with the studies' generator plain-mlm-minilm-shape, then SimCSE; 2 steps each) are trained first,
     # outside the loop's clock (``cpu_seconds`` keeps the method's own, last, loop)
     "rankcse": {
-        "teacher_set": "diffcse.generator=~/.cache/benchbench/plain-mlm-minilm-shape,diffcse.steps=2,simcse.steps=2",
+        "teacher_set": "diffcse.generator=~/.cache/benchbench/plain-mlm-minilm-shape,diffcse.steps=2,diffcse.batch_size=8,"
+        "simcse.steps=2,simcse.batch_size=8",
     },
 }
 

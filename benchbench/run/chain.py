@@ -115,6 +115,13 @@ def train_method(
         registry=reg,
         progress=ctx.progress,
         logger=ctx.logger,
+        # the caller's learning curve (a study cell's --eval-every) when on the same task: the method then
+        # trains exactly as its own cell would, so the cell that later reuses this encoder keeps its curve
+        **(
+            {"monitor": ctx.monitor, "monitor_every": ctx.monitor_every, "monitor_start": ctx.monitor_start}
+            if task == ctx.task
+            else {}
+        ),
     )
     plugin = reg.owner.get(("methods", name), "?")
     rank, _ = process_rank()

@@ -20,6 +20,7 @@ VERSIONS = {
         4: "afa635915bdd",
         5: "0b7e56b68c54",
         6: "0311bd32ed95",
+        7: "4532063571a1",
     },
     "plain-start": {
         2: "765e6468ad94",
@@ -28,6 +29,7 @@ VERSIONS = {
         5: "060e8ca01783",
         6: "a6d5b91de0e5",
         7: "069f1aa2fbea",
+        8: "7b1209121a70",
     },
 }
 
@@ -191,8 +193,8 @@ def test_a_method_without_the_budget_options_must_state_its_budget(tmp_path):
 def test_plan_covers_every_method_task_seed_and_a_seed_subset():
     st = load_study("post-training-minilm")
     cells = study.plan(st, ["twitterpara", "stsb"])
-    # one cell per row (the start, its random init, 15 step-0 rows, 16 trained rows) x task x seed
-    assert len(st.rows()) == len(st.methods) + 1 + sum(r.kind == "step 0" for r in st.rows()) == 33
+    # one cell per row (the start, its random init, 16 step-0 rows, 17 trained rows) x task x seed
+    assert len(st.rows()) == len(st.methods) + 1 + sum(r.kind == "step 0" for r in st.rows()) == 35
     assert len(cells) == len(st.rows()) * 2 * len(st.seeds)
     bsl = next(c for c in cells if c.method == "bsl")
     assert bsl.options["overrides"]["max_sentences"] == "12800" and bsl.setup == "unsupervised"
@@ -210,3 +212,22 @@ def test_the_command_names_the_folder_used(tmp_path):
     assert st.command("my/results").endswith("--output my/results")
     own = load_study(str(_write(tmp_path)))
     assert own.command("x") == f"benchbench study run {tmp_path / 's.toml'} --output x"
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONS))
+def test_rankcse_teachers_are_the_studys_own_cells(name):
+    """RankCSE's teachers must be the study's own DiffCSE and SimCSE cells (the same config hash, hence the
+    same run folder): a teacher with other options would be another encoder than the row beside it."""
+    from benchbench_plugins.rankcse import parse_teacher_set
+
+    from benchbench.core.methods import build_config, config_hash
+    from benchbench.core.registry import get_registry
+
+    st, reg = load_study(name), get_registry()
+    cfg = build_config(reg.method("rankcse"), st.overrides("rankcse"))
+    options = parse_teacher_set(cfg.teacher_set, cfg.teachers)
+    assert cfg.teachers == ["diffcse", "simcse"]
+    for teacher in cfg.teachers:
+        assert teacher in st.methods
+        mine = config_hash(build_config(reg.method(teacher), options[teacher]))
+        assert mine == config_hash(build_config(reg.method(teacher), st.overrides(teacher))), teacher

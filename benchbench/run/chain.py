@@ -70,6 +70,14 @@ def output_root(run_dir: Path | str | None) -> Path:
     return p
 
 
+def _curve_of(ctx: TrainContext, task: str) -> dict[str, Any]:
+    """The caller's learning curve (a study cell's --eval-every) when on the same task: the method then
+    trains exactly as its own cell would, so the cell that later reuses this encoder keeps its curve."""
+    if task != ctx.task:
+        return {}
+    return {"monitor": ctx.monitor, "monitor_every": ctx.monitor_every, "monitor_start": ctx.monitor_start}
+
+
 def train_method(
     name: str, ctx: TrainContext, overrides: dict[str, Any] | None = None, *, task: str | None = None
 ) -> TrainedMethod:
@@ -115,13 +123,7 @@ def train_method(
         registry=reg,
         progress=ctx.progress,
         logger=ctx.logger,
-        # the caller's learning curve (a study cell's --eval-every) when on the same task: the method then
-        # trains exactly as its own cell would, so the cell that later reuses this encoder keeps its curve
-        **(
-            {"monitor": ctx.monitor, "monitor_every": ctx.monitor_every, "monitor_start": ctx.monitor_start}
-            if task == ctx.task
-            else {}
-        ),
+        **_curve_of(ctx, task),
     )
     plugin = reg.owner.get(("methods", name), "?")
     rank, _ = process_rank()

@@ -132,7 +132,9 @@ def test_in_domain_never_sees_eval_pairs_and_subsamples(registry, tmp_path):
     lab = setups.in_domain_data(ad, None, seed=1)
     seen = {frozenset((a.lower(), b.lower())) for a, b, _ in lab.scored + lab.dev}
     assert frozenset(("pair two first", "pair two second")) not in seen
-    assert len(lab.scored) + len(lab.dev) == 41  # 42 rows, the leaked test pair dropped
+    held = ad.heldout()  # the heldout split's pairs (a tenth of the 41 sources): never trained on either
+    assert len(held[0]) == 4 and not seen & {frozenset((a.lower(), b.lower())) for a, b in zip(held[0], held[1])}
+    assert len(lab.scored) + len(lab.dev) == 41 - 4  # 42 rows, the leaked test pair and the heldout pairs dropped
     assert not {(a, b) for a, b, _ in lab.scored} & {(a, b) for a, b, _ in lab.dev}  # dev held out
     small = setups.in_domain_data(ad, 5, seed=1)
     assert len(small.scored) == 5 and setups.in_domain_data(ad, 5, seed=1).scored == small.scored

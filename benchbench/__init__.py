@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "seed_everything": ".train.loop",
     "adamw": ".train.loop",
     "linear_decay": ".train.loop",
+    "trainer_defaults": ".train.loop",  # adamw + linear_decay as SimCSE's family's reference trainers run them
     "length_groups": ".train.loop",
     "method_fingerprint": ".train.loop",
     "CrossEncoderScorer": ".encode.cross_encoder",  # a cross-encoder: pair model, save/load, batch scoring

@@ -53,15 +53,14 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     checkpoint_source,
     fit,
     hookimpl,
-    linear_decay,
     load_pretrained_head,
     model_label_of,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 MASK_SHARE = 0.8  # of the chosen tokens: [MASK] (the reference's mask_tokens, as BERT's MLM)
@@ -282,8 +281,7 @@ class DiffCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw([p for p in m.parameters() if p.requires_grad], lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         s = obj.stats
         ctx.accounting.update(self.provenance())

@@ -54,12 +54,11 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     fit,
     hookimpl,
-    linear_decay,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 MAX_REPEATS = 10  # the reference's cap: randrange(min(10, int(dup_rate * N))), so at most 9 repeated tokens
@@ -242,8 +241,7 @@ class ESimCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         ctx.accounting["esimcse_queue_filled"] = int(obj.queue_len)
         encoder = obj.encoder

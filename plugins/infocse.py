@@ -57,13 +57,12 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     fit,
     hookimpl,
-    linear_decay,
     load_pretrained_head,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 
@@ -263,8 +262,7 @@ class InfoCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw([p for p in m.parameters() if p.requires_grad], lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         return obj.encoder
 

@@ -55,12 +55,11 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     fit,
     hookimpl,
-    linear_decay,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 DELTA_ROWS = 50  # the official get_delta(length=50): template-alone rows for sentence lengths 0..49
@@ -236,8 +235,7 @@ class PromptBERT(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         return obj.encoder
 

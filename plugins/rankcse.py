@@ -65,20 +65,19 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     build_config,
     config_hash,
     fit,
     get_registry,
     hookimpl,
     is_complete,
-    linear_decay,
     load_encoder,
     mark_complete,
     model_label_of,
     resolve_steps,
     seed_everything,
     train_method,
+    trainer_defaults,
 )
 
 EPS = 1e-7  # the reference's clamp of the softmaxes, its Divergence's and its ListMLE's epsilon
@@ -327,8 +326,7 @@ class RankCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw([p for p in m.parameters() if p.requires_grad], lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         return obj.encoder
 

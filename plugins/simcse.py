@@ -48,13 +48,12 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     fit,
     hash_weights,
     hookimpl,
-    linear_decay,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 
@@ -240,8 +239,7 @@ class SimCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         if best is not None:
             obj.load_state_dict(best["state"])

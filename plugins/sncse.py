@@ -68,12 +68,11 @@ from benchbench import (
     TrainContext,
     TransformerEncoder,
     ViewCache,
-    adamw,
     fit,
     hookimpl,
-    linear_decay,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 PROMPT_FILE = "sncse_prompt.json"
@@ -338,8 +337,7 @@ class SNCSE(Method):
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
             fingerprint_items=corpus,
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         return obj.encoder
 

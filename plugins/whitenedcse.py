@@ -45,12 +45,11 @@ from benchbench import (
     Objective,
     TrainContext,
     TransformerEncoder,
-    adamw,
     fit,
     hookimpl,
-    linear_decay,
     resolve_steps,
     seed_everything,
+    trainer_defaults,
 )
 
 WHITEN_ROWS = ("reference", "view")
@@ -215,8 +214,7 @@ class WhitenedCSE(Method):
             corpus,
             ctx,
             loop=LoopConfig.from_config(c, steps=steps),
-            make_optimizer=lambda m: adamw(m.parameters(), lr=c.lr, weight_decay=0.0),
-            make_scheduler=lambda o: linear_decay(o, steps),
+            **trainer_defaults(c.lr, steps),
         )
         return obj.encoder
 

@@ -165,6 +165,17 @@ def linear_decay(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / steps))
 
 
+def trainer_defaults(lr: float, steps: int) -> dict[str, Callable[[Any], Any]]:
+    """``fit``'s ``make_optimizer`` and ``make_scheduler`` as the HF Trainer runs SimCSE's and its
+    followers' reference scripts: :func:`adamw` without weight decay over the trainable parameters, the lr
+    decayed by :func:`linear_decay` over ``steps``. One definition, so the eight methods that train this
+    way cannot drift apart: ``fit(self, obj, corpus, ctx, **trainer_defaults(c.lr, steps))``."""
+    return {
+        "make_optimizer": lambda m: adamw(m.parameters(), lr=lr, weight_decay=0.0),
+        "make_scheduler": lambda o: linear_decay(o, steps),
+    }
+
+
 def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tensor]:
     """Split a batch into groups of similar length so that each group is padded only to its own
     longest member. Exact for models where padding cannot reach real positions (masked or causal

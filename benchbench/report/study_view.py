@@ -323,7 +323,8 @@ class StudyView:
 
 def _missing(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]], tasks: Sequence[str]) -> list[str]:
     """Per row, the (task, seed) cells with no record: ``ct: sts12, stsb (seed 3)``; first, per task, the
-    records left out because they are of an older task version."""
+    stored records ``collect`` left out as of an older definition (``Cell.superseded``: another task
+    version, or a random-init row's repeated seed-0 init), and why."""
     missing = []
     for t in tasks:
         why = Counter(v for c in table[t].values() for v in c.superseded.values())

@@ -27,9 +27,9 @@ is neither the test split (reading test during training would leak) nor text the
 TwitterPara has neither a dev split nor, before this, such a split. Its tweets are removed from the
 training sentences above and from the in-domain supervised stage's pairs (``train/setups.py``), so
 no setup ever trains on them (with USEB's own training file present, that file is used unedited, as
-the paper's exact text, and the held-out tweets are not removed from it). Drawn by source tweet (TURL pairs one source tweet with ~12 replies),
-not by pair, so no held-out tweet has a sibling pair in training. It is never a stand-in for test
-and never USEB's number.
+the paper's exact text, and the held-out tweets are not removed from it). Drawn by source tweet (TURL
+pairs one source tweet with ~12 replies), not by pair, so no held-out tweet has a sibling pair in
+training. It is never a stand-in for test and never USEB's number.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ their similarity matrices are computed each step before the student's loss, as t
 | student scores | - | ``cos_sim = cos(MLP(cls_1), MLP(cls_2)) / temp`` (``--pooler_type cls --mlp_only_train``), rows (sentence, view) interleaved in one pass | same; SimCSE's ``make_mlp``; the same row order |
 | ListNet | a third temperature ``tau3 = tau2 / 2`` (the README says for ListNet, train.py's help for ListMLE) | ``ListNet.forward``: student ``cos_sim`` (temperature ``temp``), teacher at ``tau2``; the class builds a ``tau/2`` similarity it never uses; diagonal set to -inf on both, ``-(q x log p).nansum() / q.nansum()`` | the reference's formula; the diagonal left out explicitly (no NaN sums) |
 | ListMLE | - | ``ListMLE.forward`` (allRank's): the list shuffled by ``torch.randperm`` (global RNG) for random tie-breaking, sorted by the teacher, ``sum log(cumsum exp) - pred`` (+1e-7), mean over rows; the diagonal kept; a teacher score equal to -1 treated as padding | the same formula; the shuffle drawn from the loop's per-batch rng (exact resume); no padding value (a teacher score of exactly -1 is a score) |
-| consistency | JS divergence between the two views' lists | ``Divergence``: ``m = (0.5 (p + q)).log().clamp(min=1e-7)`` clamps every log-probability (all <= 0) to 1e-7, so the term computes ``0.5 (KL-form(1e-7, p) + KL-form(1e-7, q))`` = ``-(H(p) + H(q)) / 2 - 1e-7`` (mean over rows): an entropy minimisation, not a divergence; softmaxes clamped at 1e-7 | ``consistency = "reference"`` (default): that same function; ``"js"``: the Jensen-Shannon divergence the paper names |
+| consistency | JS divergence between the two views' lists | ``Divergence``: ``m = (0.5 (p + q)).log().clamp(min=1e-7)`` clamps every log-probability (all <= 0) to 1e-7, so the term computes ``0.5 (KL-form(1e-7, p) + KL-form(1e-7, q))`` = ``-(H(p) + H(q)) / 2 - 1e-7`` (mean over rows): an entropy minimisation, not a divergence; softmaxes clamped at 1e-7 | ``consistency = "js"`` (default): the Jensen-Shannon divergence the paper names (this code is not the authors', so it did not produce the paper's numbers, and its term contradicts the paper's text); ``"reference"``: that same function (the equality tests use it) |
 | weights | ``beta``, ``gamma`` | ``--beta_ 1.0`` NEVER applied (``Divergence`` stores it unused), ``--gamma_ 1.0`` (train.py's default 0.10; README 1.0), ``--alpha_ 0.33`` | ``beta`` 1.0 applied (equal at its default), ``gamma`` 1.0, ``alpha`` 0.33 |
 | distillation loss | ListNet and ListMLE both reported | ``--distillation_loss listmle`` in ``run_rankcse.sh`` (train.py's default: listnet) | ``distillation = "listmle"`` |
 | tau2 / temp | - | 0.05 / 0.05 | same |
@@ -92,7 +92,7 @@ class RankCSEConfig:
     temperature: float = 0.05  # the student's (and InfoNCE's) temperature
     tau2: float = 0.05  # the teachers' temperature
     distillation: str = "listmle"  # "listmle" (run_rankcse.sh) or "listnet"
-    consistency: str = "reference"  # "reference": the reference code's Divergence as it computes; "js": the paper's
+    consistency: str = "js"  # "js": the paper's divergence; "reference": the community code's Divergence as it computes
     alpha: float = 0.33  # weight of the first teacher's list (the second's: 1 - alpha)
     beta: float = 1.0  # weight of the consistency term
     gamma: float = 1.0  # weight of the distillation term
@@ -147,7 +147,7 @@ class RankCSEObjective(Objective):
         temperature: float = 0.05,
         tau2: float = 0.05,
         distillation: str = "listmle",
-        consistency: str = "reference",
+        consistency: str = "js",
         beta: float = 1.0,
         gamma: float = 1.0,
     ):

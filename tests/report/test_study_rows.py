@@ -288,3 +288,22 @@ def test_with_a_per_task_curve_a_flat_twitterpara_curve_is_did_not_learn(st):
     ]
     table = study_view.collect(per, recs, "/nowhere", ["twitterpara"], model_label=BASE)
     assert study_view.learning_verdicts(per, table)["mlm"]["twitterpara"]["verdict"] == "did not learn"
+
+
+def test_a_teacher_distilled_row_is_marked_on_the_study_page_naming_its_teachers():
+    """RankCSE's records name the teachers it was distilled from (``train.teachers``): its study row is
+    marked [D] and a note names them; its step-0 row (no teachers trained) is not marked."""
+    st = parse(dict(DOC, model="~/no-such-folder/base", methods=["plm-mean", "simcse", "rankcse"]), "rows.toml")
+    rows = {r.name: r for r in st.rows()}
+    teachers = [{"method": "simcse", "config_hash": "0d6b36ec17ec", "model": BASE, "path": "runs/simcse/x"}]
+    recs = []
+    for s in st.seeds:
+        recs += [_rec(st, rows["plm-mean"], s, 50.0 + s), _rec(st, rows["rankcse (step 0)"], s, 40.0 + s)]
+        r = _rec(st, rows["rankcse"], s, 45.0 + s, monitor=[(0, 30), (100, 45)])
+        r["train"]["teachers"] = teachers
+        recs.append(r)
+    table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
+    view = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    labels = {r.method: r.label for r in view.rows}
+    assert labels["rankcse"].endswith("[D]") and not labels["rankcse (step 0)"].endswith("[D]")
+    assert any(n.startswith("[D] rankcse") and "simcse [0d6b36ec17ec]" in n for n in view.notes)

@@ -110,3 +110,14 @@ class Fixed(Method):
 def benchbench_register_methods(register):
     register("fixed", Fixed)
 """
+
+
+def lrs_over(optimizer, scheduler, steps: int) -> list[float]:
+    """The learning rate at each of ``steps`` optimizer steps under ``scheduler`` (what a method's
+    ``make_scheduler`` hands the loop), read before each step as the loop applies it."""
+    out = []
+    for _ in range(steps):
+        out.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return out

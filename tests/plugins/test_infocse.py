@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from benchbench_plugins import infocse as mod
 from benchbench_plugins.infocse import InfoCSE, InfoCSEConfig, InfoCSEObjective, random_lm_head
+from helpers import lrs_over
 
 from benchbench import ConfigError, TrainContext, tiny_bert
 from benchbench.testing import check_method
@@ -448,12 +449,7 @@ def test_adamw_without_weight_decay_on_the_trained_parameters_linear_decay_to_ze
     trained = {id(p) for p in group["params"]}
     assert trained == {id(p) for p in obj.parameters() if p.requires_grad}
     assert not trained & {id(p) for p in obj.frozen.parameters()} and len(trained) > 40
-    sched = caught["make_scheduler"](opt)
-    lrs = []
-    for _ in range(10):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
+    lrs = lrs_over(opt, caught["make_scheduler"](opt), 10)
     assert lrs == pytest.approx([1e-3 * (1 - s / 10) for s in range(10)])
     assert caught["loop"].steps == 10 and caught["loop"].batch_size == 4 and caught["loop"].max_grad_norm == 1.0
 

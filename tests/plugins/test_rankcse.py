@@ -31,6 +31,7 @@ from benchbench_plugins.rankcse import (
     listnet,
     parse_teacher_set,
 )
+from helpers import lrs_over
 
 from benchbench import ConfigError, TrainContext, config_hash, load_encoder, model_label_of, tiny_bert
 from benchbench.testing import check_method
@@ -375,12 +376,7 @@ def test_adamw_without_weight_decay_on_the_student_linear_decay_to_zero(tmp_path
     trained = {id(p) for p in group["params"]}
     assert trained == {id(p) for p in [*obj.encoder.parameters(), *obj.mlp.parameters()]}
     assert not trained & {id(p) for p in obj.teachers.parameters()} and len(obj.teachers) == 1
-    sched = caught["make_scheduler"](opt)
-    lrs = []
-    for _ in range(10):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
+    lrs = lrs_over(opt, caught["make_scheduler"](opt), 10)
     assert lrs == pytest.approx([1e-3 * (1 - s / 10) for s in range(10)])
     assert caught["loop"].steps == 10 and caught["loop"].batch_size == 4 and caught["loop"].max_grad_norm == 1.0
 

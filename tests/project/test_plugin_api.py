@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from benchbench import linear_decay, tiny_bert
+from benchbench import linear_decay, tiny_bert, trainer_defaults
 
 
 def test_the_fingerprint_follows_max_seq_length_without_a_refresh():
@@ -31,6 +31,25 @@ def test_linear_decay_is_one_minus_step_over_steps_to_the_last_bit():
         assert got == [max(0.0, 1 - s / steps) for s in range(steps + 2)]  # exact: stored results depend on it
     # transformers' (steps - s) / steps differs in the last bit here: the reason the helper exists
     assert 1 - 1 / 3 != (3 - 1) / 3
+
+
+def test_trainer_defaults_is_adamw_without_decay_on_trainable_parameters_and_the_linear_decay():
+    """The recipe eight methods share: AdamW, weight decay 0, frozen parameters left out, the lr decayed
+    by ``linear_decay`` over ``steps`` (a change here moves every one of their stored results)."""
+    from helpers import lrs_over
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    model[0].weight.requires_grad_(False)
+    kw = trainer_defaults(2e-3, 4)
+    assert set(kw) == {"make_optimizer", "make_scheduler"}
+    opt = kw["make_optimizer"](model)
+    (group,) = opt.param_groups
+    assert isinstance(opt, torch.optim.AdamW) and group["lr"] == 2e-3 and group["weight_decay"] == 0.0
+    assert {id(p) for p in group["params"]} == {id(p) for p in model.parameters() if p.requires_grad}
+    assert len(group["params"]) == 3  # the frozen weight is not one of them
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    assert lrs_over(opt, kw["make_scheduler"](opt), 5) == [2e-3 * max(0.0, 1 - s / 4) for s in range(5)]
 
 
 def test_a_training_only_max_length_cuts_in_training_mode_only(tmp_path):

@@ -118,6 +118,14 @@ def evaluation_encoder(
     want = resolve_dtype(backend, dtype, device)
     if not _is_plain(encoder):
         info: dict[str, Any] = {"backend": "native", "dtype": "as built", "lossy": False}
+        if backend == "torch" and isinstance(encoder, TransformerEncoder):
+            # its own forward in its own dtype, on the device the run evaluates on: models load on the CPU and
+            # the training loop hands back on the CPU, so on a GPU machine a prompt or MLP encoder was
+            # otherwise scored by one CPU thread (~50 s per TwitterPara cell on the H100 lanes vs ~2 s)
+            dev = _device(device)
+            if encoder.device != dev:
+                encoder.to(dev)
+            info["device"] = dev.type
         if backend != "torch" or dtype != "auto":
             info["requested"] = f"{backend}/{dtype}"
             info["note"] = (

@@ -538,12 +538,14 @@ def run(
     return run_sweep(list(cells), base, executor, **sweep_kw)
 
 
-def supersede(study: Study, output: str | Path) -> dict[str, int]:
+def supersede(study: Study, output: str | Path, keep: str | None = None) -> dict[str, int]:
     """Set aside, under ``<output>/.superseded/``, every record :func:`other_code_versions` counts (this
     study's methods and seeds, written by another code version), with its per-item files and the encoder
     trained on its corpus (``runs/.../train-<data>``); {code version: records moved}. Why: a study resumed at new code
     would otherwise keep the old cells (stored cells are skipped) and mix code versions in its rows; set
-    aside, they are run again at this code version, and nothing stored is deleted."""
+    aside, they are run again at this code version, and nothing stored is deleted. ``keep``: the code version
+    to keep (``store.results.code_version``), default the loaded code's; a study run at a pinned older
+    commit (bench/device_studies_pack.py ``--at``) is kept by naming that commit's version."""
     from benchbench.store.files import check_inside
     from benchbench.store.records import loaded_code
     from benchbench.store.results import SUPERSEDED, ResultStore, code_version, key_of
@@ -551,9 +553,9 @@ def supersede(study: Study, output: str | Path) -> dict[str, int]:
 
     state = loaded_code()
     store = ResultStore(output)
-    if not store.root.is_dir() or not state.get("git_sha"):
+    if not store.root.is_dir() or not (keep or state.get("git_sha")):
         return {}
-    now, moved = code_version(state), {}
+    now, moved = keep or code_version(state), {}
     for r in list(store.records()):
         if r.get("method") not in study.methods or r.get("seed") not in study.seeds or code_version(r) == now:
             continue

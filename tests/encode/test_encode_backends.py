@@ -182,6 +182,30 @@ def test_a_subclass_is_evaluated_natively_and_the_record_says_why(tiny_encoder, 
     assert "note" not in backends.evaluation_encoder(sub, "torch", "auto")[1]  # nothing asked, nothing to say
 
 
+def test_a_subclass_is_scored_on_the_runs_device_and_the_record_says_which(tiny_encoder, monkeypatch):
+    class WithHead(TransformerEncoder):
+        pass
+
+    sub = WithHead(tiny_encoder.model, tiny_encoder.tokenizer)
+    moves: list[torch.device] = []
+    monkeypatch.setattr(sub, "to", lambda d: moves.append(torch.device(d)) or sub)  # the fixture's model stays put
+    got, info = backends.evaluation_encoder(sub, "torch", "auto", "meta")  # a device the encoder is not on
+    assert got is sub and moves == [torch.device("meta")] and info["device"] == "meta"
+    assert info["backend"] == "native" and info["dtype"] == "as built"  # its own forward and dtype, moved
+    moves.clear()
+    assert backends.evaluation_encoder(sub, "torch", "auto", "cpu")[1]["device"] == "cpu" and moves == []
+    info = backends.evaluation_encoder(sub, "onnx", "auto", "meta")[1]  # not asked for torch: left where it is
+    assert moves == [] and "device" not in info
+
+    class Words(torch.nn.Module):  # native but not a transformer (GRUs, word vectors): its encode is its own
+        def encode(self, texts):
+            return np.zeros((len(texts), 2), dtype=np.float32)
+
+    words = Words()
+    monkeypatch.setattr(words, "to", lambda d: moves.append(d) or words)
+    assert "device" not in backends.evaluation_encoder(words, "torch", "auto", "meta")[1] and moves == []
+
+
 def test_bf16_wrapper_is_reused_while_the_weights_are_unchanged(tiny_encoder):
     first, _ = backends.evaluation_encoder(tiny_encoder, "torch", "bf16", "cpu")
     assert backends.evaluation_encoder(tiny_encoder, "torch", "bf16", "cpu")[0] is first

@@ -91,3 +91,20 @@ def test_the_cli_sets_aside_before_running_and_says_so(tmp_path, monkeypatch, ca
     assert f"set aside 1 records of other code versions ({code_version(OLD)}: 1)" in out and not old_path.exists()
     assert "holds" not in out  # nothing of another version is left to warn about
     assert ran and all(c.method == "simcse" for c in ran[0])
+
+
+def test_supersede_keeps_a_named_older_version_when_the_study_ran_at_a_pinned_commit(tmp_path, monkeypatch):
+    """The studies' re-run is pinned to one commit across lent GPU sessions (bench/device_studies_pack.py
+    --at) while this checkout moves on: back here, the pinned version's records are kept and the rest set
+    aside, whatever the loaded code is."""
+    st = parse(DOC, "s.toml")
+    store = ResultStore(tmp_path / "out")
+    _, pinned_path = _write(store, monkeypatch, "simcse", 1, OLD)
+    _, now_path = _write(store, monkeypatch, "simcse", 2, NOW, data="e" * 64)
+    monkeypatch.setattr(records, "loaded_code", lambda: NOW)
+    assert spec.supersede(st, store.root, keep=code_version(OLD)) == {code_version(NOW): 1}
+    assert pinned_path.exists() and not now_path.exists()
+    monkeypatch.setattr(records, "loaded_code", lambda: {"git_sha": None, "git_dirty": None})  # not a checkout
+    assert spec.supersede(st, store.root) == {}  # nothing to compare with: nothing moves
+    assert spec.supersede(st, store.root, keep=code_version(NOW)) == {code_version(OLD): 1}
+    assert not pinned_path.exists()

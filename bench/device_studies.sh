@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the built-in studies on a lent GPU machine (one NVIDIA GPU, 16 cores, no network), as a user would:
-# `benchbench study run NAME` in parallel lanes (one process per group of methods, all writing to the
-# study's one result store, resumable), then pack the stored records for the trip back.
+# `benchbench study run NAME` in parallel lanes (bench/device_lanes.py: one process per (method, seed), all
+# writing to the study's one result store, resumable), at the commit bench/device_studies_pack.py pinned,
+# then pack the stored records for the trip back (bench/device_studies_pack.py --unpack, here).
 #
 # Why a script: the machine starts bare and nothing can be downloaded there, and a call carries at most
 # 64 MiB, so everything it needs comes in three carried folders prepared HERE (bench/device_studies_pack.py):
@@ -26,6 +27,15 @@ log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 export PYTHONPATH=/tmp/site:/tmp/models
 export BENCHBENCH_DATA=/tmp/data BENCHBENCH_ENERGY=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 
+# ---- the pinned code (every call: each call copies this checkout's tree over the last one) -----------------
+# The records must name the commit bench/device_studies_pack.py pinned (--at), not this checkout's HEAD: its
+# code paths come from code.tar and .git from git.tar, both of that commit (call 1 keeps them in /tmp/models).
+mkdir -p /tmp/models
+[ -f .dev1/code.tar ] && cp .dev1/code.tar .dev1/git.tar /tmp/models/
+[ -f /tmp/models/code.tar ] || { echo "no code.tar: run the first call with .dev1 carried"; exit 3; }
+rm -rf benchbench plugins tasks pyproject.toml && tar -xf /tmp/models/code.tar || exit 3
+rm -rf .git && tar -xf /tmp/models/git.tar && git read-tree HEAD || exit 3
+
 # ---- environment (idempotent: the machine stays warm between calls) --------------------------------------
 if [ ! -f /tmp/bb-env-done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev1/whl/*.whl || exit 3
@@ -34,11 +44,11 @@ if [ ! -f /tmp/bb-env-done ]; then
   tar -C /tmp/models -xf .dev1/gtpkg.tar
   tar -C /tmp/data -xzf .dev1/data.tar.gz
   gunzip -c .dev1/views.sqlite.gz > "$HOME/.cache/benchbench/views.sqlite"
-  cp .dev1/minilm.0 .dev1/minilm.sha256 .dev1/git.tar /tmp/models/  # a folder not carried by a call is removed there
+  cp .dev1/minilm.0 .dev1/minilm.sha256 /tmp/models/  # a folder not carried by a call is removed there
   touch /tmp/bb-env-done
 fi
 [ -f .dev2/minilm.1 ] && cp .dev2/minilm.1 /tmp/models/  # the second call carries .dev2 and runs `... env` again
-rm -rf .git && tar -xf /tmp/models/git.tar && git read-tree HEAD || exit 3  # the commit the records will name
+echo "code: $(git rev-parse HEAD)"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0), 'transformers', transformers.__version__)"
 git status --porcelain -- benchbench plugins tasks pyproject.toml | head -5
 if [ "$PHASE" = env ]; then  # a smoke cell through the installed package: plugins, data, GPU, records
@@ -63,49 +73,18 @@ EOF
 echo "$(cat .dev3/plain/model.sha256)  $P/model.safetensors" | sha256sum -c - || exit 4
 log "weights ready"
 
-# ---- lanes: each study's methods dealt round-robin over the lanes, heaviest first ------------------------
-LANES=${LANES:-14}
+# ---- lanes: one job per (study, method, seed), the next free lane takes the longest ready one ----------
+LANES=${LANES:-16}
 mkdir -p /tmp/out /tmp/lanes
-# the records this code version already wrote in earlier lent sessions (bench/device_studies_pack.py): resume
+# the records the pinned code version already wrote in earlier lent sessions (bench/device_studies_pack.py): resume
 [ -f .dev3/studies.tar.gz ] && tar -C /tmp/out -xzf .dev3/studies.tar.gz && log "resuming from $(tar -tzf .dev3/studies.tar.gz | grep -vc items) records"
-python3 - "$LANES" $STUDIES >/tmp/lanes/plan <<'EOF'
-import sys
-from benchbench.run.study import load_study
-lanes, names = int(sys.argv[1]), sys.argv[2:]
-heavy = ["trans-encoder", "diffcse", "tsdae", "denosent", "infocse", "bsl", "sncse", "promptbert"]
-jobs = []
-for n in names:
-    st = load_study(n)
-    # rankcse last: its teachers are the study's own diffcse and simcse cells, reused once those are stored
-    rank = lambda m: len(heavy) + 1 if m == "rankcse" else heavy.index(m) if m in heavy else len(heavy)  # noqa: E731
-    jobs += [(n, m) for m in sorted(st.methods, key=rank)]
-for i in range(lanes):
-    mine = jobs[i::lanes]
-    if mine:
-        print(" ".join(f"{n}:{m}" for n, m in mine))
-EOF
-cat /tmp/lanes/plan
-DEADLINE=$(( T0 + BUDGET ))
-i=0
-while read -r line; do
-  i=$((i + 1))
-  (
-    for job in $line; do
-      [ "$(date +%s)" -ge "$DEADLINE" ] && break  # no new job after the deadline
-      st=${job%%:*}; m=${job#*:}
-      echo "== $st $m $(date +%s)"
-      python3 -m benchbench.cli study run "$st" --output "/tmp/out/$st" --methods "$m" --supersede 2>&1 | grep -v "^Plugin" | tail -4
-    done
-  ) >"/tmp/lanes/lane$i.log" 2>&1 &
-done </tmp/lanes/plan
-log "lanes started; deadline in $(( DEADLINE - $(date +%s) ))s"
-while [ -n "$(jobs -rp)" ] && [ "$(date +%s)" -lt "$DEADLINE" ]; do sleep 2; done
-pkill -f "benchbench.cli study run"  # the jobs in flight at the deadline: their stored cells stay
-sleep 3
+LEFT=$(( T0 + BUDGET - $(date +%s) ))
+log "lanes start; deadline in ${LEFT}s"
+python3 bench/device_lanes.py --lanes "$LANES" --seconds "$LEFT" --output /tmp/out --log-dir /tmp/lanes $STUDIES
 log "lanes done"
 
 # ---- pack what is stored -------------------------------------------------------------------------------
-tail -n 3 /tmp/lanes/lane*.log > "$OUT/lanes.txt" 2>&1
+cp /tmp/lanes/jobs.tsv "$OUT/jobs.tsv"  # every job's lane, times, status and last line: the next plan's estimates
 for st in $STUDIES; do
   echo "$st: $(find "/tmp/out/$st" -name '*.json' ! -name '*.items.*' | wc -l) records" | tee -a "$OUT/lanes.txt"
 done

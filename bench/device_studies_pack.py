@@ -1,21 +1,28 @@
 """Pack what ``bench/device_studies.sh`` needs on a lent GPU machine into three carried folders (each call
 to the machine carries at most 64 MiB, the working tree included), and precompute there what cannot run
-there (Apertium's back-translations of the studies' corpora, for BSL and DenoSent).
+there (Apertium's back-translations of the studies' corpora, for BSL and DenoSent); and, back here, unpack
+the records a lent session returned.
 
-    python bench/device_studies_pack.py --data-dir DATA [--skip-views]
+    python bench/device_studies_pack.py --data-dir DATA [--skip-views] [--at COMMIT]
+    python bench/device_studies_pack.py --unpack FOLDER [--at COMMIT]   # FOLDER: the call's files_at
+
+The studies run at ONE pinned commit (``--at``, default the commit in ``bench/studies_at``): the re-run
+needs more device time than one lent session has, lent sessions are rare and far apart, and this checkout's
+code moves on between them. The device runs the pinned commit's code paths (``code.tar``, restored over the
+carried tree on every call), so its records name that commit and its code tree whatever HEAD is, and the
+sessions' records make one code version.
 
 Writes (all git-ignored through .git/info/exclude):
 
 * ``.dev1/``: the wheels of transformers and sentence-transformers at this venv's versions; ``data.tar.gz``
   (sts, useb/twitterpara, nli, corpora/wiki from DATA: the STS tasks' own training text is the wiki sample); ``views.sqlite.gz`` (the view cache: back-translations, SNCSE's
-  negations); ``git.tar`` (a blob-less shallow clone of HEAD: the records name this commit and whether the
-  tree was clean); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
+  negations); ``git.tar`` (a blob-less shallow clone of the pinned commit: the records name it and whether
+  the code paths were clean); ``code.tar`` (the pinned commit's ``benchbench/``, ``plugins/``, ``tasks/``
+  and ``pyproject.toml``); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
 * ``.dev2/``: the next bytes of those weights;
 * ``.dev3/``: the rest, the plain start (plain-mlm-minilm-shape) as fp16 (exact: its build saves fp16
   weights; the device rebuilds the fp32 file byte-identical and checks its sha256), and ``studies.tar.gz``:
-  the studies' records this code version already wrote (a re-run spread over lent sessions resumes).
-
-Run it from a clean tree at the commit the studies are to run at: the git clone is of HEAD.
+  the studies' records the pinned code version already wrote (a re-run spread over lent sessions resumes).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from pathlib import Path
 CALL_BYTES = 60_000_000  # per carried folder: a call carries 64 MiB with the ~5 MB tree (leaderboards/ untracked)
 CORPUS_TASKS = ("twitterpara", "sts12")  # one task per training corpus the studies train on
 STUDIES = ("post-training-minilm", "plain-start")
+ROOT = Path(__file__).resolve().parents[1]
+PIN_FILE = Path("bench/studies_at")
 
 
 def sha256(path: Path) -> str:
@@ -118,20 +127,42 @@ def views() -> Path:
     return aug.cache.path
 
 
-def study_records(dev3: Path, names: tuple[str, ...] = STUDIES) -> int:
-    """``studies.tar.gz``: the records (and per-item files) in ``leaderboards/studies/<name>`` that THIS
-    code version wrote (``store.results.code_version``: the committed code paths' tree), so a re-run
-    spread over several lent sessions resumes where the last one stopped and stays one code version;
-    records of other code versions stay here (``study run --supersede`` sets them aside). Returns the count."""
-    from benchbench.store.records import loaded_code
+def pinned(at: str | None) -> str:
+    """The full sha of ``at``, else of the commit ``bench/studies_at`` names (its first line not a comment)."""
+    where = "--at"
+    if not at:
+        lines = [x.strip() for x in (ROOT / PIN_FILE).read_text().splitlines() if x.strip() and not x.startswith("#")]
+        if not lines:
+            raise SystemExit(f"{PIN_FILE}: names no commit; pass --at COMMIT")
+        at, where = lines[0], str(PIN_FILE)
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{at}^{{commit}}"], capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{where}: {at!r} is not a commit of this repository")
+    return out.stdout.strip()
+
+
+def version_of(sha: str) -> str:
+    """The code version (``store.results.code_version``) records written at commit ``sha`` carry."""
+    from benchbench.store.results import code_tree, code_version
+
+    return code_version({"git_sha": sha, "git_dirty": False, **code_tree(ROOT, sha)})
+
+
+def study_records(dev3: Path, version: str, names: tuple[str, ...] = STUDIES) -> int:
+    """``studies.tar.gz``: the records (and per-item files) in ``leaderboards/studies/<name>`` that the
+    pinned code ``version`` wrote (``store.results.code_version``: the committed code paths' tree), so a
+    re-run spread over several lent sessions resumes where the last one stopped and stays one code version;
+    records of other code versions stay here (the lanes set them aside there). Returns the count."""
     from benchbench.store.results import ResultStore, code_version, key_of
 
-    now, n = code_version(loaded_code()), 0
+    n = 0
     with tarfile.open(dev3 / "studies.tar.gz", "w:gz") as tar:
         for name in names:
             store = ResultStore(Path("leaderboards/studies") / name)
             for r in store.records():
-                if code_version(r) != now:
+                if code_version(r) != version:
                     continue
                 path = store.path(key_of(r))
                 for f in [path, *(path.parent / i for i in (r.get("items") or {}).values())]:
@@ -140,23 +171,77 @@ def study_records(dev3: Path, names: tuple[str, ...] = STUDIES) -> int:
     return n
 
 
-def git_clone(dev1: Path) -> None:
+def git_clone(dev1: Path, sha: str) -> None:
+    """``git.tar``: a blob-less shallow clone of commit ``sha`` (its trees name every file's blob, which is
+    all ``git status`` needs to tell a clean tree there), and ``code.tar``: that commit's code paths."""
+    from benchbench.store.results import CODE_PATHS
+
     tmp = Path("/tmp/benchbench-shallow")
     shutil.rmtree(tmp, ignore_errors=True)
+    git = ["git", "-C", str(tmp)]
+    pack = "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
+    subprocess.run(["git", "init", "-q", str(tmp)], check=True)
     subprocess.run(
-        ["git", "clone", "-q", "--no-local", "--filter=blob:none", "--depth", "1", "--no-checkout",
-         "--upload-pack=git -c uploadpack.allowFilter=true upload-pack", f"file://{Path.cwd()}", str(tmp)],
+        [*git, "fetch", "-q", "--filter=blob:none", "--depth", "1", f"--upload-pack={pack}", f"file://{ROOT}", sha],
         check=True,
     )  # fmt: skip
+    subprocess.run([*git, "update-ref", "refs/heads/main", sha], check=True)
+    subprocess.run([*git, "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
     with tarfile.open(dev1 / "git.tar", "w") as tar:
         tar.add(tmp / ".git", arcname=".git")
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(dev1.resolve() / "code.tar"), sha, "--", *CODE_PATHS],
+        check=True,
+    )  # fmt: skip
+
+
+def unpack(folder: Path, sha: str, dest: Path = Path("leaderboards")) -> None:
+    """Back here: the records a lent session returned (``results.tar.gz.part*`` in ``folder``) into
+    ``leaderboards/studies/``, after setting aside (``.superseded/``, git-ignored) every study record of
+    another code version than the pinned one's; the lanes' job times (``jobs.tsv``) into
+    ``leaderboards/study_rerun/``. Only regular files under a study's folder are taken from the archive."""
+    import io
+    import time
+
+    from benchbench.run.study import load_study, supersede
+
+    parts = sorted(folder.glob("results.tar.gz.part*"))
+    if not parts:
+        raise SystemExit(f"{folder}: no results.tar.gz.part* (the files a `device_studies.sh run` call returns)")
+    version = version_of(sha)
+    data = b"".join(p.read_bytes() for p in parts)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        stray = [m.name for m in members if Path(m.name).parts[:1] not in [(n,) for n in STUDIES]]
+        if stray:
+            raise SystemExit(f"{parts[0]}: files outside the studies' folders, nothing unpacked: {stray[:3]}")
+        for name in STUDIES:
+            moved = supersede(load_study(name), dest / "studies" / name, keep=version)
+            print(f"{name}: set aside {sum(moved.values())} records of other code versions {moved or ''}")
+        tar.extractall(dest / "studies", members=members, filter="data")  # no links, no paths out
+    print(f"unpacked {sum(not m.name.endswith('.json.gz') for m in members)} records of {version} ({sha[:12]})")
+    jobs = folder / "jobs.tsv"
+    if jobs.is_file():
+        times = dest / "study_rerun" / f"jobs-{time.strftime('%Y%m%dT%H%M')}.tsv"
+        times.parent.mkdir(exist_ok=True)
+        shutil.copy(jobs, times)
+        print("the lanes' job times:", times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--data-dir")
     ap.add_argument("--skip-views", action="store_true", help="reuse the view cache as it is")
+    ap.add_argument("--at", default=None, help=f"the commit the studies run at (default: the one {PIN_FILE} names)")
+    ap.add_argument("--unpack", type=Path, default=None, help="a folder a `run` call returned: its records, here")
     args = ap.parse_args()
+    sha = pinned(args.at)
+    if args.unpack:
+        unpack(args.unpack, sha)
+        return
+    if not args.data_dir:
+        ap.error("--data-dir is required to pack")
+    print(f"the studies run at {sha[:12]} ({version_of(sha)})")
     dev = [Path(f".dev{i}") for i in (1, 2, 3)]
     for d in dev:
         d.mkdir(exist_ok=True)
@@ -172,8 +257,8 @@ def main() -> None:
 
     with open(cache or default_view_cache_path(), "rb") as src, gzip.open(dev[0] / "views.sqlite.gz", "wb") as out:
         shutil.copyfileobj(src, out)
-    git_clone(dev[0])
-    print("records of this code version carried to resume:", study_records(dev[2]))
+    git_clone(dev[0], sha)
+    print("records of the pinned code version carried to resume:", study_records(dev[2], version_of(sha)))
     plain(dev[2])
     minilm(dev)  # last: it fills the folders up to CALL_BYTES
     for d in dev:

@@ -1,7 +1,7 @@
 """Run the built-in studies' cells over parallel lanes of one machine until a deadline, as a user would:
 one job per (study, method, seed), each ``benchbench study run STUDY --methods M --seeds S`` into the
 study's one result store (resumable: stored cells are skipped), pulled by the next free lane, longest
-first. RankCSE's job of a seed waits for that seed's SimCSE and DiffCSE jobs: its teachers are their cells.
+chain first. RankCSE's job of a seed waits for that seed's SimCSE and DiffCSE jobs: its teachers are their cells.
 
     python bench/device_lanes.py --lanes 16 --seconds 520 --output /tmp/out --log-dir /tmp/lanes STUDY ...
     python bench/device_lanes.py --lanes 16 --dry-run STUDY ...   # the plan and its projected wall time
@@ -72,13 +72,22 @@ def job_cost(method: str) -> float:
 
 
 def make_jobs(studies: dict[str, tuple[list[str], list[int]]]) -> list[Job]:
-    """{study: (methods, seeds)} -> one job per (study, method, seed), heaviest first."""
+    """{study: (methods, seeds)} -> one job per (study, method, seed), in the order lanes should take them:
+    by the longest chain a job starts (its own cost plus that of the job waiting for it). Why a chain: a
+    teacher (SimCSE, DiffCSE) that ran late would hold its RankCSE job to the end of the session, and a RankCSE
+    job left for the next lent session would have to train its teachers again (their encoders stay there)."""
     jobs = []
     for st, (methods, seeds) in studies.items():
         for m in methods:
             for s in seeds:
                 deps = tuple((st, d, s) for d in WAITS_FOR.get(m, ()) if d in methods)
                 jobs.append(Job(-job_cost(m), st, m, s, job_cost(m), deps))
+    waiting: dict[tuple[str, str, int], float] = {}
+    for j in jobs:
+        for d in j.after:  # one level: no chain is longer here
+            waiting[d] = max(waiting.get(d, 0.0), j.cost)
+    for j in jobs:
+        j.sort_key = -(j.cost + waiting.get(j.key, 0.0))
     return sorted(jobs)
 
 
@@ -129,7 +138,7 @@ def run(
                     return None
                 ready = [j for j in queue if all(d in finished or d not in known for d in j.after)]
                 if ready:
-                    j = min(ready)  # the longest estimate (sort_key is minus the cost)
+                    j = min(ready)  # the longest chain (sort_key is minus its estimate)
                     queue.remove(j)
                     return j
                 cv.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))

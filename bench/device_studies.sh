@@ -5,18 +5,24 @@
 # then pack the stored records for the trip back (bench/device_studies_pack.py --unpack, here).
 #
 # Why a script: the machine starts bare and nothing can be downloaded there, and a call carries at most
-# 64 MiB, so everything it needs comes in three carried folders prepared HERE (bench/device_studies_pack.py):
+# 64 MiB, so everything it needs comes in carried folders prepared HERE (bench/device_studies_pack.py):
 #   .dev1/  wheels (transformers, sentence-transformers: the versions this repo is tested with), the task data
-#           (sts, useb/twitterpara, nli), Apertium's back-translations and SNCSE's spaCy negations of the
-#           studies' corpora (views.sqlite.gz: neither Apertium nor spaCy runs there), a blob-less shallow clone of this commit (records name it and
-#           whether the tree was clean), all-MiniLM-L6-v2's package and the first part of its weights;
+#           (sts, useb/twitterpara, nli, the wiki sample), Apertium's back-translations and SNCSE's spaCy negations
+#           of the studies' corpora (views.sqlite.gz: neither Apertium nor spaCy runs there), the pinned commit's
+#           code paths (code.tar) and a blob-less shallow clone of it (git.tar: records name it and whether the
+#           code was clean), all-MiniLM-L6-v2's package and the first part of its weights;
 #   .dev2/, .dev3/  the rest of all-MiniLM-L6-v2's weights (split byte-exact, sha256 checked) and the
 #           plain start (plain-mlm-minilm-shape) as fp16, which it is exactly (its build saves fp16; the
-#           fp32 file is rebuilt byte-identical and checked).
+#           fp32 file is rebuilt byte-identical and checked);
+#   .dev4/, ...  the records the pinned code already wrote in earlier lent sessions, a tar split one part a call.
 #
 #   bash bench/device_studies.sh env                        # first call (.dev1 carried): install, unpack, smoke
 #   bash bench/device_studies.sh env                        # second call (.dev2 carried): keeps its part
-#   bash bench/device_studies.sh run SECONDS [STUDY ...]    # last call (.dev2, .dev3 carried): the studies
+#   bash bench/device_studies.sh resume                     # only if the pack made .dev4 (...): one call per folder
+#   bash bench/device_studies.sh run SECONDS [STUDY ...]    # last call (.dev3 carried): the studies
+#
+# What comes back is what the lanes wrote (the records carried in to resume are already here), split in parts
+# of 15 MB, with jobs.tsv (every job's lane, times and status) and lanes.txt (records per study).
 #
 # SECONDS: the wall-clock budget of the lanes; at the deadline every lane is stopped (a cell in flight is
 # lost, stored cells are kept: `study run` resumes) and whatever is stored is packed into $OUT.
@@ -35,6 +41,10 @@ mkdir -p /tmp/models
 [ -f /tmp/models/code.tar ] || { echo "no code.tar: run the first call with .dev1 carried"; exit 3; }
 rm -rf benchbench plugins tasks pyproject.toml && tar -xf /tmp/models/code.tar || exit 3
 rm -rf .git && tar -xf /tmp/models/git.tar && git read-tree HEAD || exit 3
+# the records to resume from, one part per carried .dev4, .dev5, ... folder (any call may carry one)
+mkdir -p /tmp/resume
+for d in .dev4 .dev5 .dev6 .dev7 .dev8 .dev9; do [ -d "$d" ] && cp "$d"/studies.part* /tmp/resume/; done
+[ "$PHASE" = resume ] && { ls -la /tmp/resume; exit 0; }
 
 # ---- environment (idempotent: the machine stays warm between calls) --------------------------------------
 if [ ! -f /tmp/bb-env-done ]; then
@@ -77,7 +87,11 @@ log "weights ready"
 LANES=${LANES:-16}
 mkdir -p /tmp/out /tmp/lanes
 # the records the pinned code version already wrote in earlier lent sessions (bench/device_studies_pack.py): resume
-[ -f .dev3/studies.tar.gz ] && tar -C /tmp/out -xzf .dev3/studies.tar.gz && log "resuming from $(tar -tzf .dev3/studies.tar.gz | grep -vc items) records"
+if ls /tmp/resume/studies.part* >/dev/null 2>&1; then
+  cat $(ls /tmp/resume/studies.part* | sort -V) | tar -C /tmp/out -xz || exit 5
+  log "resuming from $(find /tmp/out -name '*.json' ! -name '*.items.*' | wc -l) records"
+fi
+touch /tmp/lanes/started  # what the lanes write is newer: only that goes back
 LEFT=$(( T0 + BUDGET - $(date +%s) ))
 log "lanes start; deadline in ${LEFT}s"
 python3 bench/device_lanes.py --lanes "$LANES" --seconds "$LEFT" --output /tmp/out --log-dir /tmp/lanes $STUDIES
@@ -88,7 +102,7 @@ cp /tmp/lanes/jobs.tsv "$OUT/jobs.tsv"  # every job's lane, times, status and la
 for st in $STUDIES; do
   echo "$st: $(find "/tmp/out/$st" -name '*.json' ! -name '*.items.*' | wc -l) records" | tee -a "$OUT/lanes.txt"
 done
-(cd /tmp/out && find . -path '*/runs/*' -prune -o -path '*/.locks/*' -prune -o -path '*/.superseded/*' -prune -o -type f -print) >/tmp/records.list
+(cd /tmp/out && find . -path '*/runs/*' -prune -o -path '*/.locks/*' -prune -o -path '*/.superseded/*' -prune -o -type f -newer /tmp/lanes/started -print) >/tmp/records.list
 tar -C /tmp/out -czf /tmp/results.tar.gz -T /tmp/records.list && split -b 15000000 -d -a 1 /tmp/results.tar.gz "$OUT/results.tar.gz.part"
 ls -la "$OUT"
 log "packed"

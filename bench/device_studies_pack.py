@@ -21,8 +21,9 @@ Writes (all git-ignored through .git/info/exclude):
   and ``pyproject.toml``); all-MiniLM-L6-v2's package without its weights, their sha256 and their first bytes;
 * ``.dev2/``: the next bytes of those weights;
 * ``.dev3/``: the rest, the plain start (plain-mlm-minilm-shape) as fp16 (exact: its build saves fp16
-  weights; the device rebuilds the fp32 file byte-identical and checks its sha256), and ``studies.tar.gz``:
-  the studies' records the pinned code version already wrote (a re-run spread over lent sessions resumes).
+  weights; the device rebuilds the fp32 file byte-identical and checks its sha256);
+* ``.dev4/``, ... (only when there are any): the studies' records the pinned code version already wrote, one
+  tar split over as many calls as it needs (a re-run spread over lent sessions resumes).
 """
 
 from __future__ import annotations
@@ -150,15 +151,19 @@ def version_of(sha: str) -> str:
     return code_version({"git_sha": sha, "git_dirty": False, **code_tree(ROOT, sha)})
 
 
-def study_records(dev3: Path, version: str, names: tuple[str, ...] = STUDIES) -> int:
-    """``studies.tar.gz``: the records (and per-item files) in ``leaderboards/studies/<name>`` that the
-    pinned code ``version`` wrote (``store.results.code_version``: the committed code paths' tree), so a
-    re-run spread over several lent sessions resumes where the last one stopped and stays one code version;
-    records of other code versions stay here (the lanes set them aside there). Returns the count."""
+def study_records(version: str, names: tuple[str, ...] = STUDIES) -> list[Path]:
+    """The records (and per-item files) in ``leaderboards/studies/<name>`` that the pinned code ``version``
+    wrote (``store.results.code_version``: the committed code paths' tree), so a re-run spread over several
+    lent sessions resumes where the last one stopped and stays one code version; records of other code
+    versions stay here (the lanes set them aside there). One gzipped tar split into ``.dev4/``, ``.dev5/``, ...
+    (``studies.partN``, CALL_BYTES each, one carried folder per call: a study's per-item files run to tens
+    of MB, more than the room left beside the weights). Returns the folders to carry, in order."""
     from benchbench.store.results import ResultStore, code_version, key_of
 
-    n = 0
-    with tarfile.open(dev3 / "studies.tar.gz", "w:gz") as tar:
+    for old in Path(".").glob(".dev[4-9]"):
+        shutil.rmtree(old)
+    tmp, n = Path("/tmp/benchbench-studies.tar.gz"), 0
+    with tarfile.open(tmp, "w:gz") as tar:
         for name in names:
             store = ResultStore(Path("leaderboards/studies") / name)
             for r in store.records():
@@ -168,7 +173,18 @@ def study_records(dev3: Path, version: str, names: tuple[str, ...] = STUDIES) ->
                 for f in [path, *(path.parent / i for i in (r.get("items") or {}).values())]:
                     tar.add(f, arcname=f"{name}/{f.relative_to(store.root)}")
                 n += 1
-    return n
+    folders = []
+    if n:
+        with tmp.open("rb") as f:
+            while chunk := f.read(CALL_BYTES):
+                d = Path(f".dev{4 + len(folders)}")
+                if len(folders) == 6:
+                    raise SystemExit("the records to resume need more than six calls: carry fewer (pass --at anew?)")
+                d.mkdir()
+                (d / f"studies.part{len(folders)}").write_bytes(chunk)
+                folders.append(d)
+    print(f"records of the pinned code version carried to resume: {n}, in {', '.join(map(str, folders)) or 'none'}")
+    return folders
 
 
 def git_clone(dev1: Path, sha: str) -> None:
@@ -258,7 +274,7 @@ def main() -> None:
     with open(cache or default_view_cache_path(), "rb") as src, gzip.open(dev[0] / "views.sqlite.gz", "wb") as out:
         shutil.copyfileobj(src, out)
     git_clone(dev[0], sha)
-    print("records of the pinned code version carried to resume:", study_records(dev[2], version_of(sha)))
+    study_records(version_of(sha))
     plain(dev[2])
     minilm(dev)  # last: it fills the folders up to CALL_BYTES
     for d in dev:

@@ -27,19 +27,23 @@ def _sleep(seconds_per_cost: float):
     return lambda job, output: [sys.executable, "-c", f"import time; time.sleep({job.cost * seconds_per_cost})"]
 
 
-def test_one_job_per_method_and_seed_heaviest_first_rankcse_after_its_teachers(monkeypatch):
+def test_one_job_per_method_and_seed_longest_chain_first_rankcse_after_its_teachers(monkeypatch):
     jobs = _jobs(
         monkeypatch,
-        {"a": 1.0, "simcse": 2.0, "diffcse": 3.0, "rankcse": 4.0},
-        {"s": (["a", "simcse", "diffcse", "rankcse"], [1, 2]), "t": (["rankcse", "simcse"], [7])},
+        {"a": 1.0, "simcse": 2.0, "diffcse": 3.0, "rankcse": 4.0, "mid": 5.0},
+        {"s": (["a", "simcse", "diffcse", "rankcse", "mid"], [1, 2]), "t": (["rankcse", "simcse"], [7])},
     )
-    assert [(j.study, j.method, j.seed) for j in jobs][:2] == [("s", "rankcse", 1), ("s", "rankcse", 2)]
-    assert [j.cost for j in jobs] == sorted((j.cost for j in jobs), reverse=True)
-    assert len(jobs) == 10 and jobs[0].cost == 8.0  # two trainings per job
+    assert len(jobs) == 12 and {j.cost for j in jobs if j.method == "rankcse"} == {8.0}  # two trainings per job
     by = {j.key: j for j in jobs}
     assert by[("s", "rankcse", 2)].after == (("s", "simcse", 2), ("s", "diffcse", 2))  # its own seed's
     assert by[("t", "rankcse", 7)].after == (("t", "simcse", 7),)  # a study without DiffCSE: SimCSE alone
     assert by[("s", "simcse", 1)].after == ()
+    # a teacher's place is its chain's: DiffCSE 6 + RankCSE 8 before "mid" (10) before SimCSE alone would be
+    assert by[("s", "diffcse", 1)].sort_key == -14.0 and by[("s", "simcse", 1)].sort_key == -12.0
+    assert by[("s", "mid", 1)].sort_key == -10.0 and by[("s", "rankcse", 1)].sort_key == -8.0
+    order = [(j.study, j.method) for j in jobs]
+    assert order.index(("s", "simcse")) < order.index(("s", "mid")) < order.index(("s", "rankcse"))
+    assert [j.sort_key for j in jobs] == sorted(j.sort_key for j in jobs)
 
 
 def test_projection_is_list_scheduling_with_the_teachers_first(monkeypatch):

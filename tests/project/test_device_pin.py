@@ -128,3 +128,27 @@ def test_the_device_script_restores_the_pinned_code_on_every_call():
     assert restore < sh.index("bb-env-done")  # before the first call's `pip install -e .`, outside its once-only block
     assert "rm -rf benchbench plugins tasks pyproject.toml" in sh[:restore]
     assert " ".join(CODE_PATHS) == "benchbench plugins tasks pyproject.toml"
+
+
+def test_the_records_to_resume_are_the_pinned_versions_split_one_part_a_call(tmp_path, monkeypatch):
+    pinned = {"git_sha": HEAD, "git_dirty": False, **code_tree(REPO, HEAD)}
+    other = {"git_sha": "b" * 40, "git_dirty": False, "git_code_tree": "2" * 64}
+    store = ResultStore(tmp_path / "leaderboards" / "studies" / "post-training-minilm")
+    for seed in (1, 2, 3):
+        _record(store, monkeypatch, seed, pinned)
+    _record(store, monkeypatch, 4, other)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dev7").mkdir()  # a stale folder of an earlier pack: gone
+    monkeypatch.setattr(pack, "CALL_BYTES", 400)
+    folders = pack.study_records(pack.version_of(HEAD))
+    assert [f.name for f in folders] == [f".dev{4 + i}" for i in range(len(folders))] and len(folders) >= 2
+    assert not (tmp_path / ".dev7").exists() or ".dev7" in [f.name for f in folders]
+    assert all((f / f"studies.part{i}").stat().st_size <= 400 for i, f in enumerate(folders))
+    data = b"".join((f / f"studies.part{i}").read_bytes() for i, f in enumerate(folders))
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert sum(n.endswith(".json") and ".items." not in n for n in names) == 3  # seed 4 is another version
+    assert sum(".items." in n for n in names) == 3 and all(n.startswith("post-training-minilm/") for n in names)
+    for f in folders:
+        shutil.rmtree(f)
+    assert pack.study_records("code.000000000000") == []  # nothing of that version: no folder to carry

@@ -129,7 +129,7 @@ def run(
     queue = list(jobs)
     known = {j.key for j in jobs}
     finished: set[tuple[str, str, int]] = set()
-    running: dict[int, subprocess.Popen] = {}
+    running: dict[int, tuple[subprocess.Popen, Job]] = {}
 
     def take() -> Job | None:
         with cv:
@@ -150,7 +150,7 @@ def run(
             with log.open("w") as f:
                 p = subprocess.Popen(argv(j, output), stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
                 with cv:
-                    running[i] = p
+                    running[i] = (p, j)
                 try:
                     j.rc = p.wait(timeout=max(0.0, deadline - time.monotonic()))
                     j.status = "ok" if j.rc == 0 else "failed"
@@ -172,11 +172,29 @@ def run(
             )
 
     threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(lanes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    write_tsv(jobs, log_dir / "jobs.tsv", lanes, time.monotonic() - t0)
+    # the jobs run in their own process sessions (so a stop takes their children too), which also outlive this
+    # process: stopped here (the call's limit, ^C) they are stopped with it, not left to write on
+    previous = (
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        with cv:
+            for p, j in running.values():
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                j.status, j.end = "stopped from outside", time.monotonic() - t0
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        write_tsv(jobs, log_dir / "jobs.tsv", lanes, time.monotonic() - t0)
     return jobs
 
 
@@ -189,7 +207,8 @@ def write_tsv(jobs: list[Job], path: Path, lanes: int, wall: float) -> None:
             f"{j.cost:.0f}", j.last.replace("\t", " "),
         ))))  # fmt: skip
     busy = sum((j.end or 0) - (j.start or 0) for j in jobs if j.start is not None)
-    counts = {s: sum(j.status == s for j in jobs) for s in ("ok", "failed", "stopped at the deadline", "not started")}
+    kinds = ("ok", "failed", "stopped at the deadline", "stopped from outside", "not started")
+    counts = {s: sum(j.status == s for j in jobs) for s in kinds}
     summary = f"# wall {wall:.0f}s, {lanes} lanes busy {100 * busy / max(1e-9, lanes * wall):.0f}% of it; " + ", ".join(
         f"{k}: {v}" for k, v in counts.items()
     )

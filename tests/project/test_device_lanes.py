@@ -114,3 +114,44 @@ def test_every_built_in_study_method_has_a_measured_or_stated_estimate(study):
     from benchbench.run.study import load_study
 
     assert set(load_study(study).methods) <= set(lanes.TRAIN_S)
+
+
+def test_stopped_from_outside_the_lanes_take_their_jobs_with_them(tmp_path):
+    """The jobs run in their own process sessions, which outlive their parent: a SIGTERM to the lanes (the
+    call's limit) must stop them too, or they write on into the next call's store on the warm machine."""
+    import os
+    import signal
+    import subprocess
+
+    pidfile = tmp_path / "job.pid"
+    job_py = tmp_path / "job.py"
+    job_py.write_text(f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    script = tmp_path / "lanes_run.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        f"sys.path.insert(0, {str(REPO / 'bench')!r})\n"
+        "import device_lanes as L\n"
+        "jobs = [L.Job(-1.0, 's', 'm', 1, 1.0)]\n"
+        f"L.run(jobs, 1, 60.0, Path({str(tmp_path / 'o')!r}), Path({str(tmp_path / 'l')!r}), "
+        f"argv=lambda j, o: [sys.executable, {str(job_py)!r}])\n"
+    )
+    p = subprocess.Popen([sys.executable, str(script)])
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.1)
+    job = int(pidfile.read_text())
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) != 0
+    for _ in range(50):
+        try:
+            os.kill(job, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(job, signal.SIGKILL)
+        raise AssertionError("the job outlived the lanes")
+    row = (tmp_path / "l" / "jobs.tsv").read_text().splitlines()[2].split("\t")
+    assert row[7] == "stopped from outside" and row[4] == "0.0"  # said as it was, with its start

@@ -20,6 +20,7 @@
 #   bash bench/device_studies.sh env                        # second call (.dev2 carried): keeps its part
 #   bash bench/device_studies.sh resume                     # only if the pack made .dev4 (...): one call per folder
 #   bash bench/device_studies.sh run SECONDS [STUDY ...]    # last call (.dev3 carried): the studies
+#                                                           # (LANES=N: lanes, default 16; METHODS=a,b: only these)
 #
 # What comes back is what the lanes wrote (the records carried in to resume are already here), split in parts
 # of 15 MB, with jobs.tsv (every job's lane, times and status) and lanes.txt (records per study).
@@ -94,7 +95,7 @@ fi
 touch /tmp/lanes/started  # what the lanes write is newer: only that goes back
 LEFT=$(( T0 + BUDGET - $(date +%s) ))
 log "lanes start; deadline in ${LEFT}s"
-python3 bench/device_lanes.py --lanes "$LANES" --seconds "$LEFT" --output /tmp/out --log-dir /tmp/lanes $STUDIES
+python3 bench/device_lanes.py --lanes "$LANES" --seconds "$LEFT" --output /tmp/out --log-dir /tmp/lanes ${METHODS:+--methods "$METHODS"} $STUDIES
 log "lanes done"
 
 # ---- pack what is stored -------------------------------------------------------------------------------

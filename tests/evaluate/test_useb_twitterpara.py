@@ -171,3 +171,15 @@ def test_real_twitterpara_counts(registry, real_data):
     a, _, y = data["turl"]
     assert len(a) == 10120 and int((y != 3).sum()) == 9334
     assert len(data["pit"][0]) == 972 and int((data["pit"][2] != 3).sum()) == 838
+
+
+@pytest.mark.parametrize("field", ['{"":"","":""}', "'ab'", "(3,6", "3", "(x,6)", "[2, 6]"])
+def test_a_turl_label_that_is_not_n_of_6_is_a_data_error_naming_the_line(tmp_path, field):
+    from benchbench.evaluate.adapters.twitterpara import read_turl
+
+    f = tmp_path / "turl.txt"
+    f.write_text(f"a cat sat\ta cat sits\t(4,6)\thttp://x\nb\tc\t{field}\thttp://y\n")
+    with pytest.raises(DataError, match=r"turl.txt:2: expected"):
+        read_turl(f)
+    f.write_text("a cat sat\ta cat sits\t( 4 , 6 )\thttp://x\n")
+    assert read_turl(f)[2].tolist() == [4]

@@ -34,7 +34,7 @@ training. It is never a stand-in for test and never USEB's number.
 
 from __future__ import annotations
 
-import ast
+import re
 
 import numpy as np
 
@@ -77,10 +77,21 @@ def _read_tsv_pairs(path, columns: tuple[int, int], label, expected: str, most: 
     return a, b, np.asarray(y, dtype=np.int64)
 
 
+_TURL_VOTES = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def _turl_votes(field: str) -> int:
+    """``(n,6)`` -> n, the annotators of 6 who said paraphrase: the published file's one label form. Matched,
+    not ``ast.literal_eval``-ed: a dict or a string in that field is a bad row (DataError), not a KeyError."""
+    m = _TURL_VOTES.fullmatch(field.strip())
+    if not m:
+        raise ValueError(f"not (n,6): {field[:40]!r}")
+    return int(m.group(1))
+
+
 def read_turl(path) -> Pairs:
-    # "(n,6)": n of 6 annotators said paraphrase
     # 10 rows of the published file carry an extra empty field before the url
-    return _read_tsv_pairs(path, (0, 1), lambda c: ast.literal_eval(c[2])[0], "'s1<TAB>s2<TAB>(n,6)<TAB>url'", 5)
+    return _read_tsv_pairs(path, (0, 1), lambda c: _turl_votes(c[2]), "'s1<TAB>s2<TAB>(n,6)<TAB>url'", 5)
 
 
 def read_pit(path) -> Pairs:

@@ -73,11 +73,32 @@ def test_lanes_pull_the_longest_ready_job_and_the_teachers_end_before_rankcse_st
     assert tsv[1].split("\t")[:3] == ["study", "method", "seed"] and len(tsv) == 6
 
 
+def _gone(pid: int) -> bool:
+    import os
+
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    return False
+
+
 def test_at_the_deadline_running_jobs_are_stopped_and_no_job_starts(monkeypatch, tmp_path):
     jobs = _jobs(monkeypatch, {"long": 30.0, "short": 0.05, "later": 0.01}, {"s": (["long", "short", "later"], [1])})
+    child = tmp_path / "child.pid"  # the long job starts a process of its own (a Ray worker, a tokenizer pool)
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    argv = lambda job, output: [sys.executable, "-c", code] if job.method == "long" else _sleep(1.0)(job, output)  # noqa: E731
     t0 = time.monotonic()
-    done = lanes.run(jobs, 1, 1.5, tmp_path / "out", tmp_path / "logs", argv=_sleep(1.0))
+    done = lanes.run(jobs, 1, 1.5, tmp_path / "out", tmp_path / "logs", argv=argv)
     assert time.monotonic() - t0 < 10  # not the 60 s the long job asked for
+    assert _gone(int(child.read_text()))  # its whole process group went with it
     by = {j.method: j for j in done}
     assert by["long"].status == "stopped at the deadline" and by["long"].rc != 0
     assert by["short"].status == by["later"].status == "not started" and by["short"].start is None

@@ -122,9 +122,9 @@ def evaluation_encoder(
             # its own forward in its own dtype, on the device the run evaluates on: models load on the CPU and
             # the training loop hands back on the CPU, so on a GPU machine a prompt or MLP encoder was
             # otherwise scored by one CPU thread (~50 s per TwitterPara cell on the H100 lanes vs ~2 s)
-            dev = _device(device)
-            if encoder.device != dev:
-                encoder.to(dev)
+            dev, now = _device(device), encoder.device
+            if now.type != dev.type or (dev.index is not None and now.index != dev.index):  # "cuda" is cuda:0's
+                encoder.to(dev)  # a move, even a no-op one, drops the cached fingerprint: only when it moves
             info["device"] = dev.type
         if backend != "torch" or dtype != "auto":
             info["requested"] = f"{backend}/{dtype}"

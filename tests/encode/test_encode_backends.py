@@ -194,6 +194,11 @@ def test_a_subclass_is_scored_on_the_runs_device_and_the_record_says_which(tiny_
     assert info["backend"] == "native" and info["dtype"] == "as built"  # its own forward and dtype, moved
     moves.clear()
     assert backends.evaluation_encoder(sub, "torch", "auto", "cpu")[1]["device"] == "cpu" and moves == []
+    monkeypatch.setattr(TransformerEncoder, "device", property(lambda self: torch.device("meta", 0)))
+    assert backends.evaluation_encoder(sub, "torch", "auto", "meta")[1]["device"] == "meta" and moves == []  # on it
+    backends.evaluation_encoder(sub, "torch", "auto", "meta:1")  # another card of that kind: moved
+    assert moves == [torch.device("meta", 1)]
+    moves.clear()
     info = backends.evaluation_encoder(sub, "onnx", "auto", "meta")[1]  # not asked for torch: left where it is
     assert moves == [] and "device" not in info
 

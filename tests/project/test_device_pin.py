@@ -32,6 +32,11 @@ HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_out
 
 
 def test_the_pin_file_names_a_commit_of_this_repository():
+    shallow = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True
+    )
+    if shallow.stdout.strip() == "true":
+        pytest.skip("a shallow clone may not hold the pinned commit")
     assert len(pack.pinned(None)) == 40  # bench/studies_at: what the next lent session runs
     with pytest.raises(SystemExit, match="--at: 'no-such-rev' is not a commit"):
         pack.pinned("no-such-rev")

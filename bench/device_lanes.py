@@ -81,7 +81,7 @@ def make_jobs(studies: dict[str, tuple[list[str], list[int]]]) -> list[Job]:
         for m in methods:
             for s in seeds:
                 deps = tuple((st, d, s) for d in WAITS_FOR.get(m, ()) if d in methods)
-                jobs.append(Job(-job_cost(m), st, m, s, job_cost(m), deps))
+                jobs.append(Job(0.0, st, m, s, job_cost(m), deps))  # sort_key: set below, from the chains
     waiting: dict[tuple[str, str, int], float] = {}
     for j in jobs:
         for d in j.after:  # one level: no chain is longer here
@@ -92,8 +92,8 @@ def make_jobs(studies: dict[str, tuple[list[str], list[int]]]) -> list[Job]:
 
 
 def project(jobs: list[Job], lanes: int) -> float:
-    """The wall time of list scheduling the estimates over ``lanes``: the longest ready job to the lane
-    that frees first (what :func:`run` does with real times)."""
+    """The wall time of list scheduling the estimates over ``lanes``: the ready job first in ``make_jobs``'
+    order (the longest chain) to the lane that frees first (what :func:`run` does with real times)."""
     free = [0.0] * lanes
     done: dict[tuple[str, str, int], float] = {}
     known = {j.key for j in jobs}

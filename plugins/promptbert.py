@@ -99,7 +99,10 @@ class Template(PromptTemplate):
         ids = torch.tensor(self.wrap([]), device=device).repeat(k, 1)
         pos = torch.arange(ids.shape[1], device=device).repeat(k, 1)
         pos[:, 1 + len(self.prefix) :] += torch.arange(k, device=device)[:, None]
-        hidden = model(input_ids=ids, position_ids=pos).last_hidden_state
+        # The explicit all-ones mask is load-bearing: without one, transformers >= 5.x reads a jump in
+        # ``position_ids`` as the start of a packed sequence and attends block-diagonally, so the prefix
+        # would never reach the [MASK] (both templates' biases then coincide).
+        hidden = model(input_ids=ids, position_ids=pos, attention_mask=torch.ones_like(ids)).last_hidden_state
         return hidden[:, self.mask_index(0)][n]
 
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from benchbench.core.errors import DataError
+from benchbench.store.lock import lock_state
 from benchbench.store.results import SCHEMA_VERSION, git_state, now, package_versions
 
 
@@ -28,6 +29,7 @@ def new_record(fields: dict[str, Any], split_results: dict[str, dict], started: 
         "splits": split_results,
         "eval_seconds": round(time.perf_counter() - started, 3),
         "versions": package_versions(),
+        **lock_state(),  # constraints.txt's sha256 and every installed package that differs from it
         **code,
         "device": device_label(device),
         "created_at": now(),

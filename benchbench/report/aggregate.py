@@ -154,6 +154,7 @@ def load_records(
 
     root = Path(root)
     out = []
+    tasks: dict[str, str | None] = {}  # task name -> why no table can show it (None: it can)
     for p in sorted(root.rglob("*.json")) if root.is_dir() else []:
         rel = p.relative_to(root)
         if (not store_layout and rel.parts[0] in ("site", "latex")) or set(NOT_RECORDS) & set(rel.parts[:-1]):
@@ -161,6 +162,9 @@ def load_records(
         try:
             r = read_record(p)
             why = misplaced(r, rel) if store_layout and r is not None else None
+            if not why and isinstance(r, dict) and "task" in r:
+                name = str(r["task"])
+                why = tasks[name] if name in tasks else tasks.setdefault(name, unresolvable_task(name))
             if why:
                 raise DamagedRecord(p, why)
         except DamagedRecord as e:
@@ -174,6 +178,25 @@ def load_records(
         r["_path"] = (p if store_layout else rel).as_posix()
         out.append(r)
     return dedupe(out)
+
+
+def unresolvable_task(name: str) -> str | None:
+    """Why no table can show a record of task ``name`` (None: it can). A task this install does not
+    have is shown (an imported record: never flagged); a prefixed name whose adapter refuses it
+    (``mteb:<name>`` the installed mteb does not know) raised deep inside a table, and one such record
+    failed every table, leaderboard and site page: it is left out and named instead."""
+    if ":" not in name:  # only a prefixed name runs adapter code to resolve; a plain one is listed or unknown
+        return None
+    from benchbench.core.errors import BenchbenchError, UnknownNameError
+    from benchbench.core.registry import get_registry
+
+    try:
+        get_registry().task(name)
+    except UnknownNameError:
+        return None
+    except BenchbenchError as e:
+        return f"its task cannot be shown ({str(e).rstrip('.')}); remove the file or install what resolves the task"
+    return None
 
 
 # ----------------------------------------------------------------------------------------------- flags

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchbench.core.errors import ConfigError
+from benchbench.core.errors import BenchbenchError, ConfigError, DataError
 from benchbench.store.files import atomic_write_text, check_inside, slug
 
 # The only MTEB tasks that measure what a benchbench task measures: the same rows, split and metric,
@@ -46,6 +46,37 @@ def _finite_scores(entry: dict[str, Any], path: Path, split: str) -> dict[str, f
             )
         out[k] = scaled
     return out
+
+
+# An MTEB result file holds a few scores per split (kilobytes); a file this large is not one. The one
+# read limit (``benchbench.store.data``, ``BENCHBENCH_MAX_READ_BYTES`` raises it) applies.
+RESULT_READ_LIMIT = (64 << 20, "the default for an MTEB result file, 64 MiB")
+
+
+def _read(path: Path) -> Any:
+    """An MTEB JSON file through the bounded reader: over the limit it is refused before it is read."""
+    from benchbench.store.data import read_json
+
+    try:
+        return read_json(path, default=RESULT_READ_LIMIT)
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable MTEB result JSON ({e.strerror or e}).") from e
+    except DataError as e:
+        raise ConfigError(f"{e} Nothing of this file is imported.") from e
+
+
+def _check_task(path: Path, name: str) -> None:
+    """Refuse a result whose task this install cannot show: stored, it would be a record of a task no
+    table can resolve (``mteb:<name>`` is resolved through the installed mteb)."""
+    from benchbench.core.registry import get_registry
+
+    try:
+        get_registry().task(MTEB_PREFIX + name)
+    except BenchbenchError as e:
+        raise ConfigError(
+            f"{path}: task_name {name!r} is not a task this install can show ({str(e).rstrip('.')}). Nothing of this file is "
+            f"imported: remove it from what you import, or install the mteb version that has the task."
+        ) from e
 
 
 def export(results: str | Path, out: str | Path) -> list[Path]:
@@ -96,17 +127,18 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
     """benchbench records (one per split-scored task; schema 2) from one MTEB result file. The model
     name comes from ``model`` or the file's folder (MTEB writes ``results/<model>/<revision>/<task>.json``)."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not a readable MTEB result JSON ({e}).") from e
+    doc = _read(path)
     if not isinstance(doc, dict) or "task_name" not in doc or not isinstance(doc.get("scores"), dict):
         raise ConfigError(f"{path}: not an MTEB result file (needs 'task_name' and a 'scores' object).")
     name = str(doc["task_name"])
     mapped = MAPPED.get(name)
+    if mapped is None:
+        _check_task(path, name)
     if model is None:
         meta = path.parent / "model_meta.json"
-        model = json.loads(meta.read_text()).get("name") if meta.is_file() else path.parent.parent.name
+        info = _read(meta) if meta.is_file() else {}
+        model = info.get("name") if isinstance(info, dict) else None
+        model = model or path.parent.parent.name
     splits = {}
     for split, entries in doc["scores"].items():
         ent = next(
@@ -154,13 +186,25 @@ def import_file(path: str | Path, model: str | None = None) -> list[dict[str, An
 
 
 def import_dir(src: str | Path, out: str | Path, model: str | None = None) -> list[Path]:
-    """Import every MTEB result JSON under ``src`` into ``out/imported/...`` as records."""
-    written = []
+    """Import every MTEB result JSON under ``src`` into ``out/imported/...`` as records: all or nothing.
+    Every file is read and checked first; one that is refused (unreadable, over the read limit, a task
+    this install cannot show) is named, with the others refused, and nothing is written."""
+    records: list[dict[str, Any]] = []
+    refused: list[str] = []
     for p in sorted(Path(src).rglob("*.json")):
         if p.name == "model_meta.json":
             continue
-        written += save_imported(import_file(p, model), out)
-    return written
+        try:
+            records += import_file(p, model)
+        except BenchbenchError as e:
+            refused.append(str(e))
+    if refused:
+        more = f"\n  ... and {len(refused) - 10} more" if len(refused) > 10 else ""
+        raise ConfigError(
+            f"{len(refused)} MTEB result file(s) under {src} are refused, so nothing was imported (move them "
+            f"out of the folder, or fix them, and import again):\n  " + "\n  ".join(refused[:10]) + more
+        )
+    return save_imported(records, out)
 
 
 def save_imported(records: list[dict[str, Any]], out: str | Path) -> list[Path]:

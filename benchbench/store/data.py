@@ -8,7 +8,9 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from benchbench.core.env import env_bytes, env_flag, parse_bytes
 from benchbench.core.errors import DataError
 from benchbench.core.paths import default_data_cache
 from benchbench.core.tasks import FileEntry, data_path_problem, url_problem
@@ -48,28 +50,35 @@ _DECLARED_SIZES: dict[str, int] = {}  # absolute path -> the spec's declared siz
 
 
 def _parse_bytes(text: str) -> int:
-    """``2000000``, ``512K``, ``64M``, ``2G`` -> bytes."""
-    t = text.strip().upper().removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    n = int(float(t[:-1] if mult > 1 else t) * mult)
-    if n <= 0:
-        raise ValueError("must be positive")
-    return n
+    """``2000000``, ``512K``, ``64M``, ``2G`` -> bytes (``benchbench.core.env.parse_bytes``)."""
+    return parse_bytes(text)
 
 
-def read_limit(path) -> tuple[int, str]:
-    """(the most bytes ``path``'s contents may have as read, where that limit comes from)."""
-    env = os.environ.get(READ_LIMIT_ENV)
-    if env:
-        try:
-            return _parse_bytes(env), f"{READ_LIMIT_ENV}={env}"
-        except (ValueError, IndexError) as e:
-            raise DataError(f"{READ_LIMIT_ENV}={env!r} is not a byte count (e.g. 500M, 2G): {e}.") from e
+# Every data file benchbench reads (task spec files, HF copies' files, MTEB result files, archives) is
+# read through this family, under one limit (``read_limit``) and one message (``_too_big``): a compressed
+# file is inflated as a stream and counted as it inflates, so a bomb stops at the limit, not in memory;
+# a plain file (text, JSON, parquet, Arrow) is measured before a byte of it is read.
+COMPRESSED = (".gz", ".bz2", ".xz", ".zip")
+
+
+def _compressed(path) -> bool:
+    return str(path).lower().endswith(COMPRESSED)
+
+
+def read_limit(path, default: tuple[int, str] | None = None) -> tuple[int, str]:
+    """(the most bytes ``path``'s contents may have as read, where that limit comes from). Order: the
+    environment's ``BENCHBENCH_MAX_READ_BYTES``, the task spec's declared size, then for a compressed
+    file a multiple of its compressed size, else ``default`` (a caller reading small files, such as MTEB
+    result JSON, gives a lower one) or the cap. A bad variable is a ``ConfigError`` naming it, never
+    the task's fault."""
+    env = env_bytes(READ_LIMIT_ENV, None)
+    if env is not None:
+        return env, f"{READ_LIMIT_ENV}={os.environ[READ_LIMIT_ENV].strip()}"
     declared = _DECLARED_SIZES.get(os.path.abspath(path))
     if declared is not None:
         return declared, "the size its task spec declares"
-    if not str(path).endswith(".gz"):
-        return READ_CAP, "the default cap"
+    if not _compressed(path):
+        return default or (READ_CAP, "the default cap")
     compressed = Path(path).stat().st_size
     limit = min(READ_CAP, max(READ_FLOOR, GZ_RATIO * compressed))
     return limit, f"{GZ_RATIO}x its compressed size, at least {READ_FLOOR >> 20} MiB, at most {READ_CAP >> 30} GiB"
@@ -80,41 +89,156 @@ def declare_size(path, size: int) -> None:
     _DECLARED_SIZES[os.path.abspath(path)] = int(size)
 
 
-def _too_big(path, limit: int, why: str, size: int | None = None) -> DataError:
-    got = f"holds {size:,} bytes, over" if size is not None else "inflates past"
+def _too_big(path, limit: int, why: str, size: int | None = None, so_far: int | None = None) -> DataError:
+    """The one message of a read over the limit: the file, its size (or what it inflated to before the
+    read stopped), the limit and its source, and the variable to raise."""
+    if size is not None:
+        got = f"holds {size:,} bytes, over"
+    else:
+        got = f"inflates past {so_far:,} bytes (reading stopped there), over" if so_far else "inflates past"
     return DataError(
-        f"{path}: {got} the read limit of {limit:,} bytes ({why}); reading stopped. A task file this "
-        f"large is damaged or not the published file (a compressed file that inflates this far is a "
-        f"decompression bomb). If it is genuine, raise the limit: set {READ_LIMIT_ENV} (e.g. 8G) or declare "
-        f"its size in the task spec (files.<path>.size)."
+        f"{path}: {got} the read limit of {limit:,} bytes ({why}). A data file this large is damaged or "
+        f"not the published file (a compressed file that inflates this far is a decompression bomb). If it "
+        f"is genuine, raise the limit: set {READ_LIMIT_ENV} (e.g. 8G) or declare its size in the task spec "
+        f"(files.<path>.size)."
     )
 
 
-def read_bytes(path, limit: int | None = None) -> bytes:
-    """A file's bytes, decompressed when its name ends in .gz, never more than ``read_limit``: a
-    gzip bomb stops at the limit instead of inflating whole into memory (streamed 1 MiB at a time)."""
+def _decompressor(path):
+    """``open(path, "rb")`` of the stream module for a compressed file's suffix (not zip)."""
+    name = str(path).lower()
+    if name.endswith(".gz"):
+        return _gzip().open
+    if name.endswith(".bz2"):
+        import bz2
+
+        return bz2.open
+    import lzma
+
+    return lzma.open
+
+
+def _stream(path, limit: int, why: str, sink=None) -> int:
+    """Inflate ``path`` 1 MiB at a time, counting: a ``DataError`` as soon as the count passes
+    ``limit`` (memory stays at one chunk whatever the file inflates to). Each chunk goes to ``sink``
+    when given. Returns the inflated size. A zip's members are counted together."""
+    total = 0
+    try:
+        if str(path).lower().endswith(".zip"):
+            import zipfile
+
+            with zipfile.ZipFile(path) as z:
+                declared = sum(i.file_size for i in z.infolist())
+                if declared > limit:  # the central directory already says so: nothing inflated
+                    raise _too_big(path, limit, why, size=declared)
+                for info in z.infolist():
+                    with z.open(info) as f:
+                        while chunk := f.read(1 << 20):
+                            total += len(chunk)
+                            if total > limit:
+                                raise _too_big(path, limit, why, so_far=total)
+                            if sink is not None:
+                                sink(chunk)
+            return total
+        with _decompressor(path)(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                total += len(chunk)
+                if total > limit:
+                    raise _too_big(path, limit, why, so_far=total)
+                if sink is not None:
+                    sink(chunk)
+    except DataError:
+        raise
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except Exception as e:  # BadGzipFile, EOFError, zipfile.BadZipFile, lzma.LZMAError, zlib.error ...
+        raise DataError(
+            f"{path}: not a readable compressed file ({type(e).__name__}: {e}). Is it the published file, unmodified?"
+        ) from e
+    return total
+
+
+def _parquet_size(path) -> int | None:
+    """The uncompressed size a parquet file's footer declares (its column chunks may be compressed),
+    or None when the footer cannot be read (the reader that follows then says why)."""
+    try:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(path).metadata
+        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    except Exception:
+        return None
+
+
+def check_size(path, limit: int | None = None, default: tuple[int, str] | None = None) -> int:
+    """Prove that ``path``'s contents fit the read limit without holding them, before another library
+    (``datasets``, ``pyarrow``, ``json``) reads it whole: a compressed file (gzip, bz2, xz, zip) is
+    inflated as a stream and counted, stopping at the limit; a parquet file by its size and the
+    uncompressed size its footer declares; any other (JSON, Arrow, text) by its size. Returns the
+    size as read; over the limit, the ``DataError`` of :func:`read_bytes`."""
     why = "the caller's limit"
     if limit is None:
-        limit, why = read_limit(path)
+        limit, why = read_limit(path, default)
     p = Path(path)
-    if not str(path).endswith(".gz"):
+    if _compressed(p):
+        return _stream(p, limit, why)
+    size = p.stat().st_size
+    if size > limit:
+        raise _too_big(path, limit, why, size)
+    if p.name.lower().endswith(".parquet"):
+        inflated = _parquet_size(p)
+        if inflated is not None and inflated > limit:
+            raise _too_big(path, limit, why, so_far=inflated)
+        return max(size, inflated or 0)
+    return size
+
+
+_CHECKED: dict[tuple[str, int, int, str], int] = {}  # (path, size, mtime, limit source) -> size as read
+
+
+def check_folder(folder, skip: tuple[str, ...] = (".cache",)) -> int:
+    """:func:`check_size` for every file under ``folder`` (a Hugging Face copy, whose files
+    ``datasets`` then reads whole), each file once per (size, mtime); folders named in ``skip`` (its
+    own cache) are passed over. Returns the total size as read."""
+    folder = Path(folder)
+    total = 0
+    for p in sorted(q for q in folder.rglob("*") if q.is_file() and not set(skip) & set(q.relative_to(folder).parts)):
+        st = p.stat()
+        key = (str(p), st.st_size, st.st_mtime_ns, os.environ.get(READ_LIMIT_ENV, ""))
+        if key not in _CHECKED:
+            _CHECKED[key] = check_size(p)
+        total += _CHECKED[key]
+    return total
+
+
+def read_bytes(path, limit: int | None = None, default: tuple[int, str] | None = None) -> bytes:
+    """A file's bytes, decompressed when its name ends in .gz/.bz2/.xz (a .zip's members joined),
+    never more than ``read_limit``: a bomb stops at the limit instead of inflating whole into memory
+    (streamed 1 MiB at a time); a plain file over the limit is refused before it is read."""
+    why = "the caller's limit"
+    if limit is None:
+        limit, why = read_limit(path, default)
+    p = Path(path)
+    if not _compressed(p):
         size = p.stat().st_size
         if size > limit:
             raise _too_big(path, limit, why, size)
         return p.read_bytes()
-    chunks, total = [], 0
-    try:
-        with _gzip().open(p, "rb") as f:
-            while chunk := f.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise _too_big(path, limit, why)
-                chunks.append(chunk)
-    except (OSError, EOFError) as e:
-        if isinstance(e, FileNotFoundError | PermissionError | IsADirectoryError):
-            raise
-        raise DataError(f"{path}: not a readable gzip file ({e})") from e
+    chunks: list[bytes] = []
+    _stream(p, limit, why, chunks.append)
     return b"".join(chunks)
+
+
+def read_json(path, default: tuple[int, str] | None = None) -> Any:
+    """A JSON file (compressed or not) read under the limit: over it, the one ``DataError``; bytes
+    that are not JSON, a ``DataError`` naming the file."""
+    import json
+
+    raw = read_bytes(path, default=default)
+    try:
+        return json.loads(raw)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise DataError(f"{path}: not valid JSON ({e}). Is it the file you meant?") from e
 
 
 def _decode_error_line(path, encoding: str) -> tuple[int, str] | None:
@@ -245,7 +369,7 @@ class DataStore:
                 f"Data dir {self.data_dir} (from {'--data-dir' if data_dir else 'BENCHBENCH_DATA'}) does not exist."
             )
         self.cache_dir = Path(cache_dir) if cache_dir else default_data_cache()
-        self.allow_download = allow_download and os.environ.get("BENCHBENCH_OFFLINE") != "1"
+        self.allow_download = allow_download and not env_flag("BENCHBENCH_OFFLINE", False)
         self.timeout = timeout
         self._verified: dict[tuple[str, int, int], str] = {}
         self.used: dict[str, str] = {}  # relative path -> sha256 of every file handed out (for result records)

@@ -1,27 +1,29 @@
-"""Did a study cell learn? A verdict from its curves, stated as a rule and never silently absent.
+"""Which way did training move a study cell? A verdict from its curves, stated as a rule and never
+silently absent.
 
 A trained cell can match its start because the method does nothing at this budget, or because it
-learned something the task does not reward; the two read alike in a table of final scores. The
-records hold what tells them apart: the dev curve (``train.monitor``, scored every ``--eval-every``
-steps on a held-out split, its step-0 point the start as the method built it) and the training loss
-against the level an encoder that cannot tell its candidates apart scores (``train.loss_curve``,
-``train.loss_chance``; ``Method.loss_chance``).
+moved the encoder in a way the task does not reward; the two read alike in a table of final scores.
+The records hold what tells them apart: the dev curve (``train.monitor``, scored every
+``--eval-every`` steps on a held-out split, its step-0 point the start as the method built it) and the
+training loss against the level an encoder that cannot tell its candidates apart scores
+(``train.loss_curve``, ``train.loss_chance``; ``Method.loss_chance``).
 
-The rule (:func:`learning_verdict`), with ``tol`` the tolerance in the dev score's units and ``r``
-the chance ratio (default 0.95):
+The verdict names a direction, never "learned": a fall is a move, and calling it learning is how a
+page said "7 learned" of cells whose dev score went down (BSL's STS-B dev 86.7 -> 85.3). The rule
+(:func:`learning_verdict`), with ``tol`` the tolerance in the dev score's units and ``r`` the chance
+ratio (default 0.95):
 
-* **rose**: some dev point after the first is more than ``tol`` above the first (the step-0 point
-  when the curve has one) -> "learned". A rising learning curve never reads "did not learn".
-* **flat**: >= 2 dev points, every later one within ``tol`` of the first -> "did not learn", whatever
-  the loss did (an objective fit that does not move the held-out score is no effect on the task).
-* **loss not reduced**: the last loss point is >= ``r`` x chance, or the loss ROSE (last > 1.05 x
-  first) -> "did not learn" unless the dev curve rose. A rising loss is flagged in any case (ESimCSE's
-  3.7 -> 4.8: its chance level itself grows from ln b to ln(b + queue) while the queue fills, so read
-  its reason, not only the word).
-* otherwise, a dev curve that fell by more than ``tol`` or a loss below ``r`` x chance -> "learned"
-  (the encoder moved, or fit its objective; the reason says which and in which direction).
-* nothing of the above (no dev curve of >= 2 points, no loss curve with a chance level) -> "not
-  assessable", with the reason.
+* a dev curve of >= 2 points decides, by its LAST point against its first (the step-0 point when the
+  curve has one; the study keeps the encoder at the end of its budget): more than ``tol`` above ->
+  "moved up"; more than ``tol`` below -> "moved down"; otherwise "flat" (the reason says when the
+  curve left the margin in between and came back).
+* a dev curve on another task than the cell's (``dev_on_task`` False) that stays flat says nothing
+  about the cell's task: read as no dev curve.
+* no dev curve: a loss that stayed at its chance level (last >= ``r`` x chance) or rose (last > 1.05 x
+  first) -> "flat" (the objective did not move the encoder); a loss below chance -> "not assessable"
+  (the objective was fit, but nothing says which way the score moved); no loss against a chance
+  level either -> "not assessable". A rising loss is flagged in any case (ESimCSE's 3.7 -> 4.8: its
+  chance level itself grows from ln b to ln(b + queue) while the queue fills, so read its reason).
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-LEARNED = "learned"
-DID_NOT_LEARN = "did not learn"
+MOVED_UP = "moved up"
+MOVED_DOWN = "moved down"
+FLAT = "flat"
 NOT_ASSESSABLE = "not assessable"
-VERDICTS = (LEARNED, DID_NOT_LEARN, NOT_ASSESSABLE)
-CHANCE_RATIO = 0.95  # a final loss within 5% of chance has learned (almost) nothing of its objective
+VERDICTS = (MOVED_UP, MOVED_DOWN, FLAT, NOT_ASSESSABLE)
+CHANCE_RATIO = 0.95  # a final loss within 5% of chance has fit (almost) nothing of its objective
 RISE_RATIO = 1.05  # a final loss 5% above the first point: the loss rose
 
 Curve = Sequence[tuple[float, float]]
@@ -66,17 +69,20 @@ def _finite(x: Any) -> bool:
 
 
 def _dev_state(dev: list[tuple[float, float]], tol: float) -> tuple[str, str]:
-    """("rose" | "flat" | "fell" | "none", what the curve did, in words)."""
+    """(MOVED_UP | MOVED_DOWN | FLAT | "none", what the curve did, in words): its last point against its
+    first, the extremes named when the curve left the margin on the way."""
     if len(dev) < 2:
         return "none", "no dev curve" if not dev else "one dev point, no curve"
     (s0, v0), later = dev[0], [v for _, v in dev[1:]]
     start = "step-0" if s0 == 0 else f"first (step {s0:g})"
     hi, lo, last = max(later), min(later), later[-1]
-    if hi - v0 > tol:
-        return "rose", f"dev rose {hi - v0:+.2f} above its {start} {v0:.2f} (last {last:.2f})"
-    if v0 - lo > tol:
-        return "fell", f"dev fell {lo - v0:+.2f} below its {start} {v0:.2f} and never rose above it"
-    return "flat", f"dev stayed within {tol:g} of its {start} {v0:.2f} over {len(dev)} points"
+    way = f"dev went {v0:.2f} -> {last:.2f} ({last - v0:+.2f}) from its {start} point over {len(dev)} points"
+    if last - v0 > tol:
+        return MOVED_UP, way
+    if v0 - last > tol:
+        return MOVED_DOWN, way
+    swings = [f"{x - v0:+.2f}" for x in (hi, lo) if abs(x - v0) > tol]
+    return FLAT, way + (f", within {tol:g} at the end" + (f" after reaching {' and '.join(swings)}" if swings else ""))
 
 
 def _loss_state(loss: list[tuple[float, float]], chance: float | None, ratio: float) -> tuple[str, str, tuple]:
@@ -110,21 +116,23 @@ def learning_verdict(
     chance (None: none stated); ``tolerance``: how far the dev score must move to count, in its units
     (a study's equivalence margin, e.g. 1.0 point x100). ``dev_on_task`` False: the dev curve scores
     another task than the one the cell trained for (TwitterPara has no dev split: its cells are
-    followed on STS-B dev); a rise or fall there still shows the encoder moved, but a flat curve says
-    nothing about the cell's own task, so it never decides "did not learn"."""
+    followed on STS-B dev); a move there still shows the encoder moved (the reason says where), but a
+    flat curve says nothing about the cell's own task, so the loss decides."""
     if not _finite(tolerance) or tolerance < 0:
         raise ValueError(f"tolerance must be a finite number >= 0 (got {tolerance!r})")
     dev, what = _dev_state(curve_points(dev_curve), float(tolerance))
-    if dev == "flat" and not dev_on_task:
-        dev, what = "none", what + " (on another task's dev split: not read as did-not-learn)"
+    if not dev_on_task and dev != "none":
+        what += " (on another task's dev split)"
+        if dev == FLAT:
+            dev = "none"
     loss, said, flags = _loss_state(curve_points(loss_curve), loss_chance, chance_ratio)
     reason = f"{what}; {said}"
-    if dev == "rose":
-        return Verdict(LEARNED, reason, flags)
-    if dev == "flat" or loss == "not reduced":
-        return Verdict(DID_NOT_LEARN, reason, flags)
-    if dev == "fell" or loss == "reduced":
-        return Verdict(LEARNED, reason, flags)
+    if dev != "none":
+        return Verdict(dev, reason, flags)
+    if loss == "not reduced":
+        return Verdict(FLAT, f"{reason}: the objective did not move the encoder", flags)
+    if loss == "reduced":
+        return Verdict(NOT_ASSESSABLE, f"{reason}: the objective was fit, but no dev curve says which way", flags)
     return Verdict(NOT_ASSESSABLE, reason, flags)
 
 

@@ -16,7 +16,8 @@ Public API (the leaderboard calls these; all pure functions on plain numbers):
 * :func:`hierarchical_bootstrap`, :func:`bootstrap_p`, :func:`tost_p`, :func:`holm` -- seeds and items
   resampled together, a difference p, an equivalence (TOST) p, Holm's correction;
 * :func:`column_stats` -> :class:`Column` -- one table column: its best, the tie group and each cell
-  against its reference row (≈ only from TOST); :func:`tie_legend` states that test under a table.
+  against its reference row (≈ only from TOST); :func:`tie_legend` states that test under a table, and
+  :func:`resamples_text` the resample counts the columns' p-values came from.
   Studies, ``benchbench table`` and ``benchbench significance`` all decide through these.
 
 Seeds are matched by their seed number (a dict ``seed -> score``), never by position, so a
@@ -533,8 +534,7 @@ class StartTest:
     diff: float  # seed-mean minus the reference's
     p: float  # two-sided difference, Holm-adjusted over the column's compared cells
     p_tost: float  # equivalence within the margin, Holm-adjusted
-    one_side: bool  # every seed on one side of the reference's mean
-    equivalent: bool  # ≈: p_tost < TIE_P and not one_side
+    equivalent: bool  # ≈: p_tost < TIE_P (TOST alone decides)
     reference: str = ""  # the row it was tested against (its own step-0 row, or the study's start)
 
     @property
@@ -550,12 +550,17 @@ class StartTest:
 class Column:
     task: str
     best: str | None
-    tied: set[str]  # cells sharing the best's rank (the best included); empty when no test could decide
+    tied: set[str]  # cells sharing the best's rank (the best included); empty: no rank claim (no test, or
+    # fewer than two ranked cells)
     test: str  # HIERARCHICAL | SEEDS_ONLY | NO_TEST
     p: dict[str, float]  # cell -> Holm-adjusted p against the best
     p_raw: dict[str, float] = field(default_factory=dict)
     start: dict[str, StartTest] = field(default_factory=dict)  # cell -> its test against its reference row
     why: str = ""  # why the seeds test decided, or why none could
+    n_ranked: int = 0  # ranked cells with a score: a rank claim needs two
+    resamples: int = 0  # resamples of the pass every p-value first came from (0: no bootstrap ran)
+    refined: list[str] = field(default_factory=list)  # cells whose p-values were redrawn at ``refined_resamples``
+    refined_resamples: int = 0
 
 
 def column_test(cells: Mapping[str, ColumnCell]) -> tuple[str, str]:
@@ -626,13 +631,15 @@ def column_stats(
     context: Mapping[str, str] | None = None,
     ranked: Collection[str] | None = None,
 ) -> Column:
-    """The column's best (highest mean among ``ranked``, default every row), its tie group (Holm over the
-    comparisons with the best) and each cell's test against its reference row: ``start`` (one row for
-    all) or a mapping row -> its own reference (a method -> its step-0 row). ``context``: rows tested
-    against a reference as a second Holm family, never ranked. Sequential Monte Carlo to keep a column
+    """The column's best (highest mean among ``ranked``, default every row; a context row never is), its
+    tie group (Holm over the comparisons with the best; none with fewer than two ranked cells: one row
+    ranks against nothing) and each cell's test against its reference row: ``start`` (one row for all)
+    or a mapping row -> its own reference (a method -> its step-0 row). ``context``: rows tested against
+    a reference as a second Holm family, never ranked. Sequential Monte Carlo to keep a column
     affordable: every p-value first from ``SCREEN`` resamples; the rows with a p-value near a threshold
     (:func:`_unsettled`), the best and their reference rows are then resampled ``n_resamples`` times on
-    the same item draws; their p-values replace the first."""
+    the same item draws; their p-values replace the first. The column records both counts and which
+    rows were redrawn, so a legend can state them (:func:`resamples_text`)."""
     present = {m: c for m, c in cells.items() if c.scores}
     rank = [m for m in present if ranked is None or m in ranked]
     if not rank:
@@ -649,7 +656,8 @@ def column_stats(
         except ConfigError as e:  # the cells' items do not pair (another task version): said, never silent
             test, why = _seeds_alone(present, f"the cells' per-item scores do not pair ({str(e).splitlines()[0]})")
     if test == NO_TEST:
-        return Column(task, max(rank, key=lambda m: mean_std(present[m].scores)[0]), set(), NO_TEST, {}, why=why)
+        best = max(rank, key=lambda m: mean_std(present[m].scores)[0])
+        return Column(task, best, set(), NO_TEST, {}, why=why, n_ranked=len(rank))
     if test == SEEDS_ONLY:
         first = boot(present, min(SCREEN, n_resamples))
     best = max(rank, key=lambda m: first.observed[m])
@@ -663,27 +671,43 @@ def column_stats(
         ps.update(_pvalues(boot(keep, n_resamples), best, both, margin, sorted(again), rank))
     raw = {m: t[0] for m, t in ps.items() if t[0] is not None}
     adj = holm(raw)
-    col = Column(task, best, {best} | {m for m, p in adj.items() if p >= TIE_P}, test, adj, raw, why=why)
+    tied = {best} | {m for m, p in adj.items() if p >= TIE_P} if len(rank) >= 2 else set()
+    col = Column(task, best, tied, test, adj, raw, why=why, n_ranked=len(rank), resamples=first.n_resamples)
+    if again:
+        col.refined, col.refined_resamples = sorted(again), n_resamples
     for family in (refs, ctx_refs):
-        col.start.update(_against_references(first, present, ps, family))
+        col.start.update(_against_references(first, ps, family))
     return col
 
 
-def _against_references(
-    first: Resampled, present: Mapping[str, ColumnCell], ps: Mapping[str, tuple], family: Mapping[str, str]
-) -> dict[str, StartTest]:
-    """One Holm family of rows against their references: ≈ from TOST, never for a row whose every seed
-    lies on one side of its reference's mean (every seed agreeing is a move, however small)."""
+def _against_references(first: Resampled, ps: Mapping[str, tuple], family: Mapping[str, str]) -> dict[str, StartTest]:
+    """One Holm family of rows against their references: ≈ from TOST alone. No veto for seeds that all
+    lie on one side of the reference: a shift inside the margin is what the margin allows (bit-identical
+    seeds can average one ulp apart), and a shift beyond it already fails TOST."""
     p_diff = holm({m: ps[m][1] for m in family})
     p_tost = holm({m: ps[m][2] for m in family})
-    out = {}
-    for m, ref in family.items():
-        base = first.observed[ref]
-        vals = list(present[m].scores.values())
-        one_side = len(vals) >= 2 and (all(v < base for v in vals) or all(v > base for v in vals))
-        eq = p_tost[m] < TIE_P and not one_side
-        out[m] = StartTest(first.observed[m] - base, p_diff[m], p_tost[m], one_side, eq, ref)
-    return out
+    return {
+        m: StartTest(first.observed[m] - first.observed[ref], p_diff[m], p_tost[m], p_tost[m] < TIE_P, ref)
+        for m, ref in family.items()
+    }
+
+
+def resamples_text(columns: Iterable[Column]) -> str:
+    """The resample counts the columns' p-values actually came from, e.g. "2,000 resamples, rising to
+    10,000 for the p-values near a threshold (stsb: a, b)": a legend that names only the full count
+    would overstate the precision of most p-values."""
+    cols = [c for c in columns if c.resamples]
+    if not cols:
+        return "no resamples (no column could be tested)"
+    first = " or ".join(f"{n:,}" for n in sorted({c.resamples for c in cols}))
+    refined = [c for c in cols if c.refined]
+    if not refined:
+        return f"{first} resamples (no p-value lay near a threshold, so none was redrawn)"
+    full = " or ".join(f"{n:,}" for n in sorted({c.refined_resamples for c in refined}))
+    where = "; ".join(
+        f"{c.task}: {', '.join(c.refined) if len(c.refined) <= 4 else f'{len(c.refined)} rows'}" for c in refined
+    )
+    return f"{first} resamples, rising to {full} for the p-values near a threshold ({where})"
 
 
 def seed_level_text() -> str:
@@ -696,14 +720,23 @@ def seed_level_text() -> str:
 
 def tie_legend(columns: Mapping[str, Column], n_resamples: int, seed: int, rank_mark: str = "¹") -> list[str]:
     """The tie test, stated under a table: what the rank mark means and which test decided each column
-    (or why none could; columns decided alike named together), with the p-values against each column's best."""
+    (or why none could; columns decided alike named together), with the p-values against each column's best.
+    The resample counts are the ones the columns used (:func:`resamples_text`); ``n_resamples`` is the
+    requested count, said only when no column ran a bootstrap."""
     by_test: dict[tuple[str, str], list[str]] = {}
     for t, c in columns.items():
         by_test.setdefault((c.test, c.why), []).append(t)
+    used = (
+        resamples_text(columns.values())
+        if any(c.resamples for c in columns.values())
+        else f"{n_resamples:,} resamples requested, none run"
+    )
+    lone = [t for t, c in columns.items() if c.best and c.n_ranked < 2]
     notes = [
         f"{rank_mark} rank 1: the column's best and every row whose two-sided difference from it has a "
-        f"Holm-adjusted p ≥ {TIE_P} over the column's comparisons. Test: a hierarchical bootstrap "
-        f"({n_resamples} resamples, bootstrap seed {seed}; benchbench.report.stats, the studies' test): each "
+        f"Holm-adjusted p ≥ {TIE_P} over the column's comparisons; no {rank_mark} in a column with fewer than "
+        "two rows" + (f" ({', '.join(lone)})" if lone else "") + ". Test: a hierarchical bootstrap "
+        f"({used}, bootstrap seed {seed}; benchbench.report.stats, the studies' test): each "
         "resample draws the task's items (stratified by subset, one draw shared by every row and seed) and, "
         f"{seed_level_text()}.",
         "Test per column: "

@@ -9,9 +9,10 @@ then
 * **tie group (bold, rank 1)**: the column's best and every method whose difference from it is not
   significant after Holm's correction over the column's comparisons (two-sided, alpha ``TIE_P``);
 * **≈ start**: equivalence with the start row within ± the study's margin (TOST on the same bootstrap,
-  Holm-corrected over the column's trained cells), never just "not separated"; a cell whose every
-  seed lies on one side of the start is never ≈ (every seed agreeing is a move, however small);
-* **↑ / ↓ start**: different from the start after Holm (the page's summary counts them).
+  Holm-corrected over the column's trained cells), never just "not separated"; TOST alone decides (a
+  shift inside the margin is what the margin allows, one beyond it fails TOST);
+* **↑ / ↓ start**: different from the start after Holm (the page's summary counts them);
+* no rank claim (no bold, no "rank 1" sentence) in a column with fewer than two ranked rows.
 
 Provenance: each row's records name their code version (``git_sha``, ``versions``) and encoder
 (``encoder_fingerprint``); a row mixing code versions, or two encoders for one (method, seed, training
@@ -34,7 +35,7 @@ from typing import Any
 from benchbench.core.errors import BenchbenchError, DataError
 from benchbench.report import aggregate, stats
 from benchbench.report.escaping import escape_html, escape_md
-from benchbench.report.learning import DID_NOT_LEARN, LEARNED, NOT_ASSESSABLE
+from benchbench.report.learning import FLAT, MOVED_DOWN, MOVED_UP, NOT_ASSESSABLE
 from benchbench.report.published import PUBLISHED_NOTE, PublishedRow, published_context, published_rows
 from benchbench.report.study_provenance import (
     ROW_MIXED_CODE,
@@ -58,13 +59,15 @@ from benchbench.run.study import (
 
 TIE_P = stats.TIE_P  # the family-wise level of the tie groups and of the equivalence (≈) claims
 BOOTSTRAP_SEED = 0
-STATS_VERSION = 4  # bump when the column statistics change: cached columns of another version are ignored
+STATS_VERSION = 5  # bump when the column statistics change: cached columns of another version are ignored
 STUDY_AVG = "study"  # the average column's name in ``aggregate``'s footnotes ("study avg: only over ...")
 NO_CELL = "–"
 AT_START_MARK = "≈"  # equivalent to the study's start row within the margin (TOST)
 FLAG_MARK = " ⚑"  # a text-overlap flag (``overlap_flags``) on the cell
-NO_LEARN = "!"  # benchbench.report.learning: "did not learn", from the cell's curves
+FLAT_MARK = "!"  # benchbench.report.learning: "flat", training left the cell's dev score (or loss) where it was
+DOWN_MARK = "▾"  # ... "moved down": the dev curve ended below its step-0 point by more than the margin
 NOT_ASSESSED = "∅"  # ... "not assessable": nothing in the records can tell, said, never silently absent
+LEARNING_MARKS = {FLAT: FLAT_MARK, MOVED_DOWN: DOWN_MARK, NOT_ASSESSABLE: NOT_ASSESSED}  # moved up: no mark
 
 
 # ---- collecting --------------------------------------------------------------------------------------
@@ -173,18 +176,35 @@ def study_references(study: Study) -> tuple[dict[str, str], dict[str, str], set[
 
 
 def _cache_key(task: str, cells: Mapping[str, aggregate.Cell], study: Study, seed: int) -> str:
-    """What a column's statistics depend on: every record's checksum (or, without one, its scores and
-    items hash), the test settings and the statistics' own version."""
+    """Exactly what a column's statistics depend on, each field changing the key on its own: every
+    cell's scores by seed, the identity of the per-item scores used (the record's ``items_sha256``, which
+    ``record_items`` verified; their content without one), the damaged files named, the references,
+    context and ranked rows, the margin, the resamples, the bootstrap seed and the statistics' version.
+    Nothing else of a record (its checksum, timings, commit) enters: a re-stamped record with the same
+    scores and items reuses its column."""
     parts = []
     for m, c in sorted(cells.items()):
-        for s, r in sorted(c.records.items(), key=lambda kv: str(kv[0])):
-            parts.append([m, s, r.get("checksum"), r.get("items_sha256"), c.scores[s], s in c.items])
-        parts.append([m, "damaged", c.damaged])
+        for s, score in sorted(c.scores.items(), key=lambda kv: str(kv[0])):
+            items = None
+            if s in c.items:
+                items = (c.records.get(s) or {}).get("items_sha256") or _items_digest(c.items[s])
+            parts.append([m, s, score, items])
+        parts.append([m, "damaged", sorted(c.damaged)])
     refs, context, ranked = study_references(study)
     blob = json.dumps(
         [STATS_VERSION, task, refs, context, sorted(ranked), study.margin, study.resamples, seed, parts], default=str
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _items_digest(items: Any) -> str:
+    """A content hash of per-item scores held in memory without a record's ``items_sha256``."""
+    import numpy as np
+
+    def plain(x: Any) -> Any:
+        return np.asarray(x).tolist() if isinstance(x, np.ndarray | np.generic) else str(x)
+
+    return hashlib.sha256(json.dumps(items, default=plain, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def _from_cache(doc: Mapping[str, Any]) -> Column:
@@ -238,7 +258,7 @@ class ShownCell:
     p: float | None = None  # Holm-adjusted p against the column's best (None: the best, or no cell)
     start: str = ""  # the verdict against the start: ≈, ↑, ↓, ? (inconclusive) or "" (the start, no cell)
     flags: tuple[str, ...] = ()  # text-overlap flags (``overlap_flags``), FLAG_MARK in ``text``
-    learning: str = ""  # learned / did not learn / not assessable ("" for an untrained row)
+    learning: str = ""  # moved up / moved down / flat / not assessable ("" for an untrained row)
     learning_reason: str = ""
     reference: str = ""  # the row the cell was tested against
     records: tuple[tuple[Any, str], ...] = ()  # (seed, record path relative to the results folder)
@@ -356,13 +376,15 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
     k = len(study.seeds)
     notes = [
         f"Cells: mean ± sample std over the seeds stored, (n) = how many; {NO_CELL} none stored. Statistics per "
-        f"column: a hierarchical bootstrap ({study.resamples} resamples, bootstrap seed {BOOTSTRAP_SEED}): each "
+        f"column: a hierarchical bootstrap ({stats.resamples_text(columns.values())}; bootstrap seed "
+        f"{BOOTSTRAP_SEED}): each "
         "resample draws the task's items (stratified by subset; one draw shared by every method and seed, so "
         "comparisons are paired on items) and, on that draw, each method's seed-mean varies by its seed std / "
         f"sqrt(k) times a Student t with k-1 degrees of freedom (k = {k} seeds: heavy tails, as a t-test over "
         "the seeds would have). Bold ¹: the column's best and every method whose two-sided "
         f"difference from it has a Holm-adjusted p >= {TIE_P} over the column's comparisons (they share rank 1; "
-        "a lone bold cell is separated from every other method).",
+        "a lone bold cell is separated from every other method); none in a column with fewer than two ranked rows "
+        "(one row ranks against nothing).",
         "Test per column: "
         + ", ".join(f"{t}: {c.test}" + (f" ({c.why})" if c.why else "") for t, c in columns.items())
         + f" ({stats.HIERARCHICAL} = seeds x items as above; {stats.SEEDS_ONLY} = seeds resampled alone, used when "
@@ -380,8 +402,8 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
         notes.append(
             f"{AT_START_MARK}: equivalent to {own} within "
             f"±{study.margin:g} points: two one-sided tests (TOST) on the same bootstrap, Holm-adjusted over the "
-            f"column's trained cells at {TIE_P}; never for a cell whose every seed lies on one side of its reference. "
-            "No mark: the cell moved (separable from the start) or the data cannot tell (see the summary). The "
+            f"column's trained cells at {TIE_P}; TOST alone decides (seeds all on one side of the reference, "
+            "within the margin, are equivalent; a difference beyond it fails TOST). No mark: the cell moved (separable from the start) or the data cannot tell (see the summary). The "
             f"margin is the study's statistics.margin (default 1.0: below the gains papers report, at the seed "
             "spread of trained cells)."
         )
@@ -392,11 +414,11 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
             "anything its random init of the same shape lacks); never bold, never counted in the summary's tallies."
         )
     notes.append(
-        f"Learning (from each cell's stored curves, benchbench.report.learning): {NO_LEARN} did not learn (the dev "
-        f"curve stayed within ±{study.margin:g} of its step-0 point, or the training loss stayed at its chance "
-        f"level or rose); {NOT_ASSESSED} not assessable (no dev curve and no loss against a chance level, or the "
-        "seeds disagree); no mark: learned (the dev curve rose, or fell, beyond the margin, or the loss fell below "
-        "its chance level). "
+        f"Dev-curve verdict (from each cell's stored curves, benchbench.report.learning; the last dev point "
+        f"against the step-0 point): no mark: moved up (by more than ±{study.margin:g}); {DOWN_MARK} moved down (by "
+        f"more than {study.margin:g}); {FLAT_MARK} flat (within ±{study.margin:g} at the end or, with no dev curve, "
+        f"a training loss that stayed at its chance level or rose); {NOT_ASSESSED} not assessable (no dev curve "
+        "and a loss that fell, or no loss against a chance level, or the seeds disagree). "
         + (
             f"Curves: a point every {study.curve_every} steps, plus the step-0 point, on "
             f"{study.curve_task or 'each cell'}'s {study.curve_split} split"
@@ -418,6 +440,77 @@ def legend(study: Study, columns: Mapping[str, Column]) -> list[str]:
     return notes
 
 
+ALT_AGGREGATION = {"spearman_all": "spearman_mean", "spearman_mean": "spearman_all"}
+AGGREGATION_WORDS = {"spearman_all": "SimCSE's 'all'", "spearman_mean": "SentEval's per-subset mean"}
+
+
+def _aggregations(table: Mapping[str, Mapping[str, aggregate.Cell]]) -> dict[str, str]:
+    """column -> the subset aggregation its records name (``details.aggregation`` of the test split, e.g.
+    STS12-16's "SimCSE 'all'"), for the columns scored under one of two conventions (``ALT_AGGREGATION``:
+    records that store both); several named are joined."""
+    out = {}
+    for t, cells in table.items():
+        tests = [(r.get("splits") or {}).get("test") or {} for c in cells.values() for r in c.records.values()]
+        named = {
+            str((sp.get("details") or {}).get("aggregation") or sp.get("main_metric"))
+            for sp in tests
+            if sp.get("main_metric") in ALT_AGGREGATION
+        }
+        if named:
+            out[t] = " / ".join(sorted(named))
+    return out
+
+
+def _other_aggregation(cell: aggregate.Cell) -> tuple[str, float] | None:
+    """(main metric, seed-mean of the other subset aggregation) of a cell whose every record stores both
+    (STS12-16: ``spearman_all`` and ``spearman_mean``); None otherwise."""
+    mains, vals = set(), []
+    for r in cell.records.values():
+        sp = (r.get("splits") or {}).get("test") or {}
+        main = sp.get("main_metric")
+        alt = (sp.get("scores") or {}).get(ALT_AGGREGATION.get(main, ""))
+        if not isinstance(alt, int | float):
+            return None
+        mains.add(main)
+        vals.append(float(alt))
+    return (mains.pop(), sum(vals) / len(vals)) if len(mains) == 1 and vals else None
+
+
+def aggregation_notes(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]]) -> list[str]:
+    """The subset aggregation each multi-subset column uses (STS12-16: "all" vs the per-subset mean, the
+    two conventions the papers mix), and how many trained cells lie above their reference row under
+    each: a verdict that holds under one aggregation only is visible as such (seed means, no test)."""
+    named = _aggregations(table)
+    if not named:
+        return []
+    by: dict[str, list[str]] = {}
+    for t, agg in named.items():
+        by.setdefault(agg, []).append(t)
+    lines = ["Subset aggregation of the main score: " + "; ".join(f"{', '.join(ts)}: {a}" for a, ts in by.items())]
+    refs = study_references(study)[0]
+    counts: dict[str, list[int]] = {}  # main metric -> [above under the main, above under the other, pairs]
+    for t in named:
+        for m, ref in refs.items():
+            mine, base = table[t].get(m), table[t].get(ref)
+            if not (mine and base and mine.scores and base.scores):
+                continue
+            a, b = _other_aggregation(mine), _other_aggregation(base)
+            if a is None or b is None or a[0] != b[0]:
+                continue
+            k = counts.setdefault(a[0], [0, 0, 0])
+            k[0] += mine.mean > base.mean
+            k[1] += a[1] > b[1]
+            k[2] += 1
+    for main, (up, up_alt, n) in counts.items():
+        lines.append(
+            f"Of {n} trained cells in these columns, {up} lie above their reference row under "
+            f"{AGGREGATION_WORDS.get(main, main)} aggregation (the main score) and {up_alt} under "
+            f"{AGGREGATION_WORDS.get(ALT_AGGREGATION[main], ALT_AGGREGATION[main])} ({ALT_AGGREGATION[main]}, stored "
+            "in the same records): seed means, no test"
+        )
+    return [ln + "." for ln in lines]
+
+
 def summary(
     study: Study,
     columns: Mapping[str, Column],
@@ -425,9 +518,10 @@ def summary(
     prov: Provenance,
     learning: Mapping[str, Mapping[str, Any]] | None = None,
     curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]] | None = None,
+    aggregations: Mapping[str, str] | None = None,
 ) -> str:
-    """A few sentences generated from the statistics, the learning verdicts and the curves, hedged as
-    they allow."""
+    """A few sentences generated from the statistics, the dev-curve verdicts and the curves, hedged as
+    they allow; ``aggregations`` (column -> its subset aggregation) is named beside the tallies."""
     parts = []
     if study.exploratory:
         parts.append(f"Exploratory, no claim about methods: {study.exploratory}")
@@ -446,7 +540,13 @@ def summary(
         parts.append(
             f"Against {against}, of {n} trained cells: {verdicts['↑']} separably above, "
             f"{verdicts['↓']} separably below, {verdicts['≈']} shown equivalent within ±{study.margin:g} points, and "
-            f"{verdicts['?']} inconclusive (neither separable nor shown equivalent: more seeds would tell)."
+            f"{verdicts['?']} inconclusive (neither separable nor shown equivalent: more seeds would tell)"
+            + (
+                f"; {', '.join(aggregations)} scored with {' / '.join(sorted(set(aggregations.values())))} "
+                "aggregation (the other reading is in the notes)."
+                if aggregations
+                else "."
+            )
         )
     rnd = random_init_row(study.start) if study.random_init else ""
     tests = [c.start[rnd] for c in columns.values() if rnd in c.start]
@@ -464,25 +564,29 @@ def summary(
     if learning:
         kinds = Counter(v["verdict"] for per in learning.values() for v in per.values())
         parts.append(
-            f"Learning verdicts over {sum(kinds.values())} trained cells: {kinds.get(LEARNED, 0)} learned, "
-            f"{kinds.get(DID_NOT_LEARN, 0)} did not learn ({NO_LEARN}), {kinds.get(NOT_ASSESSABLE, 0)} not "
-            f"assessable ({NOT_ASSESSED})."
+            f"Dev-curve verdicts over {sum(kinds.values())} trained cells: {kinds.get(MOVED_UP, 0)} moved up, "
+            f"{kinds.get(MOVED_DOWN, 0)} moved down ({DOWN_MARK}), {kinds.get(FLAT, 0)} flat ({FLAT_MARK}), "
+            f"{kinds.get(NOT_ASSESSABLE, 0)} not assessable ({NOT_ASSESSED})."
         )
     if curves:
         reading = budget_reading(curves, study.margin)
         if reading:
             parts.append(f"Budget, read from the curves: {reading}.")
-    ranked = [c for c in columns.values() if c.best]
-    alone = {t: c.best for t, c in columns.items() if c.best and len(c.tied) == 1}
-    shared = [len(c.tied) for c in ranked if len(c.tied) > 1]
+    # a rank claim needs two ranked rows in the column, and a test that decided it (``Column.tied``)
+    ranked = {t: c for t, c in columns.items() if c.best and c.n_ranked >= 2 and c.tied}
+    alone = {t: c.best for t, c in ranked.items() if len(c.tied) == 1}
+    shared = [len(c.tied) for c in ranked.values() if len(c.tied) > 1]
     if ranked:
-        text = f"Rank 1 is one method separated from all others in {len(alone)} of {len(columns)} columns"
+        text = f"Rank 1 is one method separated from all others in {len(alone)} of {len(ranked)} columns"
+        text += " that rank two or more rows" if len(ranked) < len(columns) else ""
         text += (" (" + ", ".join(f"{t}: {m}" for t, m in alone.items()) + ")") if alone else ""
         if shared:
             text += f"; elsewhere {min(shared)} to {max(shared)} methods share it (not separable after correction)"
         parts.append(text + ".")
+    elif columns:
+        parts.append("No rank claim: no column has two ranked rows that a test could compare.")
     full = [(r.avg, r.method) for r in rows if r.avg is not None and r.method not in context]
-    if full:
+    if len(full) >= 2:
         avg, m = max(full)
         parts.append(f"Highest average over complete rows: {m} ({avg:.2f}); averages carry no test.")
     if prov.mixed_code or prov.mixed_encoders:
@@ -557,8 +661,7 @@ def _shown_cell(
     a = dataclasses.replace(a, no_learn=None)  # a study's learning mark is the curves' verdict (below)
     text = f"{aggregate.cell_text(a)} ({len(a.scores)})"
     text += f" {AT_START_MARK}" if st is not None and st.equivalent else ""
-    verdict = (learned or {}).get("verdict")
-    text += NO_LEARN if verdict == DID_NOT_LEARN else NOT_ASSESSED if verdict == NOT_ASSESSABLE else ""
+    text += LEARNING_MARKS.get((learned or {}).get("verdict", ""), "")
     text += FLAG_MARK if flags else ""
     return ShownCell(
         text,
@@ -614,14 +717,14 @@ def _curve_on_task(study: Study, task: str) -> bool:
 
 
 def _learning_notes(learning: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
-    """Why each row's cells did not learn or cannot be assessed, one line per (row, reason)."""
+    """Why each row's cells moved down, stayed flat or cannot be assessed, one line per (row, reason)."""
     by: dict[tuple[str, str, str], list[str]] = {}
     for row, per in learning.items():
         for t, v in per.items():
-            if v["verdict"] != LEARNED:
+            if v["verdict"] in LEARNING_MARKS:
                 by.setdefault((row, v["verdict"], v["reason"]), []).append(t)
     return [
-        f"{NO_LEARN if verdict == DID_NOT_LEARN else NOT_ASSESSED} {row} on {', '.join(ts)}: {verdict}: {reason}"
+        f"{LEARNING_MARKS[verdict]} {row} on {', '.join(ts)}: {verdict}: {reason}"
         for (row, verdict, reason), ts in by.items()
     ]
 
@@ -691,7 +794,8 @@ def view(
     curves = curve_columns(study, table)
     suites = {STUDY_AVG: tasks}
     trs_notes = [n for n in aggregate.table_notes(trs, suites) if not n.startswith(aggregate.NO_LEARN_MARK)]
-    notes = [*legend(study, cols), *provenance_notes(prov), *trs_notes, *_learning_notes(learn)]
+    aggs = aggregation_notes(study, table)
+    notes = [*legend(study, cols), *aggs, *provenance_notes(prov), *trs_notes, *_learning_notes(learn)]
     notes += _flag_notes(flags, names)
     notes.extend(extra_notes)
     if study.model_note:
@@ -710,7 +814,7 @@ def view(
         stored,
         missing,
         prov,
-        summary(study, cols, rows, prov, learn, curves),
+        summary(study, cols, rows, prov, learn, curves, _aggregations(table)),
         str(results),
         learn,
         curves,

@@ -184,3 +184,32 @@ def test_study_view_callable_reads_the_records(mini, monkeypatch):
     assert seen and all(isinstance(d, DataStore) for d in seen)
     twice = C.flags_for("tiny-bert", "contam-mini", [ref, ref], data=data, cache_dir=cache)
     assert [f.count for f in twice if f.kind == "verbatim"] == [1]  # one text is measured once
+
+
+def test_the_measured_overlap_memo_follows_min_words_and_n_one_at_a_time(monkeypatch):
+    """Issue 50: the per-process memo of measured overlaps (``contamination._MEASURED``) was only ever hit
+    with the default thresholds. A second call with another minimum sentence length, or another n-gram
+    length, must measure again; the same test text (another list, another subset name) must not."""
+    corpus = [PLANTED, SHORT, "yesterday a boy rides a red car to school"]  # shares 4 words of SPAN in a row
+    sha = C._sha_of(corpus)
+    ref = C.CorpusRef("c", C.TRAINING, "general", sha, (), lambda: (corpus, sha))
+    monkeypatch.setattr(C, "_MEASURED", {})
+    monkeypatch.setattr(C, "_INDICES", {})
+    calls = []
+    real = C.measure
+    monkeypatch.setattr(C, "measure", lambda s, index, min_words: calls.append(min_words) or real(s, index, min_words))
+
+    def verbatim(**kw):
+        flags = C.measured_flags({"s": [PLANTED, SHORT]}, [ref], cache_dir=None, **kw)
+        return [(f.count, f.denominator) for f in flags if f.kind == "verbatim"]
+
+    assert verbatim(min_words=9) == [(1, 1)]  # SHORT (6 words) is under the threshold
+    assert verbatim(min_words=6) == [(2, 2)]  # the same text, a lower threshold: measured again
+    assert verbatim(min_words=9) == [(1, 1)] and len(calls) == 2  # back to 9: the memo, not a stale 6
+    spans = C.measured_flags({"s": [SPAN]}, [ref], cache_dir=None, n=4)
+    assert [f.kind for f in spans] == ["ngram"] and len(calls) == 3
+    assert C.measured_flags({"s": [SPAN]}, [ref], cache_dir=None, n=8) == []  # no 8 words in a row shared
+    assert len(calls) == 4
+    # what does not change the overlap does not miss the memo: the same sentences under another name
+    C.measured_flags({"other": [PLANTED, SHORT]}, [ref], cache_dir=None, min_words=6)
+    assert len(calls) == 4

@@ -1,6 +1,7 @@
 """A study's rows (run.study.Study.rows) and how the page reads them (report.study_view): each trained
 method against its OWN step-0 row, the random-init row of the start's shape, the learning verdict from
-the stored curves in every trained cell ("!" did not learn, "∅" not assessable, never silently absent),
+the stored curves in every trained cell (moved up, "▾" moved down, "!" flat, "∅" not assessable, never
+silently absent),
 and the curve figures the site draws."""
 
 from __future__ import annotations
@@ -186,24 +187,49 @@ def test_a_trained_row_is_read_against_its_own_step0_row(v):
 
 def test_learning_marks_in_every_trained_cell(v):
     cells = {r.method: r.cells[0] for r in v.rows}
-    assert cells["simcse"].learning == "learned" and not cells["simcse"].text.endswith(("!", "∅"))
-    assert cells["mlm"].learning == "did not learn" and "!" in cells["mlm"].text
+    assert cells["simcse"].learning == "moved up" and not cells["simcse"].text.endswith(("!", "∅", "▾"))
+    assert cells["mlm"].learning == "flat" and "!" in cells["mlm"].text
     assert cells["bertflow"].learning == "not assessable" and "∅" in cells["bertflow"].text
     assert cells["plm-mean"].learning == "" and "∅" not in cells["plm-mean"].text  # the start does not train
     assert cells["simcse (step 0)"].learning == ""
-    assert any(n.startswith("! mlm on stsb: did not learn: all 5 seeds: dev stayed within 1") for n in v.notes)
+    assert any(n.startswith("! mlm on stsb: flat: all 5 seeds: dev went 50.00 -> 50.10") for n in v.notes)
     assert any(n.startswith("∅ bertflow on stsb: not assessable") for n in v.notes)
-    assert "1 learned, 1 did not learn (!), 1 not assessable (∅)" in v.summary
+    assert "1 moved up, 0 moved down (▾), 1 flat (!), 1 not assessable (∅)" in v.summary
+    assert "learned" not in v.summary
     assert "beats its random init of the same shape (tiny-bert:16:1:2:32) separably in 1 of 1 columns." in v.summary
 
 
-def test_a_flat_loss_at_chance_says_did_not_learn_a_falling_one_learned(st):
+def test_a_flat_loss_at_chance_says_flat_a_falling_one_cannot_tell_the_direction(st):
     rows = {r.name: r for r in st.rows()}
     flat = [_rec(st, rows["mlm"], s, 50.0, loss=[[5, 2.77], [100, 2.76]], chance=2.77) for s in st.seeds]
     fell = [_rec(st, rows["mlm"], s, 50.0, loss=[[5, 2.5], [100, 0.4]], chance=2.77) for s in st.seeds]
-    for recs, want in ((flat, "did not learn"), (fell, "learned")):
+    for recs, want in ((flat, "flat"), (fell, "not assessable")):
         table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
         assert study_view.learning_verdicts(st, table)["mlm"]["stsb"]["verdict"] == want
+
+
+def test_a_falling_dev_curve_is_moved_down_on_the_page_never_learned(st):
+    """Every seed's dev curve falls 86.7 -> 85.3 (BSL's STS-B dev on post-training-minilm) with a loss well
+    below its chance level: the cell is "moved down", marked ▾, and the summary counts no cell as learned."""
+    rows = {r.name: r for r in st.rows()}
+    fell = [
+        _rec(
+            st,
+            rows["mlm"],
+            s,
+            80.0 + 0.1 * s,
+            monitor=[(0, 86.7), (50, 85.6), (100, 85.3)],
+            loss=[[5, 2.5], [100, 0.4]],
+            chance=2.77,
+        )
+        for s in st.seeds
+    ]
+    table = study_view.collect(st, fell, "/nowhere", ["stsb"], model_label=BASE)
+    got = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    cell = {r.method: r.cells[0] for r in got.rows}["mlm"]
+    assert cell.learning == "moved down" and cell.text.endswith("▾")
+    assert "0 moved up, 1 moved down (▾)" in got.summary and "learned" not in got.summary
+    assert any(n.startswith("▾ mlm on stsb: moved down: all 5 seeds: dev went 86.70 -> 85.30") for n in got.notes)
 
 
 def test_settings_and_curve_figure(v):
@@ -221,7 +247,7 @@ def test_settings_and_curve_figure(v):
     plots = study_curve_plots([Sec()])
     ((name, (title, svg)),) = plots.items()
     assert name == "study-rows-stsb" and "learning curves" in title and "<svg" in svg
-    assert "(learned)" in svg and "(did not learn)" in svg and "no dev curve: bertflow" in svg
+    assert "(moved up)" in svg and "(flat)" in svg and "no dev curve: bertflow" in svg
 
 
 def test_the_budget_is_read_from_the_median_curve(v):
@@ -240,10 +266,10 @@ def test_the_budget_is_read_from_the_median_curve(v):
     assert study_view.budget_reading({"stsb": {"a": [rec([(0, 1.0)])]}}, 1.0) == ""  # one point: no reading
 
 
-def test_a_twitterpara_cell_is_not_called_did_not_learn_from_a_flat_stsb_curve(st):
+def test_a_twitterpara_cell_is_not_called_flat_from_a_flat_stsb_curve(st):
     """A study without a [curves.per_task] entry for TwitterPara (no dev split) follows its cells on STS-B
-    dev: a flat STS-B curve with a loss far below chance reads "learned" there, while the same curve on an
-    STS cell (same training text as STS-B) reads "did not learn"."""
+    dev: a flat STS-B curve with a loss far below chance cannot tell TwitterPara's direction ("not
+    assessable"), while the same curve on an STS cell (same training text as STS-B) reads "flat"."""
     assert not study_view._curve_on_task(st, "twitterpara")
     assert study_view._curve_on_task(st, "sts13") and study_view._curve_on_task(st, "stsb")
     row = {r.name: r for r in st.rows()}["mlm"]
@@ -260,13 +286,14 @@ def test_a_twitterpara_cell_is_not_called_did_not_learn_from_a_flat_stsb_curve(s
         ]
         table.update(study_view.collect(st, recs, "/nowhere", [task], model_label=BASE))
     got = study_view.learning_verdicts(st, table)["mlm"]
-    assert got["twitterpara"]["verdict"] == "learned" and "another task's dev split" in got["twitterpara"]["reason"]
-    assert got["sts13"]["verdict"] == "did not learn"
+    assert got["twitterpara"]["verdict"] == "not assessable"
+    assert "another task's dev split" in got["twitterpara"]["reason"]
+    assert got["sts13"]["verdict"] == "flat"
 
 
-def test_with_a_per_task_curve_a_flat_twitterpara_curve_is_did_not_learn(st):
+def test_with_a_per_task_curve_a_flat_twitterpara_curve_is_flat(st):
     """With [curves.per_task] twitterpara = "twitterpara:heldout" its cells follow their own task's curve:
-    the same flat curve now decides "did not learn", as on an STS cell."""
+    the same flat curve now decides "flat", as on an STS cell."""
     per = parse(
         dict(
             DOC,
@@ -287,7 +314,7 @@ def test_with_a_per_task_curve_a_flat_twitterpara_curve_is_did_not_learn(st):
         for s in per.seeds
     ]
     table = study_view.collect(per, recs, "/nowhere", ["twitterpara"], model_label=BASE)
-    assert study_view.learning_verdicts(per, table)["mlm"]["twitterpara"]["verdict"] == "did not learn"
+    assert study_view.learning_verdicts(per, table)["mlm"]["twitterpara"]["verdict"] == "flat"
 
 
 def test_a_teacher_distilled_row_is_marked_on_the_study_page_naming_its_teachers():

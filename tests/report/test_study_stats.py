@@ -94,10 +94,11 @@ def _start_cells(gold: np.ndarray, rng: np.random.Generator, shifts: dict[str, l
     return out
 
 
-def test_every_seed_below_the_start_is_never_equivalent(gold):
-    """``consistent``: every seed a little below the start (well inside a 5-point margin, so TOST alone
-    would pass it); ``mixed``: seeds on both sides, within the margin: ≈. ``far``: every seed many points
-    below: never ≈, and separably below."""
+def test_every_seed_on_one_side_within_the_margin_is_equivalent_tost_alone_decides(gold):
+    """``consistent``: every seed a little below the start, well inside a 5-point margin: TOST passes and
+    nothing vetoes it (issue 47: a consistent shift inside the margin is what the margin allows).
+    ``mixed``: seeds on both sides, within the margin: ≈. ``far``: every seed many points below: not ≈
+    (TOST fails by itself), and separably below."""
     rng = np.random.default_rng(3)
     cells = _start_cells(gold, rng, {"consistent": [0.15, 0.2, 0.18], "far": [1.5, 1.6, 1.4]})
     mixed_scores = {1: cells["start"].scores[1] + 0.3, 2: cells["start"].scores[1] - 0.3, 3: cells["start"].scores[1]}
@@ -106,15 +107,90 @@ def test_every_seed_below_the_start_is_never_equivalent(gold):
         "stsb", {k: v for k, v in cells.items() if k != "mixed"}, start="start", margin=5.0, n_resamples=4000
     )
     assert all(v < cells["start"].scores[1] for v in cells["consistent"].scores.values())
-    assert col.start["consistent"].one_side and col.start["consistent"].p_tost < TIE_P
-    assert not col.start["consistent"].equivalent  # every seed below: never ≈, whatever TOST says
-    assert not col.start["far"].equivalent and col.start["far"].verdict == "↓"
+    assert col.start["consistent"].p_tost < TIE_P
+    assert col.start["consistent"].equivalent and col.start["consistent"].verdict == "≈"
+    assert col.start["far"].p_tost >= TIE_P and not col.start["far"].equivalent and col.start["far"].verdict == "↓"
     seeds_only = column_stats("stsb", cells, start="start", margin=5.0, n_resamples=4000)
     assert seeds_only.test == stats.SEEDS_ONLY and "mixed" in seeds_only.why
     assert seeds_only.start["mixed"].equivalent and seeds_only.start["mixed"].verdict == "≈"
     # a margin smaller than the seeds' spread: the same mixed cell is no longer shown equivalent
     narrow = column_stats("stsb", cells, start="start", margin=0.2, n_resamples=4000)
     assert not narrow.start["mixed"].equivalent and narrow.start["mixed"].verdict == "?"
+
+
+BIT = 53.24665654229489  # plain-start's SICK-R, bit-identical to plm-mean's in all five seeds
+
+
+def test_a_bit_identical_row_is_equivalent():
+    """Five copies of one score against a reference of the same five copies: the seed-means are equal,
+    yet numpy's mean of the five lands one ulp above each copy, so every seed lies "below" the reference's
+    mean. The one-side veto refused ≈ here; TOST alone gives it (seeds alone and seeds x items)."""
+    five = dict.fromkeys(range(1, 6), BIT)
+    assert all(v < np.mean(list(five.values())) for v in five.values())  # the ulp the veto tripped on
+    col = column_stats("sickr", {"ref": Cell(dict(five)), "row": Cell(dict(five))}, start="ref", margin=1.0)
+    assert col.test == stats.SEEDS_ONLY and col.start["row"].equivalent and col.start["row"].verdict == "≈"
+    pred = np.random.default_rng(9).normal(size=200)
+    items = pair_items({"all": (pred, np.arange(200.0))}, "spearman")
+    with_items = {m: Cell(dict(five), items=dict.fromkeys(five, items)) for m in ("ref", "row")}
+    col = column_stats("sickr", with_items, start="ref", margin=1.0, n_resamples=2000)
+    assert col.test == stats.HIERARCHICAL and col.start["row"].verdict == "≈"
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_tost_is_two_sided_seeds_on_both_sides_with_the_mean_beyond_the_margin(sign):
+    """Seeds on both sides of the reference (so no one-side rule could decide), their mean 1.5 points away
+    on either side of a 1-point margin: not ≈, whichever side. A TOST that tested one bound only would
+    pass one of the two directions."""
+    ref = Cell(dict.fromkeys(range(1, 6), 50.0))
+    vals = [50.0 + sign * d for d in (-0.2, 1.9, 1.8, 2.0, 2.0)]  # one seed on the far side; mean 50 + 1.5
+    row = Cell(dict(zip(range(1, 6), vals)))
+    assert min(vals) < 50.0 < max(vals)
+    col = column_stats("t", {"ref": ref, "row": row}, start="ref", margin=1.0, n_resamples=4000)
+    st = col.start["row"]
+    assert st.diff == pytest.approx(sign * 1.5) and st.p_tost >= TIE_P and not st.equivalent
+    # the same seeds centred on the reference: ≈ (the test can pass, so the refusal above is the direction's)
+    centred = Cell({s: v - sign * 1.5 for s, v in row.scores.items()})
+    assert (
+        column_stats("t", {"ref": ref, "row": centred}, start="ref", margin=1.0, n_resamples=4000)
+        .start["row"]
+        .equivalent
+    )
+
+
+def test_the_best_is_chosen_among_ranked_rows_when_a_context_row_scores_above_all_of_them():
+    """A step-0 row (or a random init) above every ranked row: the column's best is still the highest
+    ranked row, the context row is in no tie group and gets no p against the best."""
+    cells = {
+        "start": Cell({1: 50.0, 2: 50.2, 3: 49.9}),
+        "m (step 0)": Cell({1: 80.0, 2: 80.1, 3: 79.9}),  # context: far above every ranked row
+        "m": Cell({1: 60.0, 2: 60.3, 3: 59.8}),
+        "n": Cell({1: 55.0, 2: 55.1, 3: 54.8}),
+    }
+    for test_cells in (cells, {k: Cell({1: v.scores[1]}) for k, v in cells.items()}):  # seeds test; no test
+        col = column_stats(
+            "t",
+            test_cells,
+            start={"m": "m (step 0)", "n": "start"},
+            context={"m (step 0)": "start"},
+            ranked={"start", "m", "n"},
+            n_resamples=2000,
+        )
+        assert col.best == "m" and "m (step 0)" not in col.tied and "m (step 0)" not in col.p
+
+
+def test_a_column_with_one_ranked_row_makes_no_rank_claim():
+    """Only one ranked row stored (the rest context rows or empty): no tie group, no rank claim; the
+    row's own test against its reference still stands."""
+    cells = {
+        "start": Cell({1: 50.0, 2: 50.2, 3: 49.9}),
+        "start (random init)": Cell({1: 10.0, 2: 10.2, 3: 9.9}),
+        "m": Cell({}),
+    }
+    col = column_stats("t", cells, context={"start (random init)": "start"}, ranked={"start", "m"}, n_resamples=2000)
+    assert col.best == "start" and col.n_ranked == 1 and col.tied == set() and col.p == {}
+    assert col.start["start (random init)"].verdict == "↓"
+    two = column_stats("t", {**cells, "m": Cell({1: 40.0, 2: 40.1, 3: 39.9})}, ranked={"start", "m"})
+    assert two.n_ranked == 2 and two.tied == {"start"}
 
 
 def test_not_separated_is_not_equivalent():
@@ -216,6 +292,14 @@ def test_only_p_values_near_a_threshold_are_refined_to_the_full_resamples(monkey
     assert "far" not in calls[1][1]  # separated from everything on every first-pass resample
     assert "best" in col.tied and "far" not in col.tied and col.start["far"].verdict == "↓"
     assert 0.001 < col.p_raw["near"] < 3 * TIE_P  # near a threshold: from the second pass
+    # the column says which counts its p-values came from, and the legend states them, not the full count alone
+    assert (col.resamples, col.refined_resamples) == (study_view.SCREEN, 10_000) and "near" in col.refined
+    assert "far" not in col.refined
+    text = stats.resamples_text([col])
+    assert text.startswith("2,000 resamples, rising to 10,000 for the p-values near a threshold (t: ")
+    clear = study_view.column_stats("t", {k: cells[k] for k in ("best", "far")}, n_resamples=10_000)
+    assert clear.refined == [] and stats.resamples_text([clear]).startswith("2,000 resamples (no p-value")
+    assert "10,000" not in stats.resamples_text([clear])
 
 
 def test_each_method_can_be_read_against_its_own_reference_row():

@@ -121,7 +121,8 @@ def test_the_page_states_the_tests_the_command_and_keeps_papers_out_of_cells(st,
     md = study_view.view_markdown(v)
     assert "Resume" not in v.status and "`benchbench study run post-training-minilm --output my/results`" in v.status
     assert "Preliminary: 3 seeds" in v.status and "— preliminary" in md
-    assert "hierarchical bootstrap (10000 resamples" in md and "Holm-adjusted" in md and "TOST" in md
+    assert "hierarchical bootstrap (2,000 resamples, rising to 10,000 for the p-values near a threshold" in md
+    assert "Holm-adjusted" in md and "TOST" in md
     assert "±1 points" in md and f"sha256 {st.sha256[:12]}" in md
     assert v.published and all("[paper" not in c.text for r in v.rows for c in r.cells)
     table_lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
@@ -161,7 +162,7 @@ def test_a_damaged_items_file_is_named_and_the_column_says_which_test_decided():
     assert any("sts12: seeds (damaged per-item scores: Per-item scores of a/sts12 seed 2" in n for n in notes)
 
 
-def test_column_statistics_are_reused_while_the_records_checksums_are_unchanged(st, tmp_path, monkeypatch):
+def test_column_statistics_are_reused_while_the_scores_are_unchanged(st, tmp_path, monkeypatch):
     table = _table(st)
     first = study_view.cached_column("sts12", table["sts12"], st, tmp_path)
     assert len(list(tmp_path.glob("*.json"))) == 1
@@ -172,8 +173,11 @@ def test_column_statistics_are_reused_while_the_records_checksums_are_unchanged(
     monkeypatch.setattr(study_view, "column_stats", boom)
     again = study_view.cached_column("sts12", table["sts12"], st, tmp_path)
     assert again == first
-    # one record's checksum changes: its column is recomputed
+    # a re-stamped record (new checksum, same score) is the same column
     table["sts12"]["ct"].records[1] = dict(table["sts12"]["ct"].records[1], checksum="sha256:new")
+    assert study_view.cached_column("sts12", table["sts12"], st, tmp_path) == first
+    # one seed's score changes: its column is recomputed
+    table["sts12"]["ct"].scores[1] += 0.01
     with pytest.raises(AssertionError, match="recomputed"):
         study_view.cached_column("sts12", table["sts12"], st, tmp_path)
     # a cache file that does not read is recomputed, never trusted
@@ -182,6 +186,67 @@ def test_column_statistics_are_reused_while_the_records_checksums_are_unchanged(
         f.write_text("{not json")
     assert study_view.cached_column("sts12", _table(st)["sts12"], st, tmp_path) == first
     assert json.loads(next(tmp_path.glob("*.json")).read_text())["best"] == first.best
+
+
+def _with(cells, m, **change):
+    """``cells`` with row ``m``'s cell replaced by a copy carrying ``change`` (fresh dicts: no aliasing)."""
+    c = cells[m]
+    fresh = dict(scores=dict(c.scores), items=dict(c.items), records=dict(c.records), damaged=list(c.damaged))
+    return {**cells, m: dataclasses.replace(c, **{**fresh, **change})}
+
+
+def test_the_column_cache_key_follows_each_input_of_the_value_one_at_a_time_and_nothing_else(st):
+    """Issue 50: the key was only ever tested along the records' checksums. Each field that changes the
+    column's statistics changes the key on its own; fields that do not (a record's checksum, commit or
+    timestamp; the study's description) leave it alone."""
+    cells = _table(st)["sts12"]
+    ct = cells["ct"]
+    with_items = _with(
+        cells, "ct", items={1: {"x": 1}}, records={**ct.records, 1: {**ct.records[1], "items_sha256": "a"}}
+    )
+
+    def key(cells=cells, study=st, seed=0, task="sts12"):
+        return study_view._cache_key(task, cells, study, seed)
+
+    base = key()
+    changed = {
+        "TOST margin": key(study=dataclasses.replace(st, margin=2.0)),
+        "resamples": key(study=dataclasses.replace(st, resamples=5000)),
+        "bootstrap seed": key(seed=1),
+        "task": key(task="sts13"),
+        "references (step-0 rows)": key(study=dataclasses.replace(st, step0_rows=True)),
+        "one seed's score": key(cells=_with(cells, "ct", scores={**ct.scores, 1: ct.scores[1] + 1e-9})),
+        "a seed more": key(cells=_with(cells, "ct", scores={**ct.scores, 4: 50.0})),
+        "items used": key(cells=with_items),
+        "which items": key(
+            cells=_with(with_items, "ct", records={**ct.records, 1: {**ct.records[1], "items_sha256": "b"}})
+        ),
+        "damaged file": key(cells=_with(cells, "ct", damaged=["Per-item scores of ct/sts12 seed 1: bad"])),
+    }
+    assert base not in changed.values() and len(set(changed.values())) == len(changed), changed
+    same = {
+        "checksum": _with(cells, "ct", records={**ct.records, 1: {**ct.records[1], "checksum": "sha256:other"}}),
+        "commit and time": _with(
+            cells, "ct", records={**ct.records, 1: {**ct.records[1], "git_sha": "c" * 40, "created_at": "2030"}}
+        ),
+        "items sha of a seed whose items are not used": _with(
+            cells, "ct", records={**ct.records, 1: {**ct.records[1], "items_sha256": "z"}}
+        ),
+    }
+    assert {k: key(cells=c) for k, c in same.items()} == dict.fromkeys(same, base)
+    assert key(study=dataclasses.replace(st, description="another wording", version=99)) == base
+
+
+def test_a_cached_column_is_not_served_for_another_margin(st, tmp_path):
+    """The margin decides ≈: a column cached at ±1 must not answer for ±5 (the mutation that drops the
+    margin from the key survived every earlier test)."""
+    table = _table(st)["sts12"]
+    narrow = study_view.cached_column("sts12", table, st, tmp_path)
+    wide_st = dataclasses.replace(st, margin=5.0)
+    wide = study_view.cached_column("sts12", table, wide_st, tmp_path)
+    assert wide == study_view.cached_column("sts12", table, wide_st, None)  # what a fresh computation gives
+    assert sum(t.equivalent for t in wide.start.values()) > sum(t.equivalent for t in narrow.start.values())
+    assert len(list(tmp_path.glob("*.json"))) == 2
 
 
 def test_the_markdown_bolds_the_tie_group_with_the_sample_std(st):

@@ -139,6 +139,7 @@ def train_method(
         main=rank == 0,
         provenance=provenance_of(method),
         meter=Meter,
+        root=root,
     )
     path = Path(sub.output_dir) / "encoder"  # train_or_reuse points sub.output_dir at its run folder
     if rank == 0 and not is_complete(path):

@@ -32,6 +32,7 @@ from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.run.energy import Meter, total
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
+from benchbench.store.files import safe_mkdirs
 from benchbench.store.records import new_record, refuse_non_finite
 from benchbench.store.results import (
     DamagedRecord,
@@ -337,8 +338,9 @@ def _run_task(
             return
     if not _ensure_data(plan, adapter, task, splits, report):
         return
-    if plan.rank == 0:  # the record's own folder (a read-only seed folder): refused now, not after evaluating
-        ensure_writable_dir(plan.store.path(key).parent, f"--output: the folder of this run's {task!r} record")
+    if plan.rank == 0:  # the record's own folder (linked, read-only): refused now, not after training
+        folder = safe_mkdirs(plan.store.path(key).parent, plan.store.root)  # nothing made outside --output
+        ensure_writable_dir(folder, f"--output: the folder of this run's {task!r} record")
     ctx = _train_context(plan, seed, task, adapter)
     got = _encoder(plan, adapter, ctx, seed, task, trained)
     if got is None:
@@ -540,6 +542,7 @@ def _encoder(
             corpus_path=opts.corpus,
             provenance=plan.provenance,
             meter=Meter,
+            root=plan.store.root,
         )
         train_info.setdefault("seconds", time.perf_counter() - t0)
         return (encoder, train_info) if rank == 0 else None
@@ -582,10 +585,13 @@ def _encoder_by_stages(
                 main=plan.rank == 0,
                 corpus_path=opts.corpus,
                 meter=Meter,
+                root=plan.store.root,
             )
         return call_plugin(plan.plugin, opts.method, "building its encoder", plan.method.train, [], ctx), None
 
-    encoder, train_info = run_stages(plan.setup, ctx, adapter, target, load_encoder, seed_dir, cfg=plan.stages)
+    encoder, train_info = run_stages(
+        plan.setup, ctx, adapter, target, load_encoder, seed_dir, cfg=plan.stages, root=plan.store.root
+    )
     train_info.setdefault("seconds", time.perf_counter() - t0)
     return encoder, train_info
 

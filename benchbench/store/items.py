@@ -40,12 +40,14 @@ def items_filename(record_stem: str, split: str) -> str:
     return f"{record_stem}.items.{split}.json.gz"
 
 
-def write_items(path: Path, items: dict[str, Any]) -> Path:
-    """Atomic write (temp file + rename, never through a symlink), so a killed run never leaves half a
-    file under the name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_items(path: Path, items: dict[str, Any], *, root: Path | None = None) -> Path:
+    """Atomic write (temp file + rename, never through a symlink; given ``root``, its folder made under
+    ``root`` through folder descriptors), so a killed run never leaves half a file under the name."""
     # filename="": the gzip header would otherwise name the random temp file, and equal items would differ
-    with atomic_writer(path) as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
+    with (
+        atomic_writer(path, root=path.parent if root is None else root) as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f,
+    ):
         f.write(json.dumps(items, sort_keys=True, allow_nan=False).encode())
     return path
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from benchbench.core.errors import BenchbenchError
-from benchbench.store.files import atomic_write_json, check_inside
+from benchbench.store.files import atomic_write_json, check_inside, pinned_folder
 
 log = logging.getLogger(__name__)
 
@@ -61,41 +61,42 @@ def hold(lock_path: str | Path, what: str, *, root: str | Path | None = None) ->
     """Hold the advisory lock ``lock_path`` (created with its folder) while the block runs.
     ``what`` names the protected thing in messages ("run folder ...", "result ..."). A symlinked lock
     or owner note (or, given ``root``, a symlinked folder between ``root`` and them) is refused with
-    ``UnsafePathError`` before anything is opened: the lock file is opened for writing and the note
-    rewritten, and either would otherwise reach the link's target."""
+    ``UnsafePathError`` before anything is created or opened: the lock file is opened for writing and
+    the note rewritten, and either would otherwise reach the link's target. The lock's folder is made
+    and held through ``pinned_folder`` (folder descriptors from ``root``), and the lock and its note
+    are opened in that very folder, so a folder swapped for a link meanwhile cannot move them out."""
     lock_path = Path(lock_path)
     owner = Path(f"{lock_path}.owner")
     check_inside(lock_path, root)
     check_inside(owner, root)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_path), thread_local=False)
-    try:
-        _acquire(lock, lock_path, what, 0)
-    except Timeout:
-        limit = _timeout()
-        log.warning(
-            "waiting: another run holds %s (%s)%s",
-            what,
-            holder(lock_path),
-            f"; giving up after {limit:g}s" if limit >= 0 else "",
-        )
+    with pinned_folder(lock_path.parent, lock_path.parent if root is None else root) as folder:
+        lock = FileLock(str(folder / lock_path.name), thread_local=False)
         try:
-            _acquire(lock, lock_path, what, limit)
+            _acquire(lock, lock_path, what, 0)
         except Timeout:
-            raise LockedError(
-                f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
-                f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s)."
-            ) from None
-    try:
-        with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
-            atomic_write_json(
-                owner,
-                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-                root=root,
+            limit = _timeout()
+            log.warning(
+                "waiting: another run holds %s (%s)%s",
+                what,
+                holder(lock_path),
+                f"; giving up after {limit:g}s" if limit >= 0 else "",
             )
-        yield
-    finally:
-        lock.release()
+            try:
+                _acquire(lock, lock_path, what, limit)
+            except Timeout:
+                raise LockedError(
+                    f"another run holds {what} ({holder(lock_path)}; lock file {lock_path}). Wait for it to "
+                    f"finish, or raise BENCHBENCH_LOCK_TIMEOUT (now {limit:g}s)."
+                ) from None
+        try:
+            with contextlib.suppress(OSError):  # the note is only for messages; the lock itself is what protects
+                atomic_write_json(
+                    folder / owner.name,  # in the held folder: never a link (refused above, O_NOFOLLOW here)
+                    {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                )
+            yield
+        finally:
+            lock.release()
 
 
 def _acquire(lock: FileLock, lock_path: Path, what: str, timeout: float) -> None:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import DataError
-from benchbench.store.files import atomic_write_text, atomic_writer, check_inside, sha256_file, slug
+from benchbench.store.files import atomic_write_text, atomic_writer, check_inside, safe_mkdirs, sha256_file, slug
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -333,8 +333,7 @@ class ResultStore:
         n = 1
         while dest.exists():
             dest, n = self.root / folder / f"{rel}.{stamp}-{n}", n + 1
-        check_inside(dest, self.root)  # a symlinked .quarantine must not carry records out of the store
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        safe_mkdirs(dest.parent, self.root)  # a symlinked .quarantine must not carry records out of the store
         for item in sorted(path.parent.glob(f"{glob.escape(path.stem)}.items.*.json.gz")):
             os.replace(item, dest.parent / f"{item.name}{dest.name.removeprefix(path.name)}")
         os.replace(path, dest)
@@ -365,13 +364,13 @@ class ResultStore:
         :func:`merge`). A damaged record in the way is moved to quarantine, never overwritten."""
         key = key_of(record)
         path = check_inside(self._free_path(key), self.root)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safe_mkdirs(path.parent, self.root)  # checked first: no folder made outside the store before a refusal
         if items:
             from benchbench.store.items import items_filename, write_items
 
             names = {s: items_filename(path.stem, slug(s)) for s in items}
             for s, it in items.items():
-                write_items(path.parent / names[s], it)
+                write_items(path.parent / names[s], it, root=self.root)
             record["items"] = {**(record.get("items") or {}), **names}
             record["items_sha256"] = {
                 **(record.get("items_sha256") or {}),

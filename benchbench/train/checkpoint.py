@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from benchbench.core.errors import DataError
-from benchbench.store.files import atomic_write_json, check_inside, sha256_file
+from benchbench.store.files import atomic_write_json, check_inside, safe_mkdirs, sha256_file
 
 if TYPE_CHECKING:
     from benchbench.train.loop import LoopState
@@ -252,7 +252,7 @@ def _write_checkpoint(acc, model, optimizer, scheduler, tmp: Path, state: LoopSt
 
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True, exist_ok=True)
+        safe_mkdirs(tmp, tmp.parent)  # through folder descriptors: a link put at its name is refused
     acc.wait_for_everyone()
     if acc.is_main_process:
         save_model(acc.unwrap_model(model), str(tmp / "model.safetensors"))  # drops tied duplicates, keeps one

@@ -45,6 +45,7 @@ def train_or_reuse(
     provenance: dict[str, Any] | None = None,
     *,
     meter: Callable[[], Any],
+    root: Path | None = None,
 ) -> tuple[Any, dict]:
     """Train on the method's corpus for this task (see ``corpora.py``: the task's own sentences,
     ordered text, a general corpus, or the task's pairs), or reuse an encoder already trained on the
@@ -53,7 +54,11 @@ def train_or_reuse(
     evaluation). The folder is keyed by a hash of the training data, not the task. A stored encoder
     whose accounting names other weights than ``provenance`` (``Method.provenance``) is refused.
     ``meter`` is the energy meter (``benchbench.run.energy.Meter``, passed in by the run layer): a
-    context manager whose ``result`` the training's accounting keeps as ``energy``."""
+    context manager whose ``result`` the training's accounting keeps as ``energy``. ``root`` is the
+    output folder ``seed_dir`` lies in (``--output``; default ``seed_dir`` itself): the run folder, its
+    lock, checkpoints, encoder and ``.complete`` are made through ``store.files`` against it, so a
+    linked folder anywhere below it (``OUT/runs/simcse -> elsewhere``) is refused before anything is
+    written."""
     from benchbench.train.corpora import training_corpus
 
     corpus = subsample_corpus(
@@ -71,17 +76,19 @@ def train_or_reuse(
 
     # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
     # second waits, then reuses the encoder the first marked complete
-    with hold(run_dir.parent / f".{run_dir.name}.lock", f"run folder {run_dir}") if main else contextlib.nullcontext():
-        run = _Training(method, adapter, ctx, plugin, run_dir, data_id, corpus, meter)
+    root = Path(seed_dir if root is None else root)
+    lock = run_dir.parent / f".{run_dir.name}.lock"
+    with hold(lock, f"run folder {run_dir}", root=root) if main else contextlib.nullcontext():
+        run = _Training(method, adapter, ctx, plugin, run_dir, data_id, corpus, meter, root)
         return _train_in(run, force, trained, main, provenance)
 
 
 class _Training:
     """What one training in one run folder needs (kept together so ``_train_in`` reads short)."""
 
-    def __init__(self, method, adapter, ctx, plugin, run_dir, data_id, corpus, meter) -> None:
+    def __init__(self, method, adapter, ctx, plugin, run_dir, data_id, corpus, meter, root) -> None:
         self.method, self.adapter, self.ctx, self.plugin = method, adapter, ctx, plugin
-        self.run_dir, self.data_id, self.corpus, self.meter = run_dir, data_id, corpus, meter
+        self.run_dir, self.data_id, self.corpus, self.meter, self.root = run_dir, data_id, corpus, meter, root
 
 
 def _train_in(
@@ -94,7 +101,7 @@ def _train_in(
     """The body of ``train_or_reuse`` under the run folder's lock. Checkpoints are kept until the
     encoder is saved and marked complete, so a kill at any instant loses at most one interval."""
     from benchbench.encode.models import load_encoder
-    from benchbench.store.files import MARKER, is_complete, mark_complete
+    from benchbench.store.files import MARKER, check_inside, is_complete, mark_complete, pinned_folder, safe_mkdirs
     from benchbench.train.checkpoint import remove_checkpoints
 
     method, adapter, ctx, run_dir, corpus = run.method, run.adapter, run.ctx, run.run_dir, run.corpus
@@ -107,8 +114,8 @@ def _train_in(
     if main and force:  # --retrain: the stored encoder and any checkpoint of this run are discarded
         remove_checkpoints(ctx.checkpoint_dir)
     if main and (run_dir / "encoder").exists():
-        shutil.rmtree(run_dir / "encoder")
-    run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(check_inside(run_dir / "encoder", run.root))  # never through a link
+    safe_mkdirs(run_dir, run.root)  # checked against --output, made through folder descriptors
     ctx.defer_checkpoint_cleanup = True  # train_loop keeps its checkpoints (and writes a last one): removed below
     t0 = time.perf_counter()
     with run.meter() as meter:
@@ -127,8 +134,9 @@ def _train_in(
     if corpus.pairs is not None:
         info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):
-        encoder.save(run_dir / "encoder")
-        mark_complete(run_dir / "encoder", json.dumps(info, default=str))  # only then are checkpoints dropped
+        with pinned_folder(run_dir / "encoder", run.root) as folder:  # made and held by us: save writes in it
+            encoder.save(folder)
+        mark_complete(run_dir / "encoder", json.dumps(info, default=str), root=run.root)  # then checkpoints go
         remove_checkpoints(ctx.checkpoint_dir)
     trained[run.data_id] = (encoder, info)
     return encoder, info

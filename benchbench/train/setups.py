@@ -47,7 +47,7 @@ import numpy as np
 
 from benchbench.core.errors import ConfigError
 from benchbench.store.data import read_lines
-from benchbench.store.files import MARKER, is_complete, mark_complete
+from benchbench.store.files import MARKER, is_complete, mark_complete, pinned_folder
 
 log = logging.getLogger(__name__)
 
@@ -475,13 +475,16 @@ def run_stages(
     stage_root: Path,
     cfg: SupervisedConfig | dict[str, SupervisedConfig] | None = None,
     supervised: Callable[..., tuple[Any, dict]] = train_supervised,
+    root: Path | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Apply ``setup``'s stages in order. A supervised stage BEFORE the target saves its encoder under
     ``stage_root`` (reused when complete) and points ``ctx.model`` at it, so the method starts from it;
     a stage AFTER the target continues the encoder the target returned. ``train_target()`` is the
     runner's usual training (or the base encoder for a non-training method); ``load_base(model)``
     loads an encoder. ``cfg``: one config for every supervised stage, or one per stage kind
-    (``stage_configs``). Returns (encoder, train info with a ``stages`` list)."""
+    (``stage_configs``). ``root`` (default ``stage_root``): the output folder a stage's encoder folder is
+    made in through ``store.files`` (no linked folder between them). Returns (encoder, train info with
+    a ``stages`` list)."""
     configs = cfg if isinstance(cfg, dict) else {}
     default = cfg if isinstance(cfg, SupervisedConfig) else SupervisedConfig()
     encoder: Any = None
@@ -509,8 +512,9 @@ def run_stages(
             else:
                 encoder, sinfo = supervised(load_base(ctx.model), labelled, stage_cfg, ctx.seed)
                 if hasattr(encoder, "save"):
-                    encoder.save(out)
-                    mark_complete(out, json.dumps(sinfo, default=str))
+                    with pinned_folder(out, stage_root if root is None else root) as folder:
+                        encoder.save(folder)
+                    mark_complete(out, json.dumps(sinfo, default=str), root=stage_root if root is None else root)
             if hasattr(encoder, "save"):
                 ctx.model = str(out)  # the target stage (if any) starts here
         else:

@@ -60,7 +60,7 @@ def test_a_crash_before_the_rename_keeps_the_old_content(tmp_path: Path, monkeyp
     p = tmp_path / "a.txt"
     p.write_text("old")
 
-    def crash(src, dst):
+    def crash(src, dst, **kw):  # the write renames relative to its folder descriptor (src_dir_fd=)
         raise OSError(28, "No space left on device (simulated)")
 
     monkeypatch.setattr(files.os, "replace", crash)
@@ -80,7 +80,7 @@ def test_a_record_write_that_crashes_keeps_the_stored_record(tmp_path: Path, mon
     path = store.write(dict(rec))
     before = path.read_bytes()
 
-    def crash(src, dst):
+    def crash(src, dst, **kw):  # the write renames relative to its folder descriptor (src_dir_fd=)
         raise OSError(5, "Input/output error (simulated)")
 
     monkeypatch.setattr(os, "replace", crash)
@@ -230,3 +230,120 @@ def _record(score: float, task: str = "sts-mini") -> dict:
         "created_at": "2026-11-27T12:00:00+0000",
         "evaluated": {"test": {"created_at": "2026-11-27T12:00:00+0000"}},
     }
+
+
+# ---- a folder swapped for a link between the check and the write (drill, issue 50) -----------------------
+def _swap_after_check(monkeypatch, folder: Path, elsewhere: Path, n: int) -> list[int]:
+    """Right after the ``n``-th link check ``store.files`` makes, move ``folder`` aside (inside its root)
+    and put a link to ``elsewhere`` in its place, as a hostile local process racing the writer would;
+    ``elsewhere`` gets ``folder``'s sub-folders (empty), so a write that follows the link succeeds
+    there. Returns the running count of checks (to learn how many a write makes)."""
+    real = files._refuse_link
+    count = [0]
+
+    def check_then_swap(path, what=""):
+        real(path, what)
+        count[0] += 1
+        if count[0] == n and not folder.is_symlink():
+            for d in [folder, *folder.rglob("*")]:
+                if d.is_dir():
+                    (elsewhere / d.relative_to(folder)).mkdir(parents=True, exist_ok=True)
+            folder.rename(folder.with_name(folder.name + ".moved"))
+            folder.symlink_to(elsewhere, target_is_directory=True)
+
+    monkeypatch.setattr(files, "_refuse_link", check_then_swap)
+    return count
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+
+
+def test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outside(tmp_path: Path, monkeypatch):
+    """Through ``ResultStore.write`` with per-item scores: whichever check the swap follows, no record,
+    items file or temp file lands outside the store (the bug: after the last check, the record and its
+    temp files were written through the link). The write is refused naming the link, or (a swap after
+    the last write) lands in the store."""
+    items = {"test": {"scores": [1.0, 0.0], "ids": ["a", "b"]}}
+    probe = ResultStore(tmp_path / "probe")
+    probe.write(_record(50.0), items=items)  # the folders exist, as after a first run
+    counter = _swap_after_check(monkeypatch, tmp_path / "unused", tmp_path / "unused-elsewhere", 0)
+    probe.write(_record(51.0), items=items)
+    checks = counter[0]
+    monkeypatch.undo()
+    assert checks >= 2
+    for n in range(1, checks + 1):
+        root, elsewhere = tmp_path / f"store{n}", tmp_path / f"elsewhere{n}"
+        elsewhere.mkdir()
+        store = ResultStore(root)
+        path = store.write(_record(50.0), items=items)
+        folder = root / path.relative_to(root).parts[0] / path.relative_to(root).parts[1]  # <method>/<model>
+        _swap_after_check(monkeypatch, folder, elsewhere, n)
+        try:
+            store.write(_record(52.0), items=items)
+        except UnsafePathError as e:
+            assert str(folder) in str(e) and "symbolic link" in str(e), e
+        monkeypatch.undo()
+        assert _files_under(elsewhere) == [], f"swap after check {n} of {checks}: written outside"
+
+
+@pytest.mark.parametrize("what", ["atomic write", "safe_mkdirs"])
+def test_the_fd_walk_refuses_a_swap_after_the_last_check(tmp_path: Path, monkeypatch, what: str) -> None:
+    """The folder is swapped after the LAST link check, so only the descriptor walk (``O_NOFOLLOW``
+    opens relative to the parent folder) stands between the write and the link's target."""
+
+    def make(root: Path) -> None:
+        (root / "a" / "b").mkdir(parents=True)
+
+    def act(root: Path) -> None:
+        if what == "atomic write":
+            atomic_write_text(root / "a" / "b" / "r.json", "x", root=root)
+        else:
+            files.safe_mkdirs(root / "a" / "b" / "c" / "d", root)
+
+    make(tmp_path / "probe")
+    counter = _swap_after_check(monkeypatch, tmp_path / "unused", tmp_path / "unused", 0)
+    act(tmp_path / "probe")
+    last = counter[0]
+    monkeypatch.undo()
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    make(root)
+    elsewhere.mkdir()
+    _swap_after_check(monkeypatch, root / "a", elsewhere, last)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        act(root)
+    monkeypatch.undo()
+    assert _files_under(elsewhere) == [] and not (elsewhere / "b" / "c").exists()
+
+
+def test_a_pinned_folder_keeps_its_writes_when_swapped_after_it_is_opened(tmp_path: Path) -> None:
+    """What ``encoder.save`` and the run-folder lock write through (``pinned_folder``): a swap of the
+    folder for a link after it was opened cannot redirect a path-based writer (``save_pretrained``)."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with files.pinned_folder(root / "runs" / "m" / "encoder", root) as folder:
+        (root / "runs" / "m").rename(root / "runs" / "m.moved")
+        (root / "runs" / "m").symlink_to(elsewhere, target_is_directory=True)
+        (elsewhere / "encoder").mkdir()
+        (Path(folder) / "model.safetensors").write_bytes(b"weights")
+        (Path(folder) / "sub").mkdir()
+    assert _files_under(elsewhere) == [] and not (elsewhere / "encoder" / "sub").exists()
+    assert (root / "runs" / "m.moved" / "encoder" / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_safe_mkdirs_refuses_before_making_anything(tmp_path: Path) -> None:
+    """A link deep in the path: refused naming it, and not one folder made, inside the root or out."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    (root / "a").mkdir(parents=True)
+    elsewhere.mkdir()
+    (root / "a" / "l").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match=r"a/l \(a folder on the way"):
+        files.safe_mkdirs(root / "a" / "l" / "x" / "y", root)
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in (root / "a").iterdir()) == ["l"]
+    with pytest.raises(UnsafePathError, match="outside"):
+        files.safe_mkdirs(root / ".." / "escaped", root)
+    assert not (tmp_path / "escaped").exists()
+    (root / "f").write_text("a file")
+    with pytest.raises(UnsafePathError, match="not a folder"):
+        files.safe_mkdirs(root / "f" / "x", root)
+    assert files.safe_mkdirs(root / "n" / "m", root).is_dir()

@@ -131,3 +131,63 @@ def test_training_folder_lock_and_marker_never_followed(tmp_path, monkeypatch, t
         assert record["train"]["steps"] == 1 and not record["train"].get("reused_from_disk")  # trained, not reused
     finally:
         plugins.reset_registry()
+
+
+# ---- parents: a linked folder anywhere between --output and a write ---------------------------------------
+def _tree(folder: Path) -> list[str]:
+    """Everything under ``folder``: files, folders and links (an empty folder counts too)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_symlinked_parent_of_the_run_folder_is_refused_and_nothing_lands_outside(
+    tmp_path, monkeypatch, tmp_cache, capsys
+):
+    """Drill (issue 50): ``OUT/runs/simcse -> elsewhere``. The bug: the whole trained encoder, its
+    ``.complete``, the checkpoints and the run-folder lock were written in ``elsewhere`` (the lock and
+    ``encoder.save`` had no root to check against) and the run reported success."""
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(REPO / "examples" / "example_task" / "example-sts.toml"))
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "runs").mkdir(parents=True)
+    elsewhere.mkdir()
+    link = out / "runs" / "simcse"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "example-sts"]
+    argv += ["--steps", "1", "--batch-size", "8", "--data-dir", str(REPO / "examples" / "example_task" / "data")]
+    argv += ["--output", str(out)]
+    try:
+        capsys.readouterr()
+        assert main(argv) == 2
+        _refused(capsys, link)
+        assert _tree(elsewhere) == []  # no encoder, no .complete, no lock, no checkpoint, no empty folder
+        assert not list(ResultStore(out).records())
+    finally:
+        plugins.reset_registry()
+
+
+def test_a_symlinked_records_parent_is_refused_before_any_folder_is_made_outside(workdir, capsys):
+    """Drill (issue 50): ``OUT/fixed -> elsewhere`` (the method's record folder). The bug: refused, but
+    only after the record's empty folders (model/setup/config/seed) were made in ``elsewhere``."""
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / "out").mkdir()
+    link = workdir / "out" / "fixed"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    capsys.readouterr()
+    assert _run("--output", "out") == 2
+    _refused(capsys, link)
+    assert _tree(elsewhere) == []
+
+
+def test_a_symlinked_lock_folder_of_the_store_is_refused_and_nothing_lands_outside(workdir, capsys):
+    """``OUT/.locks/fixed -> elsewhere``: the result lock and its owner note stay in the store."""
+    assert _run("--output", "out") == 0
+    elsewhere = workdir / "elsewhere"
+    locks = workdir / "out" / ".locks" / "fixed"
+    locks.rename(elsewhere)
+    locks.symlink_to(elsewhere, target_is_directory=True)
+    before = {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert _run("--output", "out", "--force") == 2
+    _refused(capsys, locks)
+    assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before

@@ -23,6 +23,12 @@ def benchbench_register_commands(register: Any) -> None:
     r.add_argument("--workers", type=int, default=None, help="local Ray: CPUs to use")
     r.add_argument("--dry-run", action="store_true", help="print the cells and their options, run nothing")
     r.add_argument(
+        "--estimate",
+        action="store_true",
+        help="measure a short probe on this machine (each task scored once, each method trained a few steps, "
+        "into a scratch folder) and print the study's projected wall time beside the one its file declares",
+    )
+    r.add_argument(
         "--supersede",
         action="store_true",
         help="first set aside (under OUTPUT/.superseded/, kept) this study's records that another code version "
@@ -56,9 +62,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         st = study.load_study(name)
         pre = "  (preliminary: < 5 seeds)" if st.preliminary else ""
         print(
-            f"{name}  v{st.version}  {st.model}  {len(st.methods)} methods x {len(st.tasks)} tasks x "
+            f"{name}  v{st.version}  {st.tier}  {st.model}  {len(st.methods)} methods x {len(st.tasks)} tasks x "
             f"{len(st.seeds)} seeds{pre}"
         )
+        if st.question:
+            print(f"    question: {st.question}")
+        if st.primary:
+            p = st.primary
+            print(f"    primary endpoint: {p['task']} {p['split']} {p['statistic']}, against {p['comparison']}")
     return 0
 
 
@@ -76,6 +87,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     methods = studies.subset(st, "methods", list(st.methods), args.methods.split(",") if args.methods else None)
     seeds = studies.subset(st, "seeds", list(st.seeds), args.seeds)
     cells = [c for c in studies.plan(st, tasks, seeds) if c.method in methods]
+    if args.estimate:
+        from benchbench.run.study_estimate import estimate
+
+        est = estimate(st, tasks, methods, seeds, **({"data_dir": args.data_dir} if args.data_dir else {}))
+        print("\n".join(est.lines(st.cpu_hours)))
+        return 0
     if args.dry_run:
         for c in cells:
             print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))

@@ -69,7 +69,19 @@ STUDY_KEYS = {
     "curves",
     "step0_rows",
     "random_init",
+    "tier",
+    "question",
+    "primary",
+    "secondary",
+    "cost",
 }
+PRIMARY_KEYS = {"task", "split", "statistic", "comparison"}
+COMPARISONS = ("own-step0", "start")  # each trained row against its own step-0 row, or against the study's start
+TIERS = ("core", "extended")
+COST_KEYS = {"cpu_hours", "measured"}
+# A core study runs from scratch on the project's own 2-core CPU within this many hours of wall time
+# (issue 47); a design that needs more is "extended" and waits for a lent GPU.
+CORE_MAX_CPU_HOURS = 2.5
 CURVES_KEYS = {"every", "split", "task", "per_task"}
 BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
 STATISTICS_KEYS = {"margin", "resamples"}
@@ -119,6 +131,14 @@ class Study:
     # a model of the start's shape at random initialisation (``tiny-bert:H:L:A:I``): the row that tells
     # whether the start learned anything a trained row could build on ("" none)
     random_init: str = ""
+    # Pre-registration, fixed before any cell runs. ``tier``: "core" (finishes on the project's CPU, leads
+    # the front page; every field below required) or "extended" (GPU-sized; shown collapsed below).
+    tier: str = "extended"
+    question: str = ""
+    primary: Mapping[str, str] = field(default_factory=dict)  # task, split, statistic, comparison
+    secondary: tuple[str, ...] = ()  # the other columns: read as secondary, never as the headline
+    cpu_hours: float = 0.0  # the wall time the file expects on a quiet 2-core CPU (0: not stated)
+    cost_measured: str = ""  # how that expectation was obtained (``study run --estimate`` on which machine)
 
     @property
     def builtin(self) -> bool:
@@ -390,6 +410,53 @@ def _curves(doc: Mapping[str, Any], where: str) -> tuple[int, str, str]:
     return every, split, task, per_task
 
 
+def _preregistration(doc: Mapping[str, Any], where: str, seeds: Sequence[int]) -> dict[str, Any]:
+    """The pre-registered fields (tier, question, primary endpoint, secondary columns, expected cost),
+    checked. A core study must state all of them, with >= 5 seeds and a cost within
+    ``CORE_MAX_CPU_HOURS``: a study that leads the front page says what it asks before it runs."""
+    tier = doc.get("tier", "extended")
+    if tier not in TIERS:
+        raise _bad(where, "tier", f"must be one of {TIERS} (got {tier!r}).")
+    out: dict[str, Any] = {"tier": tier, "question": _str(doc, "question", where, required=tier == "core")}
+    primary = doc.get("primary", {})
+    if not isinstance(primary, dict) or set(primary) - PRIMARY_KEYS:
+        raise _bad(where, "primary", f"must be a table with keys among {sorted(PRIMARY_KEYS)} (got {primary!r}).")
+    if primary or tier == "core":
+        missing = sorted(PRIMARY_KEYS - set(primary))
+        if missing:
+            raise _bad(where, "primary", f"the primary endpoint needs {missing} (task, split, statistic, comparison).")
+        bad = {k: v for k, v in primary.items() if not isinstance(v, str) or not v.strip()}
+        if bad:
+            raise _bad(where, "primary", f"every field is a non-empty string (got {bad}).")
+        if primary["comparison"] not in COMPARISONS:
+            raise _bad(where, "primary.comparison", f"must be one of {COMPARISONS} (got {primary['comparison']!r}).")
+    out["primary"] = dict(primary)
+    out["secondary"] = _names(doc, "secondary", where) if "secondary" in doc else ()
+    cost = doc.get("cost", {})
+    if not isinstance(cost, dict) or set(cost) - COST_KEYS:
+        raise _bad(where, "cost", f"must be a table with keys among {sorted(COST_KEYS)} (got {cost!r}).")
+    hours = cost.get("cpu_hours", 0.0)
+    if isinstance(hours, bool) or not isinstance(hours, int | float) or not (0 <= hours < math.inf):
+        raise _bad(where, "cost.cpu_hours", f"must be a number of hours >= 0 (got {hours!r}).")
+    measured = cost.get("measured", "")
+    if not isinstance(measured, str):
+        raise _bad(where, "cost.measured", f"must be a string (got {measured!r}).")
+    out["cpu_hours"], out["cost_measured"] = float(hours), measured
+    if tier == "core":
+        if not 0 < hours <= CORE_MAX_CPU_HOURS:
+            raise _bad(
+                where,
+                "cost.cpu_hours",
+                f"a core study finishes on the project's 2-core CPU within {CORE_MAX_CPU_HOURS} h (got {hours!r}); "
+                'a larger design is tier = "extended".',
+            )
+        if not measured.strip():
+            raise _bad(where, "cost.measured", "a core study says how its cost was measured (machine, command).")
+        if len(seeds) < PUBLISHED_MIN_SEEDS:
+            raise _bad(where, "seeds", f"a core study has >= {PUBLISHED_MIN_SEEDS} seeds (got {list(seeds)}).")
+    return out
+
+
 def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
     """A study from its TOML document, every key checked (types, ranges, uniqueness): a wrong value is
     a ConfigError naming ``where`` and the key, never a silent conversion (``"123"`` is not [1, 2, 3])."""
@@ -413,13 +480,14 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
     random_init = _str(doc, "random_init", where, required=False)
     if random_init and not start:
         raise _bad(where, "random_init", "needs a start row (start = ...): the random init is the start's method.")
+    seeds, tasks = _seeds(doc, where), _names(doc, "tasks", where)
     return Study(
         name=_str(doc, "name", where),
         version=_int(doc, "version", where, 1),
         description=_str(doc, "description", where, required=False),
         model=str(Path(model).expanduser()) if model.startswith("~") else model,
-        seeds=_seeds(doc, where),
-        tasks=_names(doc, "tasks", where),
+        seeds=seeds,
+        tasks=tasks,
         methods=methods,
         steps=steps,
         batch_size=batch,
@@ -439,6 +507,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         curve_per_task=curve_per_task,
         step0_rows=step0_rows,
         random_init=random_init,
+        **_preregistration(doc, where, seeds),
     )
 
 
@@ -464,6 +533,19 @@ def check_known_names(study: Study) -> None:
         except BenchbenchError as e:
             raise _bad(study.path, "curves.task", str(e)) from None
     tasks = set(reg.expand(list(study.tasks)))
+    if study.primary:
+        on, split = study.primary["task"], study.primary["split"]
+        if on not in tasks:
+            raise _bad(study.path, "primary.task", f"{on!r} is not one of the study's tasks {sorted(tasks)}.")
+        if split not in reg.task(on).splits:
+            raise _bad(
+                study.path, "primary.split", f"task {on!r} has no {split!r} split (its splits: {reg.task(on).splits})."
+            )
+    for s_ in study.secondary:
+        try:
+            reg.expand([s_])
+        except BenchbenchError as e:
+            raise _bad(study.path, "secondary", str(e)) from None
     for t, (on, split) in study.curve_per_task.items():
         if t not in tasks:
             raise _bad(study.path, f"curves.per_task.{t}", f"{t!r} is not one of the study's tasks {sorted(tasks)}.")

@@ -1,0 +1,90 @@
+"""Pre-registration in study files (question, primary endpoint, secondary columns, tier, expected cost)
+and ``study run --estimate``'s measured probe."""
+
+from __future__ import annotations
+
+import pytest
+from test_study_spec import _write
+
+from benchbench.core.errors import ConfigError
+from benchbench.run import study
+from benchbench.run.study import load_study
+
+CORE = {
+    "tier": '"core"',
+    "question": '"does it adapt?"',
+    "seeds": "[1, 2, 3, 4, 5]",
+}
+PRIMARY = '[primary]\ntask = "sts-mini"\nsplit = "test"\nstatistic = "spearman"\ncomparison = "own-step0"\n'
+COST = '[cost]\ncpu_hours = 2.0\nmeasured = "study run --estimate, 2-core CPU"\n'
+
+
+def test_a_core_study_states_its_question_endpoint_and_cost(tmp_path):
+    st = load_study(
+        str(_write(tmp_path, {**CORE, "secondary": '["sts-mini"]'}, extra=PRIMARY + COST)), check_names=False
+    )
+    assert (st.tier, st.question, st.cpu_hours) == ("core", "does it adapt?", 2.0)
+    assert st.primary == {"task": "sts-mini", "split": "test", "statistic": "spearman", "comparison": "own-step0"}
+    assert st.secondary == ("sts-mini",)
+
+
+@pytest.mark.parametrize(
+    ("top", "extra", "match"),
+    [
+        ({"question": None}, PRIMARY + COST, "question: must be a non-empty string"),
+        ({}, COST, r"primary: the primary endpoint needs \['comparison', 'split', 'statistic', 'task'\]"),
+        ({}, PRIMARY, "cost.cpu_hours: a core study finishes .* within 2.5 h"),
+        ({}, PRIMARY + COST.replace("2.0", "2.6"), "cost.cpu_hours: a core study finishes .* within 2.5 h"),
+        (
+            {},
+            PRIMARY + COST.replace('measured = "study run --estimate, 2-core CPU"\n', ""),
+            "cost.measured: a core study says how",
+        ),
+        ({"seeds": "[1, 2, 3, 4]"}, PRIMARY + COST, r"seeds: a core study has >= 5 seeds"),
+        (
+            {},
+            PRIMARY.replace("own-step0", "best") + COST,
+            r"primary.comparison: must be one of \('own-step0', 'start'\)",
+        ),
+        ({"tier": '"headline"'}, PRIMARY + COST, r"tier: must be one of \('core', 'extended'\)"),
+    ],
+)
+def test_a_core_study_missing_any_preregistered_field_does_not_load(tmp_path, top, extra, match):
+    with pytest.raises(ConfigError, match=match):
+        load_study(str(_write(tmp_path, {**CORE, **top}, extra=extra)), check_names=False)
+
+
+def test_an_extended_study_may_leave_them_out_and_a_core_limit_of_2_5_hours_is_pinned(tmp_path):
+    st = load_study(str(_write(tmp_path)), check_names=False)
+    assert (st.tier, st.question, st.primary, st.cpu_hours) == ("extended", "", {}, 0.0)
+    assert study.CORE_MAX_CPU_HOURS == 2.5 and study.PUBLISHED_MIN_SEEDS == 5
+
+
+def test_the_primary_task_and_split_must_be_the_studys(tmp_path, env):
+    f = _write(tmp_path, {**CORE, "tasks": '["sts-mini"]'}, extra=PRIMARY.replace('"test"', '"dev"') + COST)
+    with pytest.raises(ConfigError, match="primary.split: task 'sts-mini' has no 'dev' split"):
+        load_study(str(f))
+    f = _write(tmp_path, {**CORE, "tasks": '["sts-mini"]'}, extra=PRIMARY.replace('"sts-mini"', '"stsb"') + COST)
+    with pytest.raises(ConfigError, match="primary.task: 'stsb' is not one of the study's tasks"):
+        load_study(str(f))
+
+
+def test_estimate_probes_each_task_and_method_and_projects_every_cell(tmp_path, env, monkeypatch):
+    """The probe scores each task once with the start and trains each method PROBE_STEPS steps; the
+    projection is steps x s/step + the task's evaluation per trained cell, evaluation alone otherwise."""
+    from benchbench.run import study_estimate
+
+    f = _write(
+        tmp_path,
+        {"tasks": '["sts-mini"]', "start": '"plm-mean"', "methods": '["plm-mean", "simcse"]'},
+        budget={"steps": "40", "batch_size": "4"},
+    )
+    st = load_study(str(f))
+    est = study_estimate.estimate(st, ["sts-mini"], list(st.methods), list(st.seeds))
+    assert set(est.eval_seconds) == {"sts-mini"} and set(est.seconds_per_step) == {"simcse"}
+    assert est.cells == 6 and not est.unprobed
+    ev, sps = est.eval_seconds["sts-mini"], est.seconds_per_step["simcse"]
+    assert ev > 0 and sps > 0
+    assert est.projected_seconds == pytest.approx(3 * ev + 3 * (ev + 40 * sps))
+    text = "\n".join(est.lines(declared_hours=1.5))
+    assert "train simcse:" in text and "the study file expects 1.5 h" in text

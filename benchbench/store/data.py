@@ -158,24 +158,46 @@ def _stream(path, limit: int, why: str, sink=None) -> int:
     return total
 
 
-def _parquet_size(path) -> int | None:
-    """The uncompressed size a parquet file's footer declares (its column chunks may be compressed),
-    or None when the footer cannot be read (the reader that follows then says why)."""
-    try:
-        import pyarrow.parquet as pq
+def _columnar_size(path, limit: int, why: str) -> int | None:
+    """A parquet or Arrow IPC file's size as read, counted batch by batch as it decodes (dictionary
+    encoding and compression let a small file decode to far more than its size, so neither the file
+    size nor a parquet footer bounds it): a ``DataError`` once the count passes ``limit``. None when
+    the file does not open as that format (the reader that follows says why)."""
+    import pyarrow as pa
 
-        meta = pq.ParquetFile(path).metadata
-        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    name = str(path).lower()
+    try:
+        if name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
+        else:
+            try:
+                reader = pa.ipc.open_file(path)
+                batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            except pa.ArrowInvalid:
+                batches = iter(pa.ipc.open_stream(pa.memory_map(str(path))))
+        total = 0
+        for batch in batches:
+            total += batch.nbytes
+            if total > limit:
+                raise _too_big(path, limit, why, so_far=total)
+        return total
+    except DataError:
+        raise
     except Exception:
         return None
+
+
+COLUMNAR = (".parquet", ".arrow")
 
 
 def check_size(path, limit: int | None = None, default: tuple[int, str] | None = None) -> int:
     """Prove that ``path``'s contents fit the read limit without holding them, before another library
     (``datasets``, ``pyarrow``, ``json``) reads it whole: a compressed file (gzip, bz2, xz, zip) is
-    inflated as a stream and counted, stopping at the limit; a parquet file by its size and the
-    uncompressed size its footer declares; any other (JSON, Arrow, text) by its size. Returns the
-    size as read; over the limit, the ``DataError`` of :func:`read_bytes`."""
+    inflated as a stream and counted, stopping at the limit; a parquet or Arrow file by its size, then
+    decoded a batch at a time and counted; any other (JSON, text) by its size. Returns the size as read;
+    over the limit, the ``DataError`` of :func:`read_bytes`."""
     why = "the caller's limit"
     if limit is None:
         limit, why = read_limit(path, default)
@@ -185,11 +207,8 @@ def check_size(path, limit: int | None = None, default: tuple[int, str] | None =
     size = p.stat().st_size
     if size > limit:
         raise _too_big(path, limit, why, size)
-    if p.name.lower().endswith(".parquet"):
-        inflated = _parquet_size(p)
-        if inflated is not None and inflated > limit:
-            raise _too_big(path, limit, why, so_far=inflated)
-        return max(size, inflated or 0)
+    if p.name.lower().endswith(COLUMNAR):
+        return max(size, _columnar_size(p, limit, why) or 0)
     return size
 
 

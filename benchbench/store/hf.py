@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import ConfigError, DataError
-from benchbench.store.data import DataStore, sha256_file
+from benchbench.store.data import DataStore, check_folder, sha256_file
 
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 
@@ -106,6 +106,8 @@ class HFData:
 
         src = self._source()
         name = f"{self.dataset}@{self.revision}" + (f" config {config!r}" if config else "")
+        if self.folder is not None:  # datasets reads each file whole: its size as read is proven first
+            check_folder(self.folder)
         try:
             configs = self.configs()
             if config is not None and config not in configs:

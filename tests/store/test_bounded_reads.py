@@ -135,10 +135,12 @@ def test_default_limit_follows_the_compressed_size(tmp_path, monkeypatch):
     assert data.read_limit(tmp_path / "plain.txt")[0] == 4 << 30
 
 
-@pytest.mark.parametrize("value", ["-5", "0", "lots"])
+@pytest.mark.parametrize("value", ["-5", "0", "lots", "1e400", "nan", "inf", "1e30G"])
 def test_a_bad_limit_variable_is_named(value, tmp_path, monkeypatch):
+    """A bad value is the knob's error (ConfigError naming the variable and its value), never an
+    ``OverflowError`` (``1e400``) or a data file's fault."""
     monkeypatch.setenv(ENV, value)
-    with pytest.raises(DataError, match=ENV):
+    with pytest.raises(ConfigError, match=rf"{ENV}={value!r} is not allowed.*positive byte count"):
         data.read_limit(tmp_path / "x.gz")
 
 
@@ -159,4 +161,143 @@ def test_a_nul_byte_in_a_task_file_is_a_located_error(gz, workdir, monkeypatch, 
     assert _run(workdir, monkeypatch) == 2
     err = capsys.readouterr().err
     assert f"{Path(rel).name}:3: a NUL byte" in err, err
+    assert _no_record(workdir)
+
+
+# --- drills (issue 50): the same limit and message for every data file, one step away from the task files --
+def _hf_copy(root: Path, files: dict[str, bytes]) -> Path:
+    """A local HF copy (``hf/<id>/<revision>``) of an STS dataset whose test split is ``files``."""
+    folder = root / "hf" / "org" / "sts" / ("a" * 40)
+    for rel, payload in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(payload)
+    paths = "".join(f"    path: {rel}\n" for rel in files)
+    (folder / "README.md").write_text(
+        f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n{paths}---\n"
+    )
+    return folder
+
+
+def _hf_split(root: Path, tmp_path: Path, monkeypatch, lazy: bool = False):
+    pytest.importorskip("datasets")
+    import datasets
+
+    from benchbench.store.hf import HFData
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    store = data.DataStore(root, cache_dir=tmp_path / "cache", allow_download=False)
+    hf = HFData(store, "my-sts", "org/sts", "a" * 40)
+    return hf.split if lazy else hf.split(None, "test")
+
+
+ROW = b'{"sentence1": "a man plays", "sentence2": "a man sings", "score": 2.5}\n'
+
+
+def test_an_hf_copy_gzip_bomb_stops_at_the_limit(tmp_path, monkeypatch):
+    """Before: an ``hf-*`` copy's .jsonl.gz was handed to ``datasets`` and inflated whole, ignoring the limit
+    (a 400 KB file inflating to 400 MB peaked at 1.37 GB). Now each file of the copy is counted as it
+    inflates before ``datasets`` sees it: refused at the limit, naming the file and the variable, with
+    Python's peak a few MiB."""
+    bomb = gzip.compress(ROW * (BOMB_BYTES // len(ROW)), 9)
+    root = tmp_path / "data"
+    folder = _hf_copy(root, {"default/test.jsonl.gz": bomb})
+    assert len(bomb) < 200_000
+    monkeypatch.setenv(ENV, "1M")
+    split = _hf_split(root, tmp_path, monkeypatch, lazy=True)  # imports done: the peak below is the read's
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as e:
+            split(None, "test")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    msg = str(e.value)
+    assert str(folder / "default/test.jsonl.gz") in msg and "inflates past" in msg, msg
+    assert "read limit of 1,048,576 bytes" in msg and ENV in msg, msg
+    assert peak < 12 << 20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_an_hf_copy_plain_file_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    _hf_copy(root, {"default/test.jsonl": ROW * 20_000})  # 1.4 MB
+    monkeypatch.setenv(ENV, "1M")
+    with pytest.raises(DataError, match=r"test\.jsonl: holds 1,4\d\d,\d\d\d bytes, over the read limit of 1,048,576"):
+        _hf_split(root, tmp_path, monkeypatch)
+
+
+def test_an_hf_copy_within_the_limit_reads_as_before(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    _hf_copy(root, {"default/test.jsonl.gz": gzip.compress(ROW * 5)})
+    monkeypatch.setenv(ENV, "1M")
+    assert len(_hf_split(root, tmp_path, monkeypatch)) == 5
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow-file", "arrow-stream"])
+def test_a_columnar_file_is_bounded_by_what_it_decodes_to(kind, tmp_path, monkeypatch):
+    """Dictionary encoding and compression let a 10 KB parquet or Arrow file decode to 14 MB: neither its
+    size nor a parquet footer bounds it, so it is counted batch by batch as it decodes."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.table({"s": ["same sentence " * 50] * 20_000})
+    f = tmp_path / ("t.parquet" if kind == "parquet" else "t.arrow")
+    if kind == "parquet":
+        pq.write_table(table, f, compression="zstd")
+    else:
+        opts = pa.ipc.IpcWriteOptions(compression="zstd")
+        new = pa.ipc.new_file if kind == "arrow-file" else pa.ipc.new_stream
+        with new(str(f), table.schema, options=opts) as w:
+            w.write_table(table, max_chunksize=1000)
+    assert f.stat().st_size < 100_000
+    monkeypatch.setenv(ENV, "1M")
+    with pytest.raises(DataError, match=rf"{f.name}: inflates past [\d,]+ bytes.*read limit of 1,048,576"):
+        data.check_size(f)
+    monkeypatch.setenv(ENV, "20M")
+    assert data.check_size(f) > 14_000_000
+
+
+def test_a_zip_bomb_stops_at_the_limit(tmp_path, monkeypatch):
+    import zipfile
+
+    f = tmp_path / "b.zip"
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("x.jsonl", b"\0" * BOMB_BYTES)
+    monkeypatch.setenv(ENV, "1M")
+    with pytest.raises(DataError, match=r"b\.zip: holds 25,165,824 bytes, over the read limit of 1,048,576"):
+        data.check_size(f)
+    with pytest.raises(DataError, match=r"b\.zip: .*read limit of 1,048,576.*" + ENV):
+        data.read_bytes(f)
+
+
+def test_import_mteb_of_a_huge_json_is_refused_before_reading(tmp_path, monkeypatch, capsys):
+    """Before: ``import-mteb`` read a 400 MB .json whole (880 MB peak) and imported it. Now an MTEB result
+    file goes through the same reader, under a 64 MiB default (a result file is kilobytes) or the
+    variable: refused before it is read, nothing imported."""
+    import json
+
+    d = tmp_path / "results" / "org__m" / "rev"
+    d.mkdir(parents=True)
+    doc = {"task_name": "STSBenchmark", "scores": {"test": [{"hf_subset": "default", "main_score": 0.8}]}}
+    doc["padding"] = "x" * 2_000_000
+    (d / "STSBenchmark.json").write_text(json.dumps(doc))
+    monkeypatch.setenv(ENV, "1M")
+    out = tmp_path / "out"
+    assert main(["import-mteb", str(d / "STSBenchmark.json"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "STSBenchmark.json: holds 2,0" in err and "read limit of 1,048,576 bytes" in err and ENV in err, err
+    assert not out.exists()
+    monkeypatch.delenv(ENV)
+    assert data.read_limit(d / "STSBenchmark.json", default=(64 << 20, "x"))[0] == 64 << 20
+
+
+def test_an_overflowing_limit_is_the_variables_error_not_the_tasks(workdir, monkeypatch, capsys):
+    """Before: ``BENCHBENCH_MAX_READ_BYTES=1e400`` failed the run as "Task 't' ... failed on split 'test':
+    OverflowError: cannot convert float infinity to integer"."""
+    _spec(workdir, "d/pairs.tsv", b"a\tb\t1\nc\td\t2\n")
+    monkeypatch.setenv(ENV, "1e400")
+    assert _run(workdir, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert f"{ENV}='1e400' is not allowed" in err and "OverflowError" not in err and "failed on split" not in err, err
     assert _no_record(workdir)

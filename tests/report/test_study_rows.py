@@ -334,3 +334,85 @@ def test_a_teacher_distilled_row_is_marked_on_the_study_page_naming_its_teachers
     labels = {r.method: r.label for r in view.rows}
     assert labels["rankcse"].endswith("[D]") and not labels["rankcse (step 0)"].endswith("[D]")
     assert any(n.startswith("[D] rankcse") and "simcse [0d6b36ec17ec]" in n for n in view.notes)
+
+
+def test_step0_rows_with_contamination_flags_on(st):
+    """Issue 50: the page's flag fixture turned step-0 rows off. With both on: a step-0 row carries its
+    START's flags (it saw no training text), never its method's training-corpus flags; a trained row its
+    own; the random init none; and the step-0 rows keep their context tests."""
+    flags = {
+        ("plm-mean", "stsb"): ["stsb: 3 of 9 test sentences occur verbatim (the start's own training text)"],
+        ("simcse", "stsb"): ["stsb: 5 of 9 test sentences occur verbatim (simcse's training corpus)"],
+    }
+    asked = []
+
+    def overlap(method, task, model=None):
+        asked.append(method)
+        return flags.get((method, task), [])
+
+    table = study_view.collect(st, _records(st), "/nowhere", ["stsb"], model_label=BASE)
+    got = study_view.view(st, table, model_label=BASE, published=[], cache=False, overlap_flags=overlap)
+    cells = {r.method: r.cells[0] for r in got.rows}
+    start_flag, simcse_flag = tuple(flags[("plm-mean", "stsb")]), tuple(flags[("simcse", "stsb")])
+    assert cells["simcse (step 0)"].flags == start_flag and cells["mlm (step 0)"].flags == start_flag
+    assert cells["simcse"].flags == simcse_flag and cells["plm-mean"].flags == start_flag
+    assert cells["plm-mean (random init)"].flags == () and "plm-mean (random init)" not in asked
+    assert all(c.text.endswith(study_view.FLAG_MARK) for m, c in cells.items() if c.flags)
+    assert any(n.startswith("⚑ stsb (plm-mean, simcse (step 0), mlm (step 0)): ") for n in got.notes), got.notes
+    # the flags take nothing away from the step-0 rows: their context tests against the start stand
+    col = got.columns["stsb"]
+    assert col.start["simcse (step 0)"].verdict == "↓" and cells["simcse"].reference == "simcse (step 0)"
+    assert cells["simcse"].start == "↑"
+
+
+def test_one_ranked_row_makes_no_rank_claim_on_the_page(st):
+    """Only the start is stored among the ranked rows (the trained rows are missing; the step-0 rows and
+    the random init are context): no bold cell and no "rank 1 separated" sentence (plain-start printed
+    "rank 1 separated in 7 of 8 columns" with plm-mean the only ranked row)."""
+    keep = {"plm-mean", "plm-mean (random init)", "simcse (step 0)", "mlm (step 0)"}
+    recs = [r for r in _records(st) if r["encoder_fingerprint"].rsplit("-", 1)[0] in keep]  # "<row>-<seed>"
+    table = study_view.collect(st, recs, "/nowhere", ["stsb"], model_label=BASE)
+    assert {m for m, c in table["stsb"].items() if c.scores} == keep
+    got = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    assert not any(c.tied for r in got.rows for c in r.cells)
+    assert "Rank 1" not in got.summary and "No rank claim" in got.summary
+    assert "Highest average" not in got.summary  # one complete ranked row: no "highest" either
+
+
+def test_the_sts12_aggregation_is_named_with_the_other_reading(st):
+    """STS12-16's main score is SimCSE's 'all' aggregation; SentEval's per-subset mean is in the same
+    records. The page names the one it uses and counts the trained cells above their reference under
+    each (BSL's sts12 "separably above" held only under 'all')."""
+    rows = {r.name: r for r in st.rows()}
+    version = get_registry().task("sts12").version
+
+    def sts12(row, s, all_, mean):
+        r = _rec(st, row, s, all_)
+        r.update(task="sts12", task_version=version)
+        r["splits"] = {
+            "test": {
+                "main_score": all_,
+                "main_metric": "spearman_all",
+                "scores": {"spearman_all": all_, "spearman_mean": mean},
+                "details": {"aggregation": "SimCSE 'all' (pairs of all subsets concatenated)"},
+            }
+        }
+        return r
+
+    recs = []
+    for s in st.seeds:
+        recs += [
+            sts12(rows["simcse (step 0)"], s, 70.0 + 0.1 * s, 68.0),
+            sts12(rows["simcse"], s, 72.0 + 0.1 * s, 67.0),
+        ]
+    table = study_view.collect(st, recs, "/nowhere", ["sts12"], model_label=BASE)
+    got = study_view.view(st, table, model_label=BASE, published=[], cache=False)
+    assert "Subset aggregation of the main score: sts12: SimCSE 'all' (pairs of all subsets concatenated)." in got.notes
+    assert any(
+        n.startswith("Of 1 trained cells in these columns, 1 lie above their reference row under SimCSE's 'all'")
+        and "and 0 under SentEval's per-subset mean (spearman_mean" in n
+        for n in got.notes
+    ), got.notes
+    assert "sts12 scored with SimCSE 'all' (pairs of all subsets concatenated) aggregation" in got.summary
+    md = study_view.view_markdown(got)
+    assert "Subset aggregation of the main score: sts12: SimCSE" in md

@@ -35,11 +35,17 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 CALL_BYTES = 60_000_000  # per carried folder: a call carries 64 MiB with the ~5 MB tree (leaderboards/ untracked)
 CORPUS_TASKS = ("twitterpara", "sts12")  # one task per training corpus the studies train on
 STUDIES = ("post-training-minilm", "plain-start")
+# what --unpack takes from a returned archive: a record is a few KB and its per-item file ~50 KB (the
+# largest committed one: 53 KB), so 16 MiB a member and 1 GiB in all leave room for growth and none for a
+# bomb (a 300 KB archive that inflates to a 300 MB "record")
+MEMBER_BYTES = 16 << 20
+ARCHIVE_BYTES = 1 << 30
 ROOT = Path(__file__).resolve().parents[1]
 PIN_FILE = Path("bench/studies_at")
 
@@ -211,36 +217,114 @@ def git_clone(dev1: Path, sha: str) -> None:
     )  # fmt: skip
 
 
+_REDO = "A lent session's archive holds only its studies' records and per-item files: re-run the session."
+_ASK = "If a genuine file is this large, raise MEMBER_BYTES / ARCHIVE_BYTES in bench/device_studies_pack.py."
+
+
+def archive_members(tar: tarfile.TarFile, where: Path) -> list[tuple[tarfile.TarInfo, Path]]:
+    """(member, its path under ``studies/``) for every file of a returned archive, after checking EVERY
+    member before anything is set aside or written: its path stays inside its own study's folder (a name
+    is taken as written: ``post-training-minilm/../plain-start/x.json`` is refused, not resolved into the
+    other study), it is a regular file or a folder (no link, hard link, device or fifo), and its size and
+    the archive's total stay under MEMBER_BYTES and ARCHIVE_BYTES. Any failure is a SystemExit naming
+    ``where`` and the member."""
+    from pathlib import PurePosixPath
+
+    def refuse(m: tarfile.TarInfo, why: str, ask: str = _REDO) -> SystemExit:
+        return SystemExit(f"{where}: member {m.name!r} {why}; nothing set aside or unpacked. {ask}")
+
+    files, total = [], 0
+    for m in tar:  # streamed: a member's header is checked before the next is read
+        name = m.name.replace("\\", "/")
+        parts = [x for x in PurePosixPath(name).parts if x != "."]
+        if name.startswith("/") or ".." in parts or (parts and parts[0] not in STUDIES):
+            raise refuse(m, f"is outside the studies' folders ({', '.join(STUDIES)}): a name may not climb "
+                         "('..'), start at '/' or name another folder")  # fmt: skip
+        if not (m.isreg() or m.isdir()):
+            raise refuse(m, "is not a regular file (a link, hard link, device or fifo); records are regular files")
+        if not parts or m.isdir():
+            continue
+        if len(parts) < 2:
+            raise refuse(m, "is a file where a study's folder belongs")
+        if m.size > MEMBER_BYTES:
+            raise refuse(
+                m, f"holds {m.size:,} bytes, over the {MEMBER_BYTES:,} a record or per-item file may have", _ASK
+            )
+        total += m.size
+        if total > ARCHIVE_BYTES:
+            raise refuse(m, f"takes the archive past {ARCHIVE_BYTES:,} bytes unpacked", _ASK)
+        files.append((m, Path(*parts)))
+    return files
+
+
+def _extract(whole: Path, where: Path, staging: Path | None) -> list[tuple[tarfile.TarInfo, Path]]:
+    """Every member of the archive ``whole`` checked (``archive_members``), then (given ``staging``) its
+    files extracted there; a damaged archive, or one whose extraction does not give exactly the files
+    listed, is a SystemExit naming ``where``, before anything is set aside."""
+    try:
+        with tarfile.open(whole, mode="r:gz") as tar:
+            members = archive_members(tar, where)
+            if staging is None:
+                return members
+            tar.extractall(staging, members=[m for m, _ in members], filter="data")  # no links, no paths out
+    except (tarfile.TarError, EOFError, zlib.error) as e:
+        raise SystemExit(f"{where}: not a whole gzipped tar ({type(e).__name__}: {e}); nothing unpacked") from e
+    got = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file() or p.is_symlink())
+    want = sorted({rel for _, rel in members})
+    if got != want:
+        raise SystemExit(f"{where}: extracting gave {len(got)} files, not the {len(want)} listed; nothing unpacked")
+    return members
+
+
 def unpack(folder: Path, sha: str, dest: Path = Path("leaderboards")) -> None:
     """Back here: the records a lent session returned (``results.tar.gz.part*`` in ``folder``) into
     ``leaderboards/studies/``, after setting aside (``.superseded/``, git-ignored) every study record of
     another code version than the pinned one's; the lanes' job times (``jobs.tsv``) into
-    ``leaderboards/study_rerun/``. Only regular files under a study's folder are taken from the archive."""
-    import io
+    ``leaderboards/study_rerun/``. All or nothing: every member is checked first (``archive_members``:
+    path, type, size), then the archive is extracted into a temp folder beside the studies; only when that
+    succeeded are other versions set aside and the files moved into place (``store.files.move_into``:
+    never through a linked folder)."""
+    import tempfile
     import time
 
     from benchbench.run.study import load_study, supersede
+    from benchbench.store.files import atomic_write_bytes, check_inside, move_into, safe_mkdirs
 
     parts = sorted(folder.glob("results.tar.gz.part*"))
     if not parts:
         raise SystemExit(f"{folder}: no results.tar.gz.part* (the files a `device_studies.sh run` call returns)")
+    packed = sum(p.stat().st_size for p in parts)
+    if packed > ARCHIVE_BYTES:
+        raise SystemExit(f"{folder}: the parts hold {packed:,} bytes, over {ARCHIVE_BYTES:,}; nothing unpacked. {_ASK}")
     version = version_of(sha)
-    data = b"".join(p.read_bytes() for p in parts)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        members = [m for m in tar.getmembers() if m.isfile()]
-        stray = [m.name for m in members if Path(m.name).parts[:1] not in [(n,) for n in STUDIES]]
-        if stray:
-            raise SystemExit(f"{parts[0]}: files outside the studies' folders, nothing unpacked: {stray[:3]}")
-        for name in STUDIES:
-            moved = supersede(load_study(name), dest / "studies" / name, keep=version)
-            print(f"{name}: set aside {sum(moved.values())} records of other code versions {moved or ''}")
-        tar.extractall(dest / "studies", members=members, filter="data")  # no links, no paths out
-    print(f"unpacked {sum(not m.name.endswith('.json.gz') for m in members)} records of {version} ({sha[:12]})")
+    studies = dest / "studies"
+    with tempfile.TemporaryDirectory() as work:
+        whole = Path(work) / "results.tar.gz"
+        with whole.open("wb") as out:
+            for p in parts:
+                with p.open("rb") as src:
+                    shutil.copyfileobj(src, out)
+        _extract(whole, parts[0], None)  # every member checked before anything is made, set aside or written
+        safe_mkdirs(studies, dest)
+        staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=studies))  # same disk: the moves are renames
+        try:
+            members = _extract(whole, parts[0], staging)
+            for _, rel in members:  # a linked folder on the way: refused before anything is set aside
+                check_inside(studies / rel, studies / rel.parts[0])
+            for name in STUDIES:  # only now, with every file unpacked beside them
+                moved = supersede(load_study(name), studies / name, keep=version)
+                print(f"{name}: set aside {sum(moved.values())} records of other code versions {moved or ''}")
+            for _, rel in members:
+                move_into(staging / rel, studies / rel, studies / rel.parts[0])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    print(f"unpacked {sum(not m.name.endswith('.json.gz') for m, _ in members)} records of {version} ({sha[:12]})")
     jobs = folder / "jobs.tsv"
     if jobs.is_file():
+        if jobs.stat().st_size > MEMBER_BYTES:
+            raise SystemExit(f"{jobs}: {jobs.stat().st_size:,} bytes, over {MEMBER_BYTES:,}; not copied. {_ASK}")
         times = dest / "study_rerun" / f"jobs-{time.strftime('%Y%m%dT%H%M')}.tsv"
-        times.parent.mkdir(exist_ok=True)
-        shutil.copy(jobs, times)
+        atomic_write_bytes(times, jobs.read_bytes(), root=dest)
         print("the lanes' job times:", times)
 
 

@@ -221,6 +221,20 @@ def atomic_writer(path: str | Path, mode: str = "wb", *, root: str | Path | None
             raise
 
 
+def move_into(src: str | Path, dst: str | Path, root: str | Path) -> Path:
+    """Rename ``src`` (a file or folder this process made, e.g. in a temp folder) to ``dst`` under
+    ``root``: ``dst`` is checked and its folder made as :func:`open_folder` does, and the rename is made
+    relative to that folder's descriptor, so a folder swapped for a link meanwhile cannot take ``src``
+    outside ``root``. An existing file at ``dst`` is replaced (``os.replace``); returns ``dst``."""
+    dst = check_inside(dst, root)
+    with open_folder(dst.parent, root) as dfd:
+        if dfd is None:
+            os.replace(src, dst)
+        else:
+            os.replace(os.path.abspath(src), dst.name, dst_dir_fd=dfd)
+    return dst
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path | None = None) -> None:
     """Replace ``path`` with ``data`` atomically, never through a symlink (see :func:`atomic_writer`)."""
     with atomic_writer(path, "wb", root=root) as f:

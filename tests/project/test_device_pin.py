@@ -17,6 +17,7 @@ import time
 import pytest
 from conftest import REPO
 
+from benchbench.core.errors import UnsafePathError
 from benchbench.run.study import load_study
 from benchbench.store import records
 from benchbench.store.records import new_record
@@ -121,7 +122,7 @@ def test_unpack_refuses_an_archive_with_files_outside_the_studies(tmp_path, monk
     src = tmp_path / "src"
     _record(ResultStore(src / "post-training-minilm"), monkeypatch, 1, {"git_sha": HEAD, "git_dirty": False})
     _returned(tmp_path / "back", src, {"../../bench/evil.py": b"import os"})
-    with pytest.raises(SystemExit, match="outside the studies' folders, nothing unpacked"):
+    with pytest.raises(SystemExit, match="outside the studies' folders.*nothing set aside or unpacked"):
         pack.unpack(tmp_path / "back", HEAD, tmp_path / "leaderboards")
     assert not (tmp_path / "leaderboards").exists()
 
@@ -157,3 +158,127 @@ def test_the_records_to_resume_are_the_pinned_versions_split_one_part_a_call(tmp
     for f in folders:
         shutil.rmtree(f)
     assert pack.study_records("code.000000000000") == []  # nothing of that version: no folder to carry
+
+
+# ---- --unpack drills (issue 50): every member checked, path, type and size, before anything moves ---------
+def _returned_members(folder, src, extra: list[tuple[tarfile.TarInfo, object]]) -> None:
+    """``_returned`` with hand-made members (``extra``: (header, a file object or None)) after the real ones."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        tar.add(src / "post-training-minilm", arcname="./post-training-minilm")
+        for info, data in extra:
+            tar.addfile(info, data)
+    folder.mkdir()
+    (folder / "results.tar.gz.part0").write_bytes(buf.getvalue())
+
+
+def _study_here(tmp_path, monkeypatch):
+    """A destination holding one record of another code version (what --unpack would set aside) and a source
+    store with one record of the pinned version; returns (dest, that record's store, src)."""
+    other = {"git_sha": "b" * 40, "git_dirty": False, "git_code_tree": "2" * 64}
+    dest = tmp_path / "leaderboards"
+    here = ResultStore(dest / "studies" / "post-training-minilm")
+    _record(here, monkeypatch, 1, other)
+    src = tmp_path / "src"
+    _record(ResultStore(src / "post-training-minilm"), monkeypatch, 3, {"git_sha": HEAD, "git_dirty": False})
+    return dest, here, src
+
+
+def _untouched(dest, here) -> None:
+    """Nothing set aside, nothing unpacked: the one stored record is where it was, alone."""
+    assert [r["seed"] for r in here.records()] == [1]
+    assert not (here.root / SUPERSEDED).exists()
+    assert sorted(p.name for p in (dest / "studies").iterdir()) == ["post-training-minilm"]  # no temp left
+    assert not list((dest / "studies").rglob("*forged*")) and not list((dest / "studies").rglob("*big*"))
+
+
+def _file(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info
+
+
+def test_unpack_refuses_a_member_that_climbs_into_the_other_study(tmp_path, monkeypatch):
+    """The bug: ``post-training-minilm/../plain-start/forged.json`` passed the folder check (its first
+    part is a study) and landed in the other study, after the set-aside had run."""
+    dest, here, src = _study_here(tmp_path, monkeypatch)
+    forged = b'{"forged": true}'
+    _returned_members(
+        tmp_path / "back",
+        src,
+        [(_file("post-training-minilm/../plain-start/forged.json", len(forged)), io.BytesIO(forged))],
+    )
+    with pytest.raises(SystemExit, match=r"post-training-minilm/\.\./plain-start/forged\.json.*nothing set aside"):
+        pack.unpack(tmp_path / "back", HEAD, dest)
+    _untouched(dest, here)
+    assert not (dest / "studies" / "plain-start").exists()
+
+
+def test_unpack_refuses_a_climbing_member_after_good_ones_before_setting_anything_aside(tmp_path, monkeypatch):
+    """The bug: a ``..`` member after the good ones gave a raw traceback only after ``supersede`` had set
+    records aside and the earlier members were extracted."""
+    dest, here, src = _study_here(tmp_path, monkeypatch)
+    _returned_members(
+        tmp_path / "back", src, [(_file("post-training-minilm/../../../forged.json", 2), io.BytesIO(b"{}"))]
+    )
+    with pytest.raises(SystemExit, match="outside the studies' folders.*nothing set aside or unpacked"):
+        pack.unpack(tmp_path / "back", HEAD, dest)
+    _untouched(dest, here)
+    assert not list(tmp_path.rglob("forged.json"))
+
+
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE])
+def test_unpack_refuses_a_link_or_device_member(tmp_path, monkeypatch, kind):
+    """Only regular files and folders: a link, hard link, device or fifo is refused by name (it was
+    dropped without a word, and the rest unpacked)."""
+    dest, here, src = _study_here(tmp_path, monkeypatch)
+    info = _file("post-training-minilm/forged.json", 0, kind)
+    info.linkname = "/etc/passwd"
+    _returned_members(tmp_path / "back", src, [(info, None)])
+    with pytest.raises(SystemExit, match=r"forged\.json' is not a regular file.*nothing set aside"):
+        pack.unpack(tmp_path / "back", HEAD, dest)
+    _untouched(dest, here)
+
+
+def test_unpack_refuses_a_small_archive_that_inflates_to_a_huge_record(tmp_path, monkeypatch):
+    """The bug: a ~300 KB archive wrote a 300 MB "record". Here 64 MiB of zeros (~65 KB packed): refused
+    from its header, before a byte is written."""
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, n):
+            self.left = n
+
+        def readinto(self, b):
+            k = min(len(b), self.left)
+            b[:k] = bytes(k)
+            self.left -= k
+            return k
+
+        def readable(self):
+            return True
+
+    dest, here, src = _study_here(tmp_path, monkeypatch)
+    size = 64 << 20
+    _returned_members(
+        tmp_path / "back", src, [(_file("post-training-minilm/big.json", size), io.BufferedReader(Zeros(size)))]
+    )
+    assert (tmp_path / "back" / "results.tar.gz.part0").stat().st_size < 1 << 20
+    with pytest.raises(SystemExit, match=rf"big\.json' holds {size:,} bytes, over the .* a record or per-item file"):
+        pack.unpack(tmp_path / "back", HEAD, dest)
+    _untouched(dest, here)
+    assert size > pack.MEMBER_BYTES
+
+
+def test_unpack_moves_files_into_place_never_through_a_linked_folder(tmp_path, monkeypatch):
+    """A study's record folder that is a link (to anywhere) is refused by name; nothing lands there."""
+    dest, here, src = _study_here(tmp_path, monkeypatch)
+    _returned(tmp_path / "back", src)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(here.root / "simcse", elsewhere)  # the other version's record, reached through the link
+    before = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    shutil.rmtree(here.root / "simcse")
+    (here.root / "simcse").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match=r"post-training-minilm/simcse .*symbolic link"):
+        pack.unpack(tmp_path / "back", HEAD, dest)
+    assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before  # nothing added or set aside
+    assert not (here.root / SUPERSEDED).exists()

@@ -131,14 +131,11 @@ def available_memory(device: str | None) -> tuple[int, str]:
     """(bytes, where the number comes from): ``BENCHBENCH_MEMORY_LIMIT``, else the GPU's free memory
     when the run uses CUDA, else the machine's available memory (/proc/meminfo's MemAvailable, which
     counts reclaimable cache; free pages elsewhere)."""
-    env = os.environ.get(MEMORY_ENV)
-    if env:
-        from benchbench.store.data import _parse_bytes
+    from benchbench.core.env import env_bytes
 
-        try:
-            return _parse_bytes(env), f"{MEMORY_ENV}={env}"
-        except (ValueError, IndexError) as e:
-            raise ConfigError(f"{MEMORY_ENV}={env!r} is not a byte count (e.g. 8G): {e}.") from e
+    env = env_bytes(MEMORY_ENV, None)  # a bad value: ConfigError naming the variable
+    if env is not None:
+        return env, f"{MEMORY_ENV}={os.environ[MEMORY_ENV].strip()}"
     if device is None or device.startswith("cuda"):
         import torch
 

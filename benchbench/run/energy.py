@@ -19,13 +19,21 @@ class Meter:
     ``tracker``, or both numbers None and ``why``."""
 
     def __init__(self, country: str | None = None):
-        self.country = (country or os.environ.get(COUNTRY_ENV) or "USA").upper()
+        from benchbench.core.env import env_flag, env_pattern
+
+        # a value that is not a country code (``../../x``) would be recorded as the run's country, next
+        # to a kg CO2 computed from codecarbon's world-average fallback: refused here, naming the variable
+        code = country or env_pattern(
+            COUNTRY_ENV, "USA", r"[A-Za-z]{3}", "an ISO 3166 alpha-3 country code, three letters (e.g. USA, FRA)"
+        )
+        self.country = str(code).upper()
+        self.measure = env_flag(SWITCH_ENV, True)
         self.result: dict[str, Any] = {"energy_kwh": None, "kg_co2_emissions": None}
         self._tracker: Any = None
 
     def __enter__(self) -> Meter:
-        if os.environ.get(SWITCH_ENV, "1").strip().lower() in ("0", "off", "false", "no"):
-            self.result["why"] = f"not measured: {SWITCH_ENV}={os.environ[SWITCH_ENV]}"
+        if not self.measure:
+            self.result["why"] = f"not measured: {SWITCH_ENV}={os.environ[SWITCH_ENV].strip()}"
             return self
         try:
             import codecarbon

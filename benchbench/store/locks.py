@@ -37,13 +37,12 @@ class LockedError(BenchbenchError):
 
 
 def _timeout() -> float:
-    raw = os.environ.get("BENCHBENCH_LOCK_TIMEOUT", "").strip()
-    if not raw:
-        return -1.0
-    try:
-        return float(raw)
-    except ValueError:
-        raise BenchbenchError(f"BENCHBENCH_LOCK_TIMEOUT must be a number of seconds (got {raw!r}).") from None
+    """Seconds to wait for a held lock; -1 (unset): forever. A negative value (which filelock reads as
+    "forever"), ``nan`` or ``inf`` is a ``ConfigError`` naming the variable."""
+    from benchbench.core.env import env_float
+
+    limit = env_float("BENCHBENCH_LOCK_TIMEOUT", None, minimum=0, unit="seconds to wait; unset: wait forever")
+    return -1.0 if limit is None else limit
 
 
 def holder(lock_path: Path) -> str:

@@ -99,3 +99,29 @@ def test_real_codecarbon_measures_offline(monkeypatch):
     with energy.Meter("USA") as m:
         sum(i * i for i in range(2_000_000))
     assert m.result["energy_kwh"] > 0 and m.result["kg_co2_emissions"] > 0, m.result
+
+
+@pytest.mark.parametrize("value", ["../../x", "U", "USA1", "fr a"])
+def test_a_country_that_is_not_a_code_is_refused_naming_the_variable(
+    workdir,  # noqa: F811
+    fake_codecarbon,
+    monkeypatch,
+    capsys,
+    value,
+):
+    """Before: ``BENCHBENCH_CO2_COUNTRY=../../x`` was stored as the record's country ("../../X") next to a
+    kg CO2 value. Now the run stops before training with the variable's error, and no record is stored."""
+    monkeypatch.setenv("BENCHBENCH_CO2_COUNTRY", value)
+    assert main(["run", "--method", "trained", "--tasks", "mini"]) == 2
+    err = capsys.readouterr().err
+    assert f"BENCHBENCH_CO2_COUNTRY={value!r} is not allowed" in err and "alpha-3" in err, err
+    assert list(ResultStore("results").records()) == []
+    assert _Tracker.made == []
+
+
+def test_a_bad_energy_switch_is_refused_naming_the_variable(monkeypatch):
+    from benchbench.core.errors import ConfigError
+
+    monkeypatch.setenv("BENCHBENCH_ENERGY", "maybe")
+    with pytest.raises(ConfigError, match="BENCHBENCH_ENERGY='maybe' is not allowed"):
+        energy.Meter()

@@ -214,6 +214,46 @@ with hold(sys.argv[1], "result X"):
 """
 
 
+@pytest.mark.parametrize("value", ["-5", "nan", "inf", "soon"])
+def test_a_bad_lock_timeout_is_the_variables_error_when_a_lock_is_contended(value, tmp_path, monkeypatch):
+    """Before: ``BENCHBENCH_LOCK_TIMEOUT=-5`` waited forever (filelock reads a negative timeout as
+    "forever"), ``=nan`` raised a raw ``ValueError`` from filelock once a lock was contended. Now both
+    are a ConfigError naming the variable and its value, at once."""
+    import time
+
+    from benchbench.core.errors import ConfigError
+    from benchbench.store.locks import hold
+
+    lock = tmp_path / "k.lock"
+    p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        monkeypatch.setenv("BENCHBENCH_LOCK_TIMEOUT", value)
+        t0 = time.monotonic()
+        done: list[BaseException] = []
+
+        def contend():
+            try:
+                with hold(lock, "result X"):
+                    pass
+            except BaseException as e:
+                done.append(e)
+
+        import threading
+
+        t = threading.Thread(target=contend, daemon=True)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), f"BENCHBENCH_LOCK_TIMEOUT={value} still waiting after 10 s"
+        (err,) = done
+        assert isinstance(err, ConfigError), repr(err)
+        assert f"BENCHBENCH_LOCK_TIMEOUT={value!r} is not allowed" in str(err) and "seconds" in str(err)
+        assert time.monotonic() - t0 < 10
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_a_held_lock_waits_or_names_its_holder(tmp_path, monkeypatch):
     from benchbench.store.locks import LockedError, hold
 

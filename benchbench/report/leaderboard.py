@@ -132,8 +132,7 @@ def _cached_column(
     col = stats.column_stats(task, cells, n_resamples=n, seed=TIE_SEED)
     doc = {**dataclasses.asdict(col), "tied": sorted(col.tied)}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, doc)
+        atomic_write_json(path, doc, root=cache)
     except OSError:
         pass  # a read-only cache costs time, never a result
     return col

@@ -93,8 +93,7 @@ def export(results: str | Path, out: str | Path) -> list[Path]:
             / slug(str(r.get("model", "-")))
             / slug(f"{r['method']}__{r.get('config_hash', '')}__seed{r.get('seed')}")
         )
-        p = check_inside(d / f"{slug(r['task'])}.json", out)  # before mkdir: no folder made through a link
-        d.mkdir(parents=True, exist_ok=True)
+        p = check_inside(d / f"{slug(r['task'])}.json", out)  # its folders: made by the write, under out
         doc = to_mteb({k: v for k, v in r.items() if k != "_path"})
         _mteb_names(doc, r)
         doc["benchbench"] = {
@@ -216,7 +215,6 @@ def save_imported(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     written = []
     for rec in records:
         q = check_inside(Path(out) / "imported" / slug(rec["model"]) / f"{slug(rec['task'])}.json", out)
-        q.parent.mkdir(parents=True, exist_ok=True)
         rec["checksum"] = checksum(rec)  # as every schema-2 record: one without it is refused on read
         atomic_write_text(q, json.dumps(rec, indent=1, sort_keys=True) + "\n", root=out)
         written.append(q)

@@ -462,6 +462,7 @@ def reproduce(
     )
     echo(text)
     if md:
-        Path(md).parent.mkdir(parents=True, exist_ok=True)
-        Path(md).write_text(text)
+        from benchbench.store.files import atomic_write_text
+
+        atomic_write_text(md, text, root=Path(md).parent)  # never through a link at --md
     return 0

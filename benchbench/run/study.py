@@ -628,7 +628,7 @@ def supersede(study: Study, output: str | Path, keep: str | None = None) -> dict
     aside, they are run again at this code version, and nothing stored is deleted. ``keep``: the code version
     to keep (``store.results.code_version``), default the loaded code's; a study run at a pinned older
     commit (bench/device_studies_pack.py ``--at``) is kept by naming that commit's version."""
-    from benchbench.store.files import check_inside
+    from benchbench.store.files import check_inside, move_into
     from benchbench.store.records import loaded_code
     from benchbench.store.results import SUPERSEDED, ResultStore, code_version, key_of
     from benchbench.train.reuse import training_folder
@@ -651,8 +651,7 @@ def supersede(study: Study, output: str | Path, keep: str | None = None) -> dict
             n = 1
             while dest.exists():
                 dest, n = dest.with_name(f"{runs.name}-{n}"), n + 1
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            runs.rename(dest)
+            move_into(check_inside(runs, store.root), dest, store.root)  # no linked folder on either side
         moved[code_version(r)] = moved.get(code_version(r), 0) + 1
     return moved
 

@@ -107,7 +107,7 @@ def build(
     out.mkdir(parents=True, exist_ok=True)
     for lock_file in (LOCK, f"{LOCK}.owner"):  # filelock and the owner note open their files following links
         check_inside(out / lock_file, out)
-    with hold(out / LOCK, f"leaderboard folder {out}"):
+    with hold(out / LOCK, f"leaderboard folder {out}", root=out):
         # rendered under the lock: a build that waited renders the newest records, and two builds in one
         # process never run matplotlib's pyplot (not thread-safe) at once
         files = render_files(results, damaged, study_names)
@@ -209,8 +209,7 @@ def _write_top(out: Path, files: dict[str, str], owned: set[str]) -> list[Path]:
     for rel, text in sorted(files.items()):
         if not rel.startswith("site/"):
             p = out / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(p, text, root=out)
+            atomic_write_text(p, text, root=out)  # latex/ made through folder descriptors from out
             written.append(p)
     for rel in sorted(owned):
         if rel.startswith("latex/") and rel not in files:
@@ -223,8 +222,7 @@ def _swap_site(out: Path, site: dict[str, str], shoot: Shooter | None, notes: li
     new = Path(tempfile.mkdtemp(prefix=_NEW, dir=out))
     try:
         for rel, text in sorted(site.items()):
-            (new / rel).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(new / rel, text, root=new)
+            atomic_write_text(new / rel, text, root=new)  # its folders made under new, never through a link
         shot = new / Path(SHOT).name
         why = shoot(new / "index.html", shot) if shoot is not None else None
         if why and notes is not None:

@@ -339,7 +339,6 @@ class QTEncoder:
 
     def __init__(self, pairs: list[tuple[nn.Module, nn.Module | None]]):
         self.pairs = pairs
-        self._fp: str | None = None
 
     def towers(self) -> list[nn.Module]:
         return [t for pair in self.pairs for t in pair if t is not None]
@@ -350,13 +349,13 @@ class QTEncoder:
 
     @property
     def fingerprint(self) -> str:
-        if self._fp is None:
-            h = hashlib.sha256(b"qt-encoder-v1")
-            for t in self.towers():
-                h.update(json.dumps(asdict(t.spec), sort_keys=True).encode())
-                hash_weights(h, t.state_dict())
-            self._fp = "qt-" + h.hexdigest()[:16]
-        return self._fp
+        """From the towers' bytes at every call: the towers are the method's own modules, which may
+        still train after this wrapper is built (no memo can see every in-place write)."""
+        h = hashlib.sha256(b"qt-encoder-v1")
+        for t in self.towers():
+            h.update(json.dumps(asdict(t.spec), sort_keys=True).encode())
+            hash_weights(h, t.state_dict())
+        return "qt-" + h.hexdigest()[:16]
 
     @torch.no_grad()
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -124,7 +124,7 @@ def evaluation_encoder(
             # otherwise scored by one CPU thread (~50 s per TwitterPara cell on the H100 lanes vs ~2 s)
             dev, now = _device(device), encoder.device
             if now.type != dev.type or (dev.index is not None and now.index != dev.index):  # "cuda" is cuda:0's
-                encoder.to(dev)  # a move, even a no-op one, drops the cached fingerprint: only when it moves
+                encoder.to(dev)  # only when it moves
             info["device"] = dev.type
         if backend != "torch" or dtype != "auto":
             info["requested"] = f"{backend}/{dtype}"

@@ -108,8 +108,14 @@ class CrossEncoderScorer(torch.nn.Module):
 
     @property
     def fingerprint(self) -> str:
+        """The weights' bytes (computed at every call, as ``TransformerEncoder.fingerprint``) and every
+        setting that changes a score: the max length and the tokenizer (its class, size and lowercasing;
+        v1 missed the lowercasing). Not ``batch_size``: scores come back the same whatever the batching."""
         h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
-        h.update(f"|{self.max_length}|{len(self.tokenizer)}|cross-v1".encode())
+        tok = self.tokenizer
+        h.update(
+            f"|{self.max_length}|{type(tok).__name__}|{len(tok)}|{getattr(tok, 'do_lower_case', None)}|cross-v2".encode()
+        )
         return f"ce-{h.hexdigest()}"
 
     def save(self, path: str | Path) -> Path:

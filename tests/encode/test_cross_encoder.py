@@ -78,3 +78,56 @@ def test_the_objective_is_its_loss_of_the_logits_on_flattened_batches(scorer):
     single.pop("n_tokens")
     custom(**single)
     assert seen[0].tolist() == pytest.approx([0.9, -0.2])  # the method's own loss gets the raw targets
+
+
+def _cased(s: CrossEncoderScorer) -> None:
+    from transformers import BertTokenizerFast
+
+    from benchbench.encode.models import BUNDLED_VOCAB
+
+    s.tokenizer = BertTokenizerFast(vocab=str(BUNDLED_VOCAB), do_lower_case=False)
+
+
+def _more_tokens(s: CrossEncoderScorer) -> None:
+    import copy
+
+    s.tokenizer = copy.deepcopy(s.tokenizer)
+    s.tokenizer.add_tokens(["glockenspiel"])  # was two word pieces, now one new token (its row exists already)
+
+
+def _nudged(s: CrossEncoderScorer) -> None:
+    s.model.classifier.weight.data.mul_(3.0)  # a write the version counters do not see
+
+
+# each field that changes a score, changed alone
+CROSS_FIELDS = {
+    "max_length": lambda s: setattr(s, "max_length", 4),
+    "weights (in place)": _nudged,
+    "tokenizer lowercasing": _cased,
+    "tokenizer vocabulary": _more_tokens,
+}
+
+
+@pytest.mark.parametrize("field", list(CROSS_FIELDS))
+def test_each_field_that_changes_a_cross_encoders_scores_changes_its_fingerprint(field):
+    """Issue 50: no test varied the max length, so a fingerprint without it survived mutation. One
+    field at a time: the scores differ (checked) and so must the fingerprint."""
+    import copy
+
+    base = CrossEncoderScorer.from_encoder(tiny_bert(16, 1, 2, 32, seed=1), max_length=32, seed=5)
+    base.model.resize_token_embeddings(len(base.tokenizer) + 1)  # room for the added token
+    A2 = [a.upper() for a in A[:-1]] + ["a glockenspiel"]
+    changed = copy.deepcopy(base)
+    CROSS_FIELDS[field](changed)
+    assert not np.allclose(changed.score_pairs(A2, B), base.score_pairs(A2, B), atol=1e-7, rtol=0), field
+    assert changed.fingerprint != base.fingerprint
+
+
+def test_batch_size_leaves_a_cross_encoders_fingerprint_alone(scorer):
+    """A key must not depend on what does not change the value: the batching does not change scores."""
+    import copy
+
+    other = copy.deepcopy(scorer)
+    other.batch_size = 1
+    np.testing.assert_allclose(other.score_pairs(A, B), scorer.score_pairs(A, B), atol=1e-6, rtol=0)
+    assert other.fingerprint == scorer.fingerprint

@@ -54,6 +54,7 @@ from typing import Any
 
 from benchbench.core.errors import DataError
 from benchbench.store.files import atomic_write_text, atomic_writer, check_inside, safe_mkdirs, sha256_file, slug
+from benchbench.store.space import naming_full_disk
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -282,6 +283,15 @@ def _belongs_elsewhere(record: dict[str, Any]) -> str:
     )
 
 
+def _size(record: dict[str, Any], items: dict[str, Any] | None) -> int | None:
+    """About the bytes a record and its per-item files take (the JSON text; the items are gzipped)."""
+    try:
+        n = len(json.dumps(record, indent=1, default=_json_default))
+        return n + (len(json.dumps(items)) // 3 if items else 0)
+    except (TypeError, ValueError):
+        return None
+
+
 class ResultStore:
     def __init__(self, root: str | Path = "results"):
         self.root = Path(root)
@@ -365,20 +375,21 @@ class ResultStore:
         key = key_of(record)
         path = check_inside(self._free_path(key), self.root)
         safe_mkdirs(path.parent, self.root)  # checked first: no folder made outside the store before a refusal
-        if items:
-            from benchbench.store.items import items_filename, write_items
+        with naming_full_disk(path, "writing this result record and its per-item scores", lambda: _size(record, items)):
+            if items:
+                from benchbench.store.items import items_filename, write_items
 
-            names = {s: items_filename(path.stem, slug(s)) for s in items}
-            for s, it in items.items():
-                write_items(path.parent / names[s], it, root=self.root)
-            record["items"] = {**(record.get("items") or {}), **names}
-            record["items_sha256"] = {
-                **(record.get("items_sha256") or {}),
-                **{s: sha256_file(path.parent / n) for s, n in names.items()},
-            }
-        record["checksum"] = checksum(record)
-        with atomic_writer(path, "w", root=self.root) as f:
-            json.dump(record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False)  # NaN is not JSON
+                names = {s: items_filename(path.stem, slug(s)) for s in items}
+                for s, it in items.items():
+                    write_items(path.parent / names[s], it, root=self.root)
+                record["items"] = {**(record.get("items") or {}), **names}
+                record["items_sha256"] = {
+                    **(record.get("items_sha256") or {}),
+                    **{s: sha256_file(path.parent / n) for s, n in names.items()},
+                }
+            record["checksum"] = checksum(record)
+            with atomic_writer(path, "w", root=self.root) as f:
+                json.dump(record, f, indent=1, sort_keys=True, default=_json_default, allow_nan=False)  # no NaN
         return path
 
     def _free_path(self, key: ResultKey) -> Path:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchbench.core.errors import ConfigError, call_plugin
 from benchbench.store.results import ResultKey
+from benchbench.store.space import naming_full_disk, tensor_bytes
 from benchbench.train.context import TrainContext
 from benchbench.train.setups import subsample_corpus
 
@@ -134,7 +135,10 @@ def _train_in(
     if corpus.pairs is not None:
         info["train_pairs"] = len(corpus.pairs)
     if main and hasattr(encoder, "save"):
-        with pinned_folder(run_dir / "encoder", run.root) as folder:  # made and held by us: save writes in it
+        with (
+            naming_full_disk(run_dir / "encoder", f"saving the {method.name} encoder", lambda: tensor_bytes(encoder)),
+            pinned_folder(run_dir / "encoder", run.root) as folder,  # made and held by us: save writes in it
+        ):
             encoder.save(folder)
         mark_complete(run_dir / "encoder", json.dumps(info, default=str), root=run.root)  # then checkpoints go
         remove_checkpoints(ctx.checkpoint_dir)

@@ -48,6 +48,7 @@ import numpy as np
 from benchbench.core.errors import ConfigError
 from benchbench.store.data import read_lines
 from benchbench.store.files import MARKER, is_complete, mark_complete, pinned_folder
+from benchbench.store.space import naming_full_disk, tensor_bytes
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +513,10 @@ def run_stages(
             else:
                 encoder, sinfo = supervised(load_base(ctx.model), labelled, stage_cfg, ctx.seed)
                 if hasattr(encoder, "save"):
-                    with pinned_folder(out, stage_root if root is None else root) as folder:
+                    with (
+                        naming_full_disk(out, f"saving the {kind} stage's encoder", lambda e=encoder: tensor_bytes(e)),
+                        pinned_folder(out, stage_root if root is None else root) as folder,
+                    ):
                         encoder.save(folder)
                     mark_complete(out, json.dumps(sinfo, default=str), root=stage_root if root is None else root)
             if hasattr(encoder, "save"):

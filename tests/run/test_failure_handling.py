@@ -373,3 +373,93 @@ def test_missing_stsb_says_sha256_and_where(tmp_path, monkeypatch, tmp_cache, ca
     assert entry.sha256 and entry.sha256 in err
     assert "put it at d/sts/STSBenchmark/sts-test.csv" in err and "no public download" in err
     plugins.reset_registry()
+
+
+# ---- drills (issue 50): ENOSPC anywhere is one line naming the path and the space needed ----------------
+SAVER_PLUGIN = f"""
+import sys
+from dataclasses import dataclass
+import torch
+sys.path.insert(0, {str(FIXTURES.parent)!r})
+from helpers import CosineFixtureEncoder
+from benchbench import Method, hookimpl
+
+class Saved(CosineFixtureEncoder):
+    def __init__(self):
+        super().__init__()
+        self.weights = torch.zeros(2_500_000)  # 10 MB of float32
+    def save(self, path):
+        from safetensors.torch import save_file
+        save_file({{"w": self.weights}}, str(path / "model.safetensors"))
+
+@dataclass
+class Cfg:
+    steps: int = 1
+
+class Saver(Method):
+    name = "saver"
+    Config = Cfg
+    trains = True
+    default_model = None
+    def train(self, corpus, ctx):
+        return Saved()
+
+@hookimpl
+def benchbench_register_methods(register):
+    register("saver", Saver)
+
+@hookimpl
+def benchbench_register_tasks(register):
+    from pathlib import Path
+    register("mini", Path({str(FIXTURES / "sts_mini.toml")!r}))
+"""
+
+
+@pytest.fixture
+def saver_workdir(tmp_path, monkeypatch, tmp_cache):
+    yield from local_plugin_workdir(tmp_path, monkeypatch, SAVER_PLUGIN)
+
+
+def _one_error_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("benchbench: error:")]
+    return line
+
+
+def test_a_full_disk_while_saving_an_encoder_names_the_folder_and_the_space(saver_workdir, monkeypatch, capsys):
+    """Before: a raw ``SafetensorError: Error while serializing: I/O error: No space left on device (os error
+    28)`` traceback, no path. Now one line: the encoder folder, about the bytes its tensors need, the bytes
+    free there, and what to do; no record is stored."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(tensors, filename, *a, **kw):
+        Path(filename).write_bytes(b"partial")
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    assert main(["run", "--method", "saver", "--tasks", "mini"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    (folder,) = (saver_workdir / "results").rglob("encoder")
+    assert f"{folder.absolute()}: no space left on the device while saving the saver encoder" in line, line
+    assert "needs about 10.0 MB" in line and " MB free there" in line and "Free space there" in line, line
+    assert "SafetensorError" not in line
+    assert not _records(saver_workdir / "results")
+
+
+def test_a_full_disk_while_writing_a_record_names_the_record_and_the_space(workdir, monkeypatch, capsys):
+    """Before: the OSError of the record write surfaced without the record's path or the space needed."""
+    from contextlib import contextmanager
+
+    from benchbench.store import results
+
+    @contextmanager
+    def full(path, mode="wb", *, root=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+        yield
+
+    monkeypatch.setattr(results, "atomic_writer", full)
+    assert main(["run", "--method", "fixed", "--tasks", "mini"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "no space left on the device while writing this result record" in line and ".json:" in line, line
+    assert "needs about" in line and "free there" in line and "run the same command" in line, line

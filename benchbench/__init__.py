@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "UnsafePathError": ".core.errors",
     "mark_complete": ".store.files",  # a folder a plugin trains once and reuses (never a symlinked marker)
     "is_complete": ".store.files",
+    "pinned_folder": ".store.files",  # the folder an encoder is saved into: made under a root, never through a link
 }
 _SUBMODULES = {"metrics": ".evaluate.metrics"}
 

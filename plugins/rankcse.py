@@ -74,6 +74,7 @@ from benchbench import (
     load_encoder,
     mark_complete,
     model_label_of,
+    pinned_folder,
     resolve_steps,
     seed_everything,
     train_method,
@@ -292,8 +293,10 @@ class RankCSE(Method):
                     progress=ctx.progress,
                     logger=ctx.logger,
                 )
-                cls(cfg).train(corpus, sub).save(enc_dir)
-                mark_complete(enc_dir)
+                teacher = cls(cfg).train(corpus, sub)
+                with pinned_folder(enc_dir, ctx.output_dir) as into:  # made in the run folder, never via a link
+                    teacher.save(into)
+                mark_complete(enc_dir, root=ctx.output_dir)
             out.append(
                 {
                     "method": name,

@@ -97,6 +97,7 @@ from benchbench import (
     mark_complete,
     method_fingerprint,
     model_label_of,
+    pinned_folder,
     resolve_model_path,
     seed_everything,
     soft_bce,
@@ -537,8 +538,9 @@ class TransEncoder(Method):
         if cache_dir is not None and hasattr(result, "save"):
             # a task that reuses this training reports the training's seconds, not its own reload time
             result.info.setdefault("accounting", {})["seconds"] = round(time.perf_counter() - t0, 3)
-            result.save(cache_dir)
-            mark_complete(cache_dir)
+            with pinned_folder(cache_dir, cache_dir.parent) as into:  # made in the seed folder, never via a link
+                result.save(into)
+            mark_complete(cache_dir, root=cache_dir.parent)
         return result
 
     def fit(self, pairs: list[tuple[str, str]], pool: str, ctx: TrainContext) -> TransEncoderResult:

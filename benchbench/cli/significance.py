@@ -52,7 +52,9 @@ def benchbench_register_commands(register: Any) -> None:
         text = report(chosen, args.method, rivals, args.results, args.split, args.test, args.resamples, args.margin)
         print(text, end="")
         if args.out:
-            Path(args.out).write_text(text)
+            from benchbench.store.files import atomic_write_text
+
+            atomic_write_text(args.out, text, root=Path(args.out).parent)  # never through a link at --out
         return 0
 
     s.set_defaults(func=cmd)

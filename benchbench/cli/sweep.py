@@ -133,8 +133,10 @@ def cmd_pos(args) -> int:
         embedders[name] = Embedder(load_encoder(path or name), cache=cache, progress=False)
     out = Path(args.output)
     res = pos.analyze(embedders, datasets, pos.get_tagger(reg, args.tagger), cache_dir=out / "tags")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pos.json").write_text(
+    from benchbench.store.files import atomic_write_text
+
+    atomic_write_text(  # --output is the root: never written through a link in it
+        out / "pos.json",
         json.dumps(
             {
                 "result": res,
@@ -144,9 +146,10 @@ def cmd_pos(args) -> int:
                 "seed": args.seed,
             },
             indent=1,
-        )
+        ),
+        root=out,
     )
-    (out / "pos.md").write_text(pos.markdown(res))
+    atomic_write_text(out / "pos.md", pos.markdown(res), root=out)
     for ds in res:
         pos.bar_plot(res, out / f"pos-{ds}.png", ds)
     print(pos.markdown(res))

@@ -27,7 +27,7 @@ from typing import BinaryIO, Literal
 
 import numpy as np
 
-from benchbench.store.files import atomic_write_json, atomic_writer
+from benchbench.store.files import atomic_write_json, atomic_writer, safe_mkdirs
 
 log = logging.getLogger(__name__)
 
@@ -415,14 +415,13 @@ class EmbeddingCache:
         if len(keys) == 0:
             return
         index = self._load(fingerprint)
-        d = self._dir(fingerprint)
-        d.mkdir(parents=True, exist_ok=True)
+        d = safe_mkdirs(self._dir(fingerprint), self.root)  # never through a linked folder under the cache
         stem = d / _new_shard_name()
         karr = np.array(list(keys), dtype="S16")
         varr = np.ascontiguousarray(vecs, dtype=np.float32)
         created: list[Path] = []
         try:
-            self._write_shard(stem, karr, varr, created)
+            self._write_shard(stem, karr, varr, created, self.root)
         except BaseException as e:
             for f in created:  # a full disk must not stay full of our partial shard
                 with contextlib.suppress(OSError):
@@ -437,18 +436,18 @@ class EmbeddingCache:
         index.update(zip(keys, range(sid << 32, (sid << 32) + len(keys))))
 
     @staticmethod
-    def _write_shard(stem: Path, karr: np.ndarray, varr: np.ndarray, created: list[Path]) -> None:
+    def _write_shard(stem: Path, karr: np.ndarray, varr: np.ndarray, created: list[Path], root: Path) -> None:
         """Vectors, checksums, keys, each written atomically and never through a symlink: the keys
         file lands last, so a shard with keys has its checksum. ``created``: what was published, for
         the caller to remove if a later file fails."""
         path = {suffix: stem.with_name(stem.name + suffix) for suffix in (VECS, KEYS, SUMS)}
-        with atomic_writer(path[VECS]) as f:
+        with atomic_writer(path[VECS], root=root) as f:
             vsum = _save_npy(f, varr)
         created.append(path[VECS])
-        with atomic_writer(path[KEYS]) as f:
+        with atomic_writer(path[KEYS], root=root) as f:
             ksum = _save_npy(f, karr)
             meta = {"format": 1, "rows": int(varr.shape[0]), "dim": int(varr.shape[1]), "keys": ksum, "vecs": vsum}
-            atomic_write_json(path[SUMS], meta)  # renamed before the keys file
+            atomic_write_json(path[SUMS], meta, root=root)  # renamed before the keys file
             created.append(path[SUMS])
         created.append(path[KEYS])
 

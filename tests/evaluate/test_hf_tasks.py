@@ -190,3 +190,58 @@ def test_unreachable_hub_without_local_copy_names_where_the_copy_goes(tiny_encod
     monkeypatch.delenv("BENCHBENCH_OFFLINE", raising=False)
     with pytest.raises(DataError, match=rf"my-sts.*@{other}.*No local copy at .*hf/{STSB[0]}/{other}"):
         HFSTSAdapter(_spec(revision=other), data).evaluate(Embedder(tiny_encoder), "test")
+
+
+def _edited_copy(tmp_path, dataset: tuple[str, str], edit) -> DataStore:
+    """A copy of a fixture under ``tmp_path/data`` whose default/test.jsonl rows went through ``edit``."""
+    import shutil
+
+    folder = tmp_path / "data" / "hf" / dataset[0] / dataset[1]
+    shutil.copytree(COPIES / "hf" / dataset[0] / dataset[1], folder)
+    f = folder / "default" / "test.jsonl"
+    rows = [json.loads(line) for line in f.read_text().splitlines()]
+    f.write_text("".join(edit(i, r) + "\n" for i, r in enumerate(rows)))
+    return DataStore(tmp_path / "data", cache_dir=tmp_path / "cache", allow_download=False)
+
+
+TWITTER = ("mteb/twitterurlcorpus-pairclassification", "8b6510b0b1fa4e4c4f879467980e9be563ec1cdf")
+
+
+def _pairs_spec() -> TaskSpec:
+    return TaskSpec(
+        name="my-pairs",
+        kind="hf-pairs",
+        main_metric="max_ap",
+        params={
+            "dataset": TWITTER[0],
+            "revision": TWITTER[1],
+            "columns": {"sentence1": "sent1", "sentence2": "sent2"},
+        },
+        source="my.toml",
+    )
+
+
+def test_graded_pair_labels_are_refused_not_cast_to_int(tiny_encoder, tmp_path):
+    """Issue 50: labels 0.1 / 0.5 / 0.9 were cast to int64 (all 0) before the 0-or-1 check, then scored
+    and stored (20.26). The error names the copy, the split, the row and the value."""
+    from benchbench.evaluate.adapters.hf import HFPairsAdapter
+
+    graded = [0.1, 0.5, 0.9]
+    data = _edited_copy(tmp_path, TWITTER, lambda i, r: json.dumps({**r, "labels": graded[i % 3]}))
+    with pytest.raises(DataError, match=r"my-pairs.*local copy .*8b6510b0.*split 'test'.*0 or 1; row 0 has 0\.1"):
+        HFPairsAdapter(_pairs_spec(), data).evaluate(Embedder(tiny_encoder), "test")
+    ok = _edited_copy(tmp_path / "ok", TWITTER, lambda i, r: json.dumps({**r, "labels": float(r["labels"])}))
+    assert HFPairsAdapter(_pairs_spec(), ok).evaluate(Embedder(tiny_encoder), "test").scores["max_ap"] > 0
+
+
+@pytest.mark.parametrize("bad", ["NaN", "null"])
+def test_a_nan_gold_score_is_a_bad_label_naming_its_row_not_the_encoders_fault(bad, tiny_encoder, tmp_path):
+    """Issue 50: a NaN score in an hf-sts copy was reported as "the encoder gives the same vector"."""
+    from benchbench.evaluate.adapters.hf import HFSTSAdapter
+
+    def edit(i, r):
+        return json.dumps(r) if i != 3 else json.dumps(r).replace('"score": 0.0', f'"score": {bad}')
+
+    data = _edited_copy(tmp_path, STSB, edit)
+    with pytest.raises(DataError, match=r"my-sts.*local copy .*stsbenchmark-sts.*split 'test'.*'score': row 3 has"):
+        HFSTSAdapter(_spec(), data).evaluate(Embedder(tiny_encoder), "test")

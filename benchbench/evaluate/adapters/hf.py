@@ -104,6 +104,42 @@ class HFTask(TaskAdapter):
             )
         return ds
 
+    def _where(self, split: str) -> str:
+        """The copy (or hub dataset) and split a bad row is in, for errors a user can act on."""
+        h = self.hf
+        src = f"local copy {h.folder}" if h.folder is not None else f"dataset {h.dataset}@{h.revision}"
+        config = self.param("config")
+        return f"{src}{f' config {config!r}' if config else ''}, split {split!r}"
+
+    def numbers(self, ds: Any, split: str, column: str) -> np.ndarray:
+        """The column ``column`` (the adapter's name) as float64. A value that is not a finite number
+        (NaN, null, text) is an error naming the copy, the split, the row and the value: a NaN gold score
+        would otherwise surface as a NaN correlation, blamed on the encoder."""
+        name = self.column(column)
+        values = ds[name]
+        bad = None
+        try:
+            arr = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = None
+            bad = next(i for i, v in enumerate(values) if not _is_number(v))
+        if arr is not None and not np.isfinite(arr).all():
+            bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        if bad is not None:
+            raise DataError(
+                f"Task {self.name!r}: {self._where(split)}, column {name!r}: row {bad} has the label "
+                f"{values[bad]!r}, not a finite number. Fix or drop that row in the copy (and delete its "
+                f"rows' stored results), or point the spec at a clean copy."
+            )
+        return arr  # type: ignore[return-value]
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        return bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
 
 def _mteb_transform(name: str, split: str, ds: Any) -> Any:
     import datasets
@@ -148,7 +184,7 @@ class HFSTSAdapter(HFTask):
         self.check_split(split)
         ds = self.rows(split)
         a, b = ds[self.column("sentence1")], ds[self.column("sentence2")]
-        gold = np.asarray(ds[self.column("score")], dtype=np.float64)
+        gold = self.numbers(ds, split, "score")
         d = _distances(*_pair_vectors(model, a, b))
         scores = {}
         for name in ("cosine", "manhattan", "euclidean"):
@@ -176,9 +212,16 @@ class HFPairsAdapter(HFTask):
         self.check_split(split)
         ds = self.rows(split)
         a, b = ds[self.column("sentence1")], ds[self.column("sentence2")]
-        labels = np.asarray(ds[self.column("labels")], dtype=np.int64)
-        if set(np.unique(labels)) - {0, 1}:
-            raise DataError(f"Task {self.name!r}: labels must be 0 or 1 (found {sorted(set(labels.tolist()))[:5]}).")
+        raw = self.numbers(ds, split, "labels")
+        wrong = np.flatnonzero((raw != 0) & (raw != 1))  # checked before any cast: int64(0.9) would be 0
+        if len(wrong):
+            i = int(wrong[0])
+            raise DataError(
+                f"Task {self.name!r}: {self._where(split)}, column {self.column('labels')!r}: labels must be 0 or "
+                f"1; row {i} has {ds[self.column('labels')][i]!r} ({len(wrong)} such rows). A graded score "
+                f"belongs in an hf-sts task; else fix the copy's labels."
+            )
+        labels = raw.astype(np.int64)
         d = _distances(*_pair_vectors(model, a, b))
         scores = {f"{n}_ap": 100 * float(average_precision_score(labels, s)) for n, s in d.items()}
         scores["max_ap"] = max(scores.values())

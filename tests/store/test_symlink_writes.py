@@ -191,3 +191,60 @@ def test_a_symlinked_lock_folder_of_the_store_is_refused_and_nothing_lands_outsi
     assert _run("--output", "out", "--force") == 2
     _refused(capsys, locks)
     assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+
+
+# a local plugin whose "trained" encoder, while it is being saved, has its seed folder swapped for a link
+# (a hostile local process racing the run): the files it writes must stay in --output
+SWAPPING_PLUGIN = (
+    FIXED_METHOD_PLUGIN.replace("    trains = False\n", "    trains = True\n")
+    .replace(
+        "        return CosineFixtureEncoder()",
+        "        return Swapping()",
+    )
+    .replace(
+        "class Fixed(Method):",
+        """import os, shutil
+from pathlib import Path
+
+class Swapping(CosineFixtureEncoder):
+    def save(self, path):
+        out, elsewhere = Path(os.environ["DRILL_OUT"]), Path(os.environ["DRILL_ELSEWHERE"])
+        (seed,) = out.glob("runs/*/*/*/*/seed1")
+        shutil.copytree(seed, elsewhere / "seed1")  # the same folders there: a write through the link succeeds
+        copied = sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*"))
+        (elsewhere.parent / "copied.txt").write_text("\\n".join(copied))
+        seed.rename(seed.with_name("seed1.moved"))
+        seed.symlink_to(elsewhere / "seed1", target_is_directory=True)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "weights.bin").write_bytes(b"trained weights")
+        return Path(path)
+
+class Fixed(Method):""",
+    )
+)
+
+
+def test_a_run_folder_swapped_for_a_link_while_the_encoder_is_saved_keeps_it_inside(
+    tmp_path, monkeypatch, tmp_cache, capsys
+):
+    """Drill (issue 50): the seed folder is swapped for a link to ``elsewhere`` after every check, while
+    ``encoder.save`` runs. The encoder writes into the folder the run made and holds (``pinned_folder``),
+    so its files stay in --output (in the moved folder); the ``.complete`` marker after it is refused
+    through the link, naming it. The bug: ``encoder.save(run_dir / "encoder")`` wrote through the link."""
+    (tmp_path / "mini.toml").write_text(STS_MINI)
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "mini.toml"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("DRILL_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("DRILL_ELSEWHERE", str(elsewhere))
+    for _ in local_plugin_workdir(tmp_path, monkeypatch, SWAPPING_PLUGIN):
+        capsys.readouterr()
+        assert _run("--output", "out") == 2
+        err = capsys.readouterr().err
+        assert "symbolic link" in err and "seed1" in err and "Traceback" not in err, err
+        # nothing added there: no weights, no .complete (only what the racer copied)
+        assert sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*")) == (
+            (tmp_path / "copied.txt").read_text().splitlines()
+        )
+        (moved,) = (tmp_path / "out").glob("runs/*/*/*/*/seed1.moved")
+        assert [p.read_bytes() for p in moved.rglob("weights.bin")] == [b"trained weights"]

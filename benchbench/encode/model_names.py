@@ -197,20 +197,47 @@ CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json", "preprocessor_confi
 
 
 def model_subfolders(folder: Path) -> list[Path]:
-    """The folder and, for a sentence-transformers layout, its Transformer module's folder."""
+    """The folder and, for a sentence-transformers layout, its Transformer module's folder. A module
+    path in ``modules.json`` must name a visible subfolder (no absolute path, ``..`` or hidden part):
+    the folder's label (``local_model_label``) hashes what lies inside it, hidden files excepted, so
+    weights loaded from elsewhere could change and keep the old label, and its stored scores (issue 50)."""
     out = [folder]
     modules = folder / "modules.json"
     if modules.is_file():
         try:
             mods = json.loads(modules.read_text(encoding="utf-8"))
+            paths = [str(m.get("path", "") or "") for m in mods]
             tdir = next((m.get("path", "") for m in mods if str(m.get("type", "")).endswith("Transformer")), "")
         except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as e:
             raise ConfigError(
                 f"Model folder {str(folder)!r}: {modules} is not sentence-transformers JSON ({e})."
             ) from e
+        for rel in paths:
+            why = _module_path_problem(folder, rel)
+            if why:
+                raise ConfigError(
+                    f"Model folder {str(folder)!r}: {modules} names module path {rel!r}, which {why}. A local "
+                    f"model is labelled (and its scores stored) by the files inside its folder, so every module "
+                    f"must lie in a visible subfolder: copy that module's files into the folder and set its "
+                    f'"path" to that subfolder (or "" for the folder itself).'
+                )
         if tdir:
             out.append(folder / tdir)
     return out
+
+
+def _module_path_problem(folder: Path, rel: str) -> str | None:
+    """Why module path ``rel`` of ``folder`` is outside what the folder's label covers (None: it is covered)."""
+    if not rel:
+        return None
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or rel.startswith("~"):
+        return "is absolute (outside the folder)"
+    if ".." in parts:
+        return "leaves the folder ('..')"
+    if any(p.startswith(".") for p in parts if p != "."):
+        return "is a hidden folder (the label skips hidden files)"
+    return None  # a symlinked subfolder is fine: the label follows links (``local_model_label``)
 
 
 def refuse_custom_code(folder: str | Path) -> None:

@@ -32,6 +32,7 @@ from benchbench.encode.model_names import (
     SPLIT_ZIP_PARTS,
     check_model_name,
     model_key,
+    model_subfolders,
     split_zip_folder,
     split_zip_install_command,
     suggest_models,
@@ -129,12 +130,14 @@ def local_model_label(folder: Path) -> str:
     """``<folder name>@<12 hex of the sha256 of its files>``: a local model's identity is its
     weights, so new weights in the same folder make a new result key (the old score is never handed
     back for them), the same weights elsewhere resume, and no machine path reaches a record or a
-    table. Every file that can change the vectors is hashed (weights, config, tokenizer, pooling);
-    hidden files and Markdown are not (``.complete`` markers, model cards)."""
+    table. Every file that can change the vectors is hashed (weights, config, tokenizer, pooling),
+    through symlinked subfolders too; hidden files and Markdown are not (``.complete`` markers, model
+    cards), so ``modules.json`` may not load from a hidden folder or from outside (refused)."""
     import hashlib
 
+    model_subfolders(folder)  # refuses modules.json paths outside the folder or in hidden folders
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for f in sorted(_files_followed(folder)):
         rel = f.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts) or f.suffix.lower() == ".md":
             continue
@@ -143,6 +146,29 @@ def local_model_label(folder: Path) -> str:
             while chunk := fh.read(1 << 22):
                 h.update(chunk)
     return f"{folder.resolve().name}@{h.hexdigest()[:12]}"
+
+
+def _files_followed(folder: Path) -> list[Path]:
+    """Every file under ``folder`` by its path inside it, symlinked subfolders followed (the loader reads
+    through them; ``rglob`` does not descend into them); a link back to a folder on its own path (a
+    loop) is not entered again. The same set whatever order the file system lists entries in."""
+    out: list[Path] = []
+
+    def walk(d: Path, above: tuple[str, ...]) -> None:
+        real = os.path.realpath(d)
+        if real in above:
+            return
+        with os.scandir(d) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):  # hidden: not hashed (markers), and never loaded (modules.json)
+                    continue
+                if entry.is_dir():
+                    walk(Path(entry.path), (*above, real))
+                elif entry.is_file():
+                    out.append(Path(entry.path))
+
+    walk(folder, ())
+    return out
 
 
 def model_card(name: str) -> tuple[Any, str]:
@@ -258,8 +284,7 @@ class TransformerEncoder(torch.nn.Module):
                 raise ConfigError(
                     f"Model {name!r} has sentence-transformers modules benchbench cannot reproduce: {unsupported}"
                 )
-            tdir = next((mm.get("path", "") for mm in mods if mm["type"].endswith("Transformer")), "")
-            path = str(p / tdir) if tdir else path
+            path = str(model_subfolders(p)[-1])  # its Transformer module's folder: refused outside ``p``
         _refuse_pickled_weights(name, path)
         _refuse_custom_code(name, path)
         try:
@@ -501,7 +526,7 @@ def _refuse_custom_code(name: str, path: str) -> None:
     """A local folder that needs code transformers does not ship is refused before transformers sees
     it: ``auto_map`` (``refuse_custom_code``), or a ``model_type`` transformers does not know (which
     only a folder's own code could build). A hub id is checked in its cached snapshot, when there is one."""
-    from benchbench.encode.model_names import model_subfolders, refuse_custom_code
+    from benchbench.encode.model_names import refuse_custom_code
 
     folder = Path(path)
     if not folder.is_dir():

@@ -294,6 +294,13 @@ class StudyView:
     # {column: {trained row: its records}} for one column per distinct set of training corpora (the
     # STS columns of a row share one trained encoder, so one of them stands for all): the curves to draw
     curves: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    # {row: {task: the seeds stored}}: what an extended study's collapsed view (:func:`completion`) counts
+    present: dict[str, dict[str, frozenset[Any]]] = field(default_factory=dict)
+
+    @property
+    def extended(self) -> bool:
+        """GPU-sized (``tier = "extended"``): shown collapsed below the core studies, its table on its own page."""
+        return self.study.tier != "core"
 
     @property
     def total(self) -> int:
@@ -339,6 +346,93 @@ class StudyView:
             f"of the budget); seeds {list(st.seeds)}; study version {st.version} ({st.path}, sha256 "
             f"{st.sha256[:12] or '-'})" + (f"; per-method options: {per}" if per else "") + "."
         )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """An extended study's state without its table: a GPU-sized design is mostly empty here, and a wall of
+    dashes says less than what is stored, what is missing (by method and by task) and how to resume."""
+
+    stored: int  # (row, task, seed) cells with a record
+    planned: int
+    seeds: tuple[Any, ...]
+    seeds_complete: tuple[Any, ...]  # the seeds whose every (row, task) cell is stored
+    code_versions: dict[str, int]  # code version -> records (``Provenance.commits``)
+    by_task: tuple[tuple[str, int, int], ...]  # (task, cells missing, cells planned)
+    empty_methods: tuple[str, ...]  # methods none of whose rows has a stored cell
+    partial_methods: tuple[tuple[str, int, int, tuple[str, ...]], ...]  # (method, missing, planned, tasks lacking)
+
+
+def completion(v: StudyView) -> Completion:
+    """What :func:`view` stored for each (row, task), counted by seed, by method (a method's rows: its
+    step-0 row, its trained row, the random init) and by task."""
+    rows = v.study.rows()
+    seeds = tuple(v.study.seeds)
+    have = {r.name: v.present.get(r.name, {}) for r in rows}
+    got = {(r.name, t): set(have[r.name].get(t, ())) & set(seeds) for r in rows for t in v.tasks}
+    complete = tuple(s for s in seeds if all(s in g for g in got.values()))
+    by_task = tuple((t, sum(len(seeds) - len(got[(r.name, t)]) for r in rows), len(rows) * len(seeds)) for t in v.tasks)
+    methods: dict[str, list[StudyRow]] = {}
+    for r in rows:
+        methods.setdefault(r.method, []).append(r)
+    empty, partial = [], []
+    for m, rs in methods.items():
+        planned = len(rs) * len(v.tasks) * len(seeds)
+        missing = planned - sum(len(got[(r.name, t)]) for r in rs for t in v.tasks)
+        if missing == planned:
+            empty.append(m)
+        elif missing:
+            lacking = tuple(t for t in v.tasks if any(len(got[(r.name, t)]) < len(seeds) for r in rs))
+            partial.append((m, missing, planned, lacking))
+    return Completion(
+        sum(len(g) for g in got.values()),
+        len(rows) * len(v.tasks) * len(seeds),
+        seeds,
+        complete,
+        dict(v.provenance.commits),
+        by_task,
+        tuple(empty),
+        tuple(partial),
+    )
+
+
+def completion_lines(v: StudyView) -> list[str]:
+    """The collapsed view's lines (plain text; each format escapes them): the exploratory note, the
+    counts, the code versions, the missing cells by method and by task, the resume command."""
+    c = completion(v)
+    st = v.study
+    pct = f" ({100 * c.stored / c.planned:.0f}%)" if c.planned else ""
+    out = [f"Exploratory: {st.exploratory}"] if st.exploratory else []
+    out.append(f"Cells stored (row x task x seed): {c.stored:,} of {c.planned:,}{pct}.")
+    done = ", ".join(map(str, c.seeds_complete))
+    out.append(
+        f"Seeds complete (every row and task stored): {len(c.seeds_complete)} of {len(c.seeds)}"
+        + (f" (seed {done})." if done else ".")
+    )
+    out.append(
+        "Code versions: "
+        + (", ".join(f"{k} ({n} records)" for k, n in c.code_versions.items()) or "none (nothing stored)")
+        + "."
+    )
+    if c.stored < c.planned:
+        parts = []
+        if c.empty_methods:
+            parts.append(f"nothing stored for {len(c.empty_methods)} methods ({', '.join(c.empty_methods)})")
+        parts += [f"{m}: {n:,} of {p:,} missing ({', '.join(ts)})" for m, n, p, ts in c.partial_methods]
+        out.append("Missing by method: " + "; ".join(parts) + ".")
+        out.append(
+            "Missing by task: "
+            + "; ".join(
+                f"{t}: {'all ' + format(p, ',') if n == p else f'{n:,} of {p:,}'}" for t, n, p in c.by_task if n
+            )
+            + "."
+        )
+    verb = "Resume" if c.stored else "Run"
+    out.append(
+        f"{verb} with `{v.command}` (stored cells are skipped; on a lent GPU through `bench/device_studies.sh`, "
+        "see `bench/README.md`)."
+    )
+    return out
 
 
 def _missing(study: Study, table: Mapping[str, Mapping[str, aggregate.Cell]], tasks: Sequence[str]) -> list[str]:
@@ -818,6 +912,7 @@ def view(
         str(results),
         learn,
         curves,
+        {m: {t: frozenset(table[t][m].scores) for t in tasks} for m in names},
     )
 
 
@@ -929,6 +1024,18 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
         lines += ["| " + " | ".join(escape_md(x) for x in r) + " |" for r in body]
     if v.missing and v.stored:
         lines += ["", "Missing cells:", ""] + [f"- {escape_md(x)}" for x in v.missing]
+    return "\n".join(lines) + "\n"
+
+
+def extended_markdown(v: StudyView, link: str = "", heading: str = "###") -> str:
+    """An extended study collapsed (:func:`completion_lines`): no table, so no wall of empty cells on the
+    front page; ``link``: where its full table is."""
+    st = v.study
+    pre = " — extended" + (" — exploratory" if st.exploratory else "") + (" — preliminary" if st.preliminary else "")
+    lines = [f"{heading} {escape_md(st.name)} (v{st.version}){pre}", "", escape_md(st.description), ""]
+    lines += [f"- {escape_md(x)}" for x in completion_lines(v)]
+    if link:
+        lines += ["", f"Full table, notes and missing cells: [{escape_md(link)}]({link})."]
     return "\n".join(lines) + "\n"
 
 

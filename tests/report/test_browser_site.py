@@ -1,5 +1,5 @@
 """The generated site in a real browser: headless Chromium (Debian ``chromium``) driven by playwright
-loads index.html (the studies: one table per built-in study) from disk (file://) with no console
+loads index.html (the studies: one section per built-in study) from disk (file://) with no console
 errors, its link leads to all.html (every record), where a header click reorders a table, a plot
 renders (an SVG image with a size), and a method named like an XSS payload shows as text."""
 
@@ -56,8 +56,11 @@ def test_site_in_chromium(tmp_path: Path) -> None:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(index.as_uri())
         page.wait_for_load_state("load")
-        shown = page.eval_on_selector_all("table.study-table", "ts => ts.map(t => t.offsetHeight)")
+        shown = page.eval_on_selector_all("section.study", "ss => ss.map(s => s.offsetHeight)")
         assert len(shown) == len(study_spec.available()) and all(h > 0 for h in shown)
+        # a core study's table is on the front page; an extended one is collapsed (its table on its own page)
+        core = [n for n in study_spec.available() if study_spec.load_study(n).tier == "core"]
+        assert page.eval_on_selector_all("table.study-table", "ts => ts.length") == len(core)
         page.click("p.all a")  # the front page's way to every stored record
         page.wait_for_load_state("load")
         assert page.url.endswith("/all.html")

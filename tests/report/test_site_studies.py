@@ -110,6 +110,10 @@ def built(tmp_path_factory) -> dict:
         "st": st,
         "table": table,
         "index": (lb / "site" / "index.html").read_text(),
+        # both studies are extended (the default tier): the front page shows them collapsed, each full table
+        # on its own page
+        "page": (lb / "site" / "study-mini.html").read_text(),
+        "empty_page": (lb / "site" / "study-nothing-yet.html").read_text(),
         "readme": (lb / "README.md").read_text(),
     }
 
@@ -128,11 +132,9 @@ def _rows(html: str, table_id: str) -> dict[str, list[str]]:
 
 
 def test_one_table_per_study_and_the_tie_groups_are_tie_columns(built) -> None:
-    index = built["index"]
-    assert re.findall(r'<table class="sortable study-table" id="(t-study-[^"]+)"', index) == [
-        "t-study-mini",
-        "t-study-nothing-yet",
-    ]
+    index = built["page"]
+    assert re.findall(r'<table class="sortable study-table" id="(t-study-[^"]+)"', index) == ["t-study-mini"]
+    assert 'id="t-study-nothing-yet"' in built["empty_page"] and "study-table" not in built["index"]
     cols = {t: study_view.tie_column(t, built["table"][t]) for t in TASKS}
     assert cols["scidocs"].test == HIERARCHICAL and cols["scidocs"].tied == {"tsdae", "ct"}  # the designed groups
     assert cols["askubuntu"].tied == {"tsdae"} and cols["askubuntu"].test == HIERARCHICAL
@@ -156,12 +158,12 @@ def test_one_table_per_study_and_the_tie_groups_are_tie_columns(built) -> None:
 
 
 def test_partial_row_has_no_average_and_the_missing_cells_are_named(built) -> None:
-    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["index"], "t-study-mini").items()}
+    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["page"], "t-study-mini").items()}
     assert rows["ct"][-2] == "" and rows["ct"][0].startswith("–")  # avg (the last column is the row's cost)
     means = [built["table"][t]["tsdae"].mean for t in TASKS]
     assert rows["tsdae"][-2] == f"{np.mean(means):.2f}"
     assert rows["tsdae"][-1].endswith("energy measured in 0 of 6 records")  # 2 tasks x 3 seeds, no energy in them
-    index = built["index"]
+    index = built["page"]
     assert "Partly run: 15 of 18 (method, task, seed) cells stored" in index
     assert "<li>ct: askubuntu</li>" in index
     # the copy in another folder is the same record: still 3 seeds, no conflict
@@ -171,45 +173,53 @@ def test_partial_row_has_no_average_and_the_missing_cells_are_named(built) -> No
 def test_papers_numbers_apart_from_the_cells(built) -> None:
     """The papers' numbers (TSDAE's Table 2 reports tsdae and ct on both tasks) are context under their own
     conditions: a table of their own under the study's (``published.published_html``), never in a cell."""
-    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["index"], "t-study-mini").items()}
+    rows = {label.split(" ")[0]: cells for label, cells in _rows(built["page"], "t-study-mini").items()}
     assert all("paper" not in c and "59.40" not in c for cells in rows.values() for c in cells)
-    section = built["index"][built["index"].index('id="study-mini"') : built["index"].index('id="study-nothing-yet"')]
+    section = built["page"][built["page"].index('id="study-mini"') :]
     published = section[section.index('<details class="published">') :]
     assert "59.40" in published and "74.00" in published and "56.30" in published and "67.60" in published
     assert "bsl" not in re.sub(r"<[^>]+>", " ", published).split()
 
 
 def test_marks_from_aggregate(built) -> None:
-    rows = _rows(built["index"], "t-study-mini")
+    rows = _rows(built["page"], "t-study-mini")
     assert set(rows) == {"tsdae", "ct [T]", "bsl [S]"}
     cells = {label.split(" ")[0]: c for label, c in rows.items()}
     assert "‡" in cells["tsdae"][0] and "‡" not in cells["tsdae"][1]  # per cell, from the record
     assert "!" in cells["bsl"][1] and "!" not in cells["bsl"][0]
-    index = built["index"]
+    index = built["page"]
     assert "! bsl on scidocs: flat: " in index and "[S] selects its checkpoint on task labels" in index
     assert "[T] transductive" in index and "‡ not zero-shot" in index
 
 
 def test_conditions_status_and_the_way_to_every_record(built) -> None:
-    index, lb = built["index"], built["lb"]
+    index, lb = built["page"], built["lb"]
     assert "budget 1 steps, batch size 2" in index and "seeds [1, 2, 3]; study version 3" in index
     assert f"Test per column: askubuntu: {HIERARCHICAL}, scidocs: {HIERARCHICAL}" in index
-    empty = index[index.index('id="study-nothing-yet"') :]
+    empty = built["empty_page"]
     assert "Not run yet" in empty and "--output leaderboards/studies/nothing-yet" in empty
-    assert '<p class="all"><a href="all.html">' in index
+    front = built["index"][built["index"].index('id="study-nothing-yet"') :]
+    assert "Run with <code>benchbench study run" in front and "--output leaderboards/studies/nothing-yet" in front
+    assert '<p class="all"><a href="all.html">' in built["index"]
     all_html = (lb / "site" / "all.html").read_text()
     assert '<h2 id="s-useb">USEB</h2>' in all_html and 'id="t-useb"' in all_html  # the old suite tables
     method_page = (lb / "site" / "methods" / "tsdae.html").read_text()
     assert 'href="../index.html">studies</a>' in method_page and 'href="../all.html">' in method_page
 
 
-def test_readme_starts_with_the_same_tables_study_report_prints(built) -> None:
+def test_readme_shows_an_extended_study_collapsed_and_its_table_on_its_own_page(built) -> None:
+    """``study report`` prints the full table; the README and the front page show an extended study collapsed
+    (no table, so no wall of dashes) and link to the site page that holds the same table."""
     readme = built["readme"]
-    assert readme.index("## Studies") < readme.index("### mini (v3)") < readme.index("## USEB\n")
+    assert readme.index("## Studies") < readme.index("## Extended studies") < readme.index("### mini (v3) — extended")
+    assert readme.index("### mini (v3)") < readme.index("## USEB\n")
     report = study_view.report_markdown(built["st"], built["table"])
     table_lines = [line for line in report.splitlines() if line.startswith("| ")]
-    assert len(table_lines) >= 4 and all(line in readme for line in table_lines)
+    assert len(table_lines) >= 4 and not any(line in readme for line in table_lines)
     assert "**" in table_lines[1] and "¹" in table_lines[1]
+    assert "(site/study-mini.html)" in readme and "Cells stored (row x task x seed): 15 of 18 (83%)." in readme
+    page_rows = _rows(built["page"], "t-study-mini")
+    assert len(page_rows) == len(built["st"].rows())
 
 
 def test_rebuild_is_identical(built) -> None:
@@ -228,3 +238,36 @@ def test_a_study_reads_its_own_folder_when_it_has_one(built) -> None:
     (sec,) = [s for s in study_sections(records + [stranger], built["lb"], built["names"]) if s.name == "mini"]
     cell = sec.view.rows[[r.method for r in sec.view.rows].index("tsdae")].cells
     assert all("0.00" not in c.text for c in cell) and "f" * 12 not in " ".join(sec.view.notes)
+
+
+def test_an_extended_study_on_the_front_page_is_its_completion_state_not_a_table_of_dashes(built) -> None:
+    index = built["index"]
+    assert index.index('<h2 id="extended">Extended studies</h2>') < index.index('id="study-mini"')
+    mini = index[index.index('id="study-mini"') : index.index('id="study-nothing-yet"')]
+    empty = index[index.index('id="study-nothing-yet"') : index.index("Generated by")]
+    for section in (mini, empty):
+        assert "<table" not in section and study_view.NO_CELL not in section
+    assert "Cells stored (row x task x seed): 15 of 18 (83%)." in mini
+    assert "Seeds complete (every row and task stored): 0 of 3." in mini  # ct never ran askubuntu
+    assert "Code versions: abc (15 records)." in mini
+    assert "Missing by method: ct: 3 of 6 missing (askubuntu)." in mini
+    assert "Missing by task: askubuntu: 3 of 9." in mini
+    assert "Resume with <code>benchbench study run " in mini and 'href="study-mini.html"' in mini
+    assert "Missing by method: nothing stored for 3 methods (tsdae, ct, bsl)." in empty
+    assert "Missing by task: askubuntu: all 9; scidocs: all 9." in empty
+
+
+def test_completion_counts_the_seeds_the_methods_and_the_tasks(built) -> None:
+    """Against a table edited by hand: ct's askubuntu filled for seed 1 only, bsl's scidocs seed 3 dropped;
+    seed 1 is then the one complete seed."""
+    from benchbench.report.aggregate import Cell
+
+    st, table = built["st"], built["table"]
+    cells = {t: {m: Cell(dict(c.scores)) for m, c in table[t].items()} for t in TASKS}
+    cells["askubuntu"]["ct"] = Cell({1: 50.0})
+    del cells["scidocs"]["bsl"].scores[3]
+    c = study_view.completion(study_view.view(st, cells, cache=False, published=[]))
+    assert (c.stored, c.planned) == (15, 18)
+    assert c.seeds == (1, 2, 3) and c.seeds_complete == (1,)
+    assert c.by_task == (("askubuntu", 2, 9), ("scidocs", 1, 9))
+    assert c.empty_methods == () and c.partial_methods == (("ct", 2, 6, ("askubuntu",)), ("bsl", 1, 6, ("scidocs",)))

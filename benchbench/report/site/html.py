@@ -12,8 +12,9 @@ from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, num
 from benchbench.report.escaping import escape_html
 from benchbench.report.published import published_html
+from benchbench.report.site.markdown import EXTENDED, NO_CORE
 from benchbench.report.site.plots import study_curve_plot, study_curve_plots
-from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line
+from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line, study_page
 from benchbench.store.files import slug
 
 
@@ -74,12 +75,17 @@ def _cell_anchor(row: str, task: str) -> str:
     return f"c-{anchor(row)}-{anchor(task)}"
 
 
+def _table_href(v: studies.StudyView) -> str:
+    """Where a study's full table is: the front page for a core study, its own page for an extended one."""
+    return study_page(v.study.name) if v.extended else f"index.html#study-{anchor(v.study.name)}"
+
+
 def study_records_page(v: studies.StudyView) -> str:
     """Every cell of a study with the record file of each seed (paths relative to the results folder,
     linked from the site folder one level below it): what a reader opens to check a number."""
     parts = [
         f"<h1>{escape_html(v.study.name)} (v{v.study.version}): the records behind each cell</h1>",
-        f'<p class="notes"><a href="index.html#study-{anchor(v.study.name)}">back to the table</a>. Each record '
+        f'<p class="notes"><a href="{_table_href(v)}">back to the table</a>. Each record '
         "holds its config, code version (git_sha, git_dirty), package versions, device, training accounting "
         "(curves, loss) and per-item scores (its items file beside it).</p>",
     ]
@@ -134,8 +140,10 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
         tds.append(f'<td class="num" data-v="{"" if row.avg is None else f"{row.avg:.6f}"}">{avg}</td>')
         tds.append(f'<td class="cost" data-v="{escape_html(row.cost)}">{escape_html(row.cost)}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
+    tier = " — extended" if v.extended else ""
+    tier += " — exploratory" if st.exploratory else ""
     parts = [
-        f'<section class="study" id="study-{anchor(st.name)}"><h2>{escape_html(st.name)} (v{st.version})</h2>',
+        f'<section class="study" id="study-{anchor(st.name)}"><h2>{escape_html(st.name)} (v{st.version}){tier}</h2>',
         f"<p>{escape_html(st.description)}</p>",
         f'<p class="status {state}">{_code_spans(v.status)}</p>',
         f'<p class="notes">{escape_html(v.conditions)}</p>',
@@ -158,8 +166,36 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     return "\n".join(parts) + "</section>"
 
 
+def _extended_html(v: studies.StudyView) -> str:
+    """An extended study on the front page, collapsed (``studies.completion_lines``: counts, code versions,
+    missing cells by method and task, the resume command); its full table on its own page."""
+    st = v.study
+    state = "empty" if v.stored == 0 else "partial" if v.stored < v.total else "complete"
+    pre = " — extended" + (" — exploratory" if st.exploratory else "") + (" — preliminary" if st.preliminary else "")
+    return (
+        f'<section class="study extended" id="study-{anchor(st.name)}">'
+        f"<h3>{escape_html(st.name)} (v{st.version}){escape_html(pre)}</h3>"
+        f"<p>{escape_html(st.description)}</p>"
+        f'<ul class="status {state}">'
+        + "".join(f"<li>{_code_spans(x)}</li>" for x in studies.completion_lines(v))
+        + f'</ul><p class="full"><a href="{study_page(st.name)}">Full table, notes and missing cells &rarr;</a></p>'
+        "</section>"
+    )
+
+
+def _study_section(sec: StudySection, pages: set[str]) -> str:
+    if sec.view is None:
+        return (
+            f'<section class="study" id="study-{anchor(sec.name)}"><h2>{escape_html(sec.name)}</h2>'
+            f'<p class="status empty">Cannot be shown: {escape_html(sec.error)}</p></section>'
+        )
+    return _study_html(sec.view, pages)
+
+
 def _studies_page(sections: list[StudySection], pages: set[str], n_tables: int) -> str:
     """The front page: the studies, and the way to every stored record (``all.html``)."""
+    core = [s for s in sections if s.view is None or not s.view.extended]
+    extended = [s for s in sections if s.view is not None and s.view.extended]
     parts = [
         "<h1>benchbench: studies</h1>",
         "<p>Declared comparisons: each study fixes one base model, one training budget and its seeds for "
@@ -172,22 +208,21 @@ def _studies_page(sections: list[StudySection], pages: set[str], n_tables: int) 
         "<ul>"
         + "".join(
             f'<li><a href="#study-{anchor(sec.name)}">{escape_html(sec.name)}</a>'
-            + (f": {sec.view.stored} of {sec.view.total} cells stored" if sec.view else ": cannot be shown")
+            + (" (extended)" if sec.view and sec.view.extended else "")
+            + (f": {sec.view.stored:,} of {sec.view.total:,} cells stored" if sec.view else ": cannot be shown")
             + "</li>"
-            for sec in sections
+            for sec in core + extended
         )
         + "</ul>",
     ]
     if not sections:
         parts.append('<p class="notes">no study files</p>')
-    for sec in sections:
-        if sec.view is None:
-            parts.append(
-                f'<section class="study" id="study-{anchor(sec.name)}"><h2>{escape_html(sec.name)}</h2>'
-                f'<p class="status empty">Cannot be shown: {escape_html(sec.error)}</p></section>'
-            )
-        else:
-            parts.append(_study_html(sec.view, pages))
+    elif not core:
+        parts.append(f'<p class="notes">{_code_spans(NO_CORE)}</p>')
+    parts += [_study_section(sec, pages) for sec in core]
+    if extended:
+        parts.append(f'<h2 id="extended">Extended studies</h2><p class="notes">{_code_spans(EXTENDED)}</p>')
+        parts += [_extended_html(sec.view) for sec in extended if sec.view]
     parts.append(
         '<p class="notes">Generated by <code>benchbench leaderboard</code> from stored records; '
         '<a href="all.html">every stored record</a>.</p>'
@@ -211,6 +246,10 @@ def render_site(
     for sec in sections or []:
         if sec.view is not None:
             files[_records_page(sec.view.study.name)] = study_records_page(sec.view)
+            if sec.view.extended:  # collapsed on the front page: the full table on a page of its own
+                files[study_page(sec.view.study.name)] = _page(
+                    f"benchbench: {sec.view.study.name}", _study_html(sec.view, pages_of(rows))
+                )
     parts = [
         "<h1>Every stored record</h1>",
         '<p class="notes">The <a href="index.html">studies</a> are the controlled comparisons; this page is '
@@ -243,7 +282,7 @@ def render_site(
         f"<figcaption>{escape_html(title)}</figcaption></figure>"
         for n, (title, _) in plots.items()
     ]
-    methods = sorted({row.method for row in rows})
+    methods = sorted(pages_of(rows))
     parts.append(
         "<h2>Methods</h2><ul>"
         + "".join(f'<li><a href="methods/{page_name(m)}.html">{escape_html(m)}</a></li>' for m in methods)
@@ -268,6 +307,11 @@ def render_site(
     for task in sorted({r["task"] for row in rows for r in row.records}):
         files[f"tasks/{page_name(task)}.html"] = _task_page(task, rows)
     return files
+
+
+def pages_of(rows: list[Row]) -> set[str]:
+    """The methods that have a page of their own (a study's row links to it)."""
+    return {row.method for row in rows}
 
 
 def _task_page(task: str, rows: list[Row]) -> str:

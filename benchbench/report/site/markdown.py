@@ -6,9 +6,17 @@ from __future__ import annotations
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row
 from benchbench.report.escaping import escape_bidi, escape_md
-from benchbench.report.site.tables import StudySection, Table, provenance_line
+from benchbench.report.site.tables import StudySection, Table, provenance_line, study_page
 
 REBUILD = "benchbench leaderboard --results leaderboards --out leaderboards --screenshot"
+NO_CORE = (
+    'No core study yet: a core study (`tier = "core"`) is pre-registered and finishes on this project\'s '
+    "2-core CPU; it leads this page with its full table."
+)
+EXTENDED = (
+    'GPU-sized designs (`tier = "extended"`): they wait for a lent device, so each is shown collapsed to its '
+    "completion state, its missing cells grouped by method and by task; its full table is on its own site page."
+)
 
 
 def _code(name: str) -> str:
@@ -51,12 +59,19 @@ def render_markdown(
             "",
         ]
     if sections:
+        core = [s for s in sections if s.view is None or not s.view.extended]
+        extended = [s for s in sections if s.view is not None and s.view.extended]
         out += ["## Studies", ""]
-        for sec in sections:
+        if not core:
+            out += [NO_CORE, ""]
+        for sec in core:
             if sec.view is None:
                 out += [f"### {escape_md(sec.name)}", "", f"Cannot be shown: {escape_md(sec.error)}", ""]
             else:
                 out += [studies.view_markdown(sec.view)]
+        if extended:
+            out += ["## Extended studies", "", EXTENDED, ""]
+            out += [studies.extended_markdown(s.view, f"site/{study_page(s.name)}") for s in extended if s.view]
         out += ["## Every stored record, by suite", ""]
     for t in tables:
         out += [f"## {escape_md(t.name)}", ""]

@@ -16,6 +16,7 @@ from benchbench.report import aggregate, contamination, study_provenance
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row, cell_text, method_defaults, seeds_text, table_notes, table_rows
 from benchbench.run import study as study_spec
+from benchbench.store.files import slug
 
 SPLIT = "test"
 
@@ -208,6 +209,11 @@ def study_sections(
         except BenchbenchError as e:
             out.append(StudySection(Path(name).stem, None, str(e)))
     return out
+
+
+def study_page(name: str) -> str:
+    """The site page of an extended study's full table (the front page shows it collapsed)."""
+    return f"study-{slug(anchor(name))}.html"
 
 
 def provenance_line(row: Row) -> str:

@@ -32,7 +32,7 @@ from benchbench.encode.sizes import check_sizes
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.run.energy import Meter, total
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
-from benchbench.store.files import safe_mkdirs
+from benchbench.store.files import safe_mkdirs, sha256_file
 from benchbench.store.records import new_record, refuse_non_finite
 from benchbench.store.results import (
     DamagedRecord,
@@ -324,6 +324,8 @@ def _run_task(
         held.enter_context(plan.store.lock(key))  # until this key's record is written
         plan.store.clean_stale(key)
     existing = _stored_record(plan, key, report)
+    if existing is not None and _data_changed(plan, adapter, existing):
+        existing = None  # computed from other data: every split is evaluated again and the record replaced
     if existing is None:
         _note_other_weights(plan, key)
     else:
@@ -389,6 +391,37 @@ def _stored_record(plan: _RunPlan, key: ResultKey, report: RunReport) -> dict | 
         report.quarantined.append((str(e.path), str(moved), e.why))
         log.warning("%s. Moved it (and its per-item files) to %s; recomputing it.", e, moved)
         return None
+
+
+def _data_changed(plan: _RunPlan, adapter: TaskAdapter, existing: dict) -> bool:
+    """Whether ``existing`` was computed from other data than the task has now. The result key names
+    the model (a local folder by its files' hash) but not the data, so a record is reused only while
+    each data fingerprint it stored is the current one: an HF copy's (computed from its files when the
+    spec gives none: its rows changed and the stored 3.44 was served for a true -3.44), a spec file's
+    declared sha256, or an undeclared file's sha256. Files the spec pins are verified when read."""
+    stored = existing.get("data") or {}
+    hf = getattr(adapter, "hf", None)
+    changed = []
+    for name, was in stored.items():
+        if hf is not None and name == hf.key:
+            now = hf.fingerprint()
+        elif name in adapter.spec.files:
+            entry = adapter.spec.files[name]
+            path = None if entry.sha256 else plan.data.locate(name)
+            now = entry.sha256 or (sha256_file(path) if path is not None else None)
+        else:
+            continue
+        if now is not None and now != was:
+            changed.append(f"{name} (was {str(was)[:16]}, now {str(now)[:16]})")
+    if changed:
+        log.warning(
+            "task %s: the stored result %s was computed from other data than the task has now: %s. "
+            "Evaluating it again; the new record replaces it.",
+            adapter.name,
+            plan.store.path(key_of(existing)),
+            "; ".join(changed),
+        )
+    return bool(changed)
 
 
 def _check_items(plan: _RunPlan, existing: dict, report: RunReport) -> None:

@@ -4,19 +4,30 @@ Where from, in order: a local copy in the repository layout (``README.md`` with 
 and the data files, as ``huggingface-cli download --repo-type dataset`` writes it) at
 ``hf/<id>/<revision>/`` under the data dir or the data cache, the only way it can load offline; else the
 hub at that revision when downloads are allowed. A local copy's files are hashed into one fingerprint
-(like a file task's sha256s) that is checked against the spec's and recorded in ``DataStore.used``; a
-hub load records the revision, itself an immutable commit id. A missing config, split or column is a
-``DataError`` naming the task, the dataset and what it has."""
+(like a file task's sha256s), computed whether or not the spec gives one, checked against the spec's
+when it does, and recorded in ``DataStore.used`` (hence in the record: a stored result is reused only
+while it matches, ``benchbench.run.runner``); a hub load records the revision, itself an immutable
+commit id. The ``datasets`` cache built from a copy is verified before each process reads it, and
+rebuilt when it was modified. A missing config, split or column is a ``DataError`` naming the task,
+the dataset and what it has."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import os
 import re
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import ConfigError, DataError
 from benchbench.store.data import DataStore, check_folder, sha256_file
+from benchbench.store.files import atomic_write_json
+
+log = logging.getLogger(__name__)
 
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 
@@ -35,12 +46,72 @@ def copy_folder(data: DataStore, dataset: str, revision: str) -> Path | None:
 
 
 def folder_fingerprint(folder: Path) -> str:
-    """sha256 over every file of the copy (relative path and its sha256, in path order): the same rows
-    in the same files give the same fingerprint wherever the folder lies."""
+    """sha256 over every file of the copy (relative path and its sha256, in the order of the relative
+    paths, whatever order the file system lists them in): the same rows in the same files give the
+    same fingerprint wherever the folder lies."""
     h = hashlib.sha256()
-    for p in sorted(q for q in folder.rglob("*") if q.is_file() and ".cache" not in q.relative_to(folder).parts):
-        h.update(f"{p.relative_to(folder).as_posix()}\0{sha256_file(p)}\n".encode())
+    files = {q.relative_to(folder).as_posix(): q for q in folder.rglob("*") if q.is_file()}
+    for rel in sorted(r for r in files if ".cache" not in r.split("/")):
+        h.update(f"{rel}\0{sha256_file(files[rel])}\n".encode())
     return h.hexdigest()
+
+
+VERIFIED = "verified.json"  # in a copy's cache folder: the build read now, and its files' sha256s
+
+
+def _build_files(build: Path) -> dict[str, Path]:
+    """The files of a ``datasets`` cache build that hold rows or metadata (not its lock files)."""
+    return {
+        p.relative_to(build).as_posix(): p
+        for p in build.rglob("*")
+        if p.is_file() and not p.name.endswith(".lock") and ".incomplete" not in p.as_posix()
+    }
+
+
+def verified_build(base: Path, what: str) -> Path:
+    """The ``datasets`` cache folder to read a copy through: the build named in ``base/verified.json``
+    when every file it lists has the recorded sha256 and it holds no file the record lacks; else a new,
+    empty build folder (``datasets`` rebuilds from the copy), the modified one removed. ``datasets``
+    reads its Arrow cache without any check, so an edited or truncated cache was scored as the copy
+    (-3.44 -> -3.52; "Found array with 0 sample(s)")."""
+    manifest = base / VERIFIED
+    try:
+        rec = json.loads(manifest.read_text())
+        build = base / str(rec["build"])
+        files = dict(rec["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        rec = None
+    if rec is not None and build.parent == base and build.is_dir():
+        have = _build_files(build)
+        wrong = sorted(set(have) ^ set(files)) or [r for r in sorted(files) if sha256_file(have[r]) != files[r]]
+        if not wrong:
+            return build
+        log.warning(
+            "%s: its datasets cache %s was modified since it was built (%s); rebuilding it from the copy.",
+            what,
+            build,
+            ", ".join(wrong[:3]),
+        )
+        shutil.rmtree(build, ignore_errors=True)
+    return base / uuid.uuid4().hex[:16]
+
+
+def seal_build(build: Path) -> None:
+    """Record ``build``'s files and their sha256s as the verified build of its copy (after ``datasets``
+    wrote to it); files already recorded keep their recorded sums (re-checked on the next process's
+    first read)."""
+    base = build.parent
+    try:
+        rec = json.loads((base / VERIFIED).read_text())
+        known = dict(rec["files"]) if rec.get("build") == build.name else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        known = {}
+    files = {r: known.get(r) or sha256_file(p) for r, p in sorted(_build_files(build).items())}
+    try:
+        os.makedirs(base, exist_ok=True)
+        atomic_write_json(base / VERIFIED, {"build": build.name, "files": files}, indent=1)
+    except OSError as e:  # unrecorded, the build is rebuilt by the next process: a cost, never a wrong row
+        log.warning("datasets cache %s: could not record its checksums (%s); it will be rebuilt next time.", build, e)
 
 
 class HFData:
@@ -54,23 +125,37 @@ class HFData:
         self.expected = fingerprint
         self.folder = copy_folder(data, dataset, revision)
         self._checked = False
+        self._build: Path | None = None
 
     def where(self) -> str:
         return " or ".join(str(p) for p in self.data.candidates(f"hf/{self.dataset}/{self.revision}"))
 
+    @property
+    def key(self) -> str:
+        """This dataset's entry in ``DataStore.used`` and in a record's ``data``."""
+        return f"hf:{self.dataset}@{self.revision}"
+
+    def fingerprint(self) -> str:
+        """The local copy's fingerprint, computed from its files (once per instance), checked against the
+        spec's when it gives one, and recorded in ``DataStore.used``; without a local copy, the revision."""
+        if self.folder is None:
+            return self.revision
+        if not self._checked:
+            got = folder_fingerprint(self.folder)
+            if self.expected and got != self.expected:
+                raise DataError(
+                    f"Task {self.task!r}: local copy {self.folder} of {self.dataset}@{self.revision} has fingerprint "
+                    f"{got}, the spec expects {self.expected}: a different or modified copy. Replace it with "
+                    f"the pinned revision's files."
+                )
+            self.data.used[self.key] = got
+            self._checked = True
+        return self.data.used[self.key]
+
     def _source(self) -> str:
         """The path ``datasets.load_dataset`` reads: the local copy (fingerprint checked once), else the hub id."""
         if self.folder is not None:
-            if not self._checked:
-                got = folder_fingerprint(self.folder)
-                if self.expected and got != self.expected:
-                    raise DataError(
-                        f"Task {self.task!r}: local copy {self.folder} of {self.dataset}@{self.revision} has fingerprint "
-                        f"{got}, the spec expects {self.expected}: a different or modified copy. Replace it with "
-                        f"the pinned revision's files."
-                    )
-                self.data.used[f"hf:{self.dataset}@{self.revision}"] = got
-                self._checked = True
+            self.fingerprint()
             return str(self.folder)
         if not self.data.allow_download:
             raise DataError(
@@ -78,19 +163,22 @@ class HFData:
                 f"downloads are off. Put the repository's files at {self.where()} (for MTEB tasks built from "
                 f"the offline data: python bench/build_mteb_copies.py)."
             )
-        self.data.used[f"hf:{self.dataset}@{self.revision}"] = self.revision
+        self.data.used[self.key] = self.revision
         return self.dataset
 
     def _cache_dir(self) -> str | None:
         """A local copy's own ``datasets`` cache, named by its fingerprint: ``datasets`` keys its cache of a
         local folder by the folder's name (here the revision), so two copies of one revision (a fixture,
-        a rebuilt copy) would otherwise read each other's stale rows or fail its split-size check."""
+        a rebuilt copy) would otherwise read each other's stale rows or fail its split-size check. Inside
+        it, the build verified once per instance (``verified_build``)."""
         if self.folder is None:
             return None
-        import datasets
+        if self._build is None:
+            import datasets
 
-        got = self.data.used[f"hf:{self.dataset}@{self.revision}"]
-        return str(Path(datasets.config.HF_DATASETS_CACHE) / "benchbench-copies" / got[:24])
+            base = Path(datasets.config.HF_DATASETS_CACHE) / "benchbench-copies" / self.fingerprint()[:24]
+            self._build = verified_build(base, f"Task {self.task!r}: local copy {self.folder}")
+        return str(self._build)
 
     def configs(self) -> list[str]:
         import datasets
@@ -114,7 +202,10 @@ class HFData:
                 raise DataError(
                     f"Task {self.task!r}: dataset {self.dataset} has no config {config!r} (it has {configs})."
                 )
-            dd = datasets.load_dataset(src, config, revision=self._rev(), cache_dir=self._cache_dir())
+            cache = self._cache_dir()
+            dd = datasets.load_dataset(src, config, revision=self._rev(), cache_dir=cache)
+            if cache is not None:
+                seal_build(Path(cache))
         except (ValueError, FileNotFoundError, OSError) as e:  # OSError: ConnectionError, offline hub
             local = "" if self.folder is not None else f" No local copy at {self.where()}."
             raise DataError(f"Task {self.task!r}: dataset {name} does not load from {src} ({e}).{local}") from e

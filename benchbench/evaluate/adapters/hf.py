@@ -14,9 +14,10 @@ the same data and vectors (``bench/mteb_equality.py`` and ``tests/evaluate/test_
 
 A spec names its dataset in ``params``: ``dataset`` (the hub id), ``revision`` (a 40-hex commit),
 ``config``, ``columns`` (the adapter's input -> the dataset's column) and optionally ``fingerprint``
-(the local copy's, checked). An ``mteb:`` task follows MTEB's protocol wherever it differs from the
-literature's, and says so in its notes (SICK-R: MTEB scores the whole SICK set, 9,927 pairs, not
-the SemEval-2014 test split that benchbench's ``sickr`` scores).
+(the local copy's, checked; without it the copy's is still computed, recorded and compared on
+reuse). An ``mteb:`` task follows MTEB's protocol wherever it differs from the literature's, and
+says so in its notes (SICK-R: MTEB scores the whole SICK set, 9,927 pairs, not the SemEval-2014 test
+split that benchbench's ``sickr`` scores).
 """
 
 from __future__ import annotations

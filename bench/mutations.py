@@ -26,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 F = "tests/plugins/test_method_fidelity.py::"
+FILES = "tests/store/test_files.py::"
+WRITES = "tests/store/test_symlink_writes.py::"
 
 # (name, file, [(old, new), ...], tests)
 MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
@@ -178,6 +180,81 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
         "plugins/tsdae.py",
         [("decoder = pretrained  # the checkpoint", "decoder = None  # the checkpoint")],
         [F + "test_pretrained_heads_load_from_a_local_and_a_sentence_transformers_folder"],
+    ),
+    # issue 50: one root check for every write (benchbench/store/files.py and the writers routed through it)
+    (
+        "(extra) root check: the folder walk follows a link",
+        "benchbench/store/files.py",
+        [("nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)", "nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)")],
+        [FILES + "test_the_fd_walk_refuses_a_swap_after_the_last_check"],
+    ),
+    (
+        "(extra) root check: folders made before the path is checked",
+        "benchbench/store/files.py",
+        [('_refuse_link(here, "" if i == len(parts) - 1 else f" (a folder on the way to {path})")', "pass")],
+        [FILES + "test_safe_mkdirs_refuses_before_making_anything"],
+    ),
+    (
+        "(extra) root check: the temp file opened by its path, not in the held folder",
+        "benchbench/store/files.py",
+        [
+            (
+                "return os.open(tmp_name if dfd is not None else tmp, _OPEN_FLAGS, 0o666, **at)",
+                "return os.open(tmp, _OPEN_FLAGS, 0o666)",
+            )
+        ],
+        [FILES + "test_a_folder_swapped_after_the_walk_opened_it_keeps_the_write_in_the_root"],
+    ),
+    (
+        "(extra) root check: the temp file renamed by its path",
+        "benchbench/store/files.py",
+        [("os.replace(tmp_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)", "os.replace(tmp, path)")],
+        [FILES + "test_a_folder_swapped_after_the_walk_opened_it_keeps_the_write_in_the_root"],
+    ),
+    (
+        "(extra) root check: a pinned folder handed out by its path",
+        "benchbench/store/files.py",
+        [("yield _pinned(fd) or Path(path)", "yield Path(path)")],
+        [FILES + "test_a_pinned_folder_keeps_its_writes_when_swapped_after_it_is_opened"],
+    ),
+    (
+        "(extra) root check: the run-folder lock without --output as its root",
+        "benchbench/train/reuse.py",
+        [
+            (
+                'with hold(lock, f"run folder {run_dir}", root=root) if main',
+                'with hold(lock, f"run folder {run_dir}") if main',
+            )
+        ],
+        [WRITES + "test_a_symlinked_parent_of_the_run_folder_is_refused_and_nothing_lands_outside"],
+    ),
+    (
+        "(extra) root check: the encoder saved by its path, not into the held folder",
+        "benchbench/train/reuse.py",
+        [("            encoder.save(folder)", '            encoder.save(run_dir / "encoder")')],
+        [WRITES + "test_a_run_folder_swapped_for_a_link_while_the_encoder_is_saved_keeps_it_inside"],
+    ),
+    (
+        "(extra) root check: the record's folder made by a plain mkdir",
+        "benchbench/run/runner.py",
+        [
+            (
+                "folder = safe_mkdirs(plan.store.path(key).parent, plan.store.root)",
+                "folder = plan.store.path(key).parent",
+            )
+        ],
+        [WRITES + "test_a_symlinked_records_parent_is_refused_before_any_folder_is_made_outside"],
+    ),
+    (
+        "(extra) root check: the record store's folders made by a plain mkdir",
+        "benchbench/store/results.py",
+        [
+            (
+                "safe_mkdirs(path.parent, self.root)  # checked first",
+                "path.parent.mkdir(parents=True, exist_ok=True)  # checked first",
+            )
+        ],
+        [FILES + "test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outside"],
     ),
 ]
 

@@ -3,6 +3,7 @@ symlink or leaves its root, one ``.complete`` marker, one bounded slug that keep
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -233,11 +234,22 @@ def _record(score: float, task: str = "sts-mini") -> dict:
 
 
 # ---- a folder swapped for a link between the check and the write (drill, issue 50) -----------------------
-def _swap_after_check(monkeypatch, folder: Path, elsewhere: Path, n: int) -> list[int]:
-    """Right after the ``n``-th link check ``store.files`` makes, move ``folder`` aside (inside its root)
-    and put a link to ``elsewhere`` in its place, as a hostile local process racing the writer would;
-    ``elsewhere`` gets ``folder``'s sub-folders (empty), so a write that follows the link succeeds
-    there. Returns the running count of checks (to learn how many a write makes)."""
+def _swap(folder: Path, elsewhere: Path, mirror: bool = True) -> None:
+    """Move ``folder`` aside (inside its root) and put a link to ``elsewhere`` in its place, as a hostile
+    local process racing the writer would. ``mirror``: ``elsewhere`` first gets ``folder``'s sub-folders
+    (empty), so a write that follows the link succeeds there; without it, any folder made through the
+    link shows."""
+    if mirror:
+        for d in [folder, *folder.rglob("*")]:
+            if d.is_dir():
+                (elsewhere / d.relative_to(folder)).mkdir(parents=True, exist_ok=True)
+    folder.rename(folder.with_name(folder.name + ".moved"))
+    folder.symlink_to(elsewhere, target_is_directory=True)
+
+
+def _swap_after_check(monkeypatch, folder: Path, elsewhere: Path, n: int, mirror: bool = True) -> list[int]:
+    """Right after the ``n``-th link check ``store.files`` makes, ``_swap`` ``folder`` for a link to
+    ``elsewhere``. Returns the running count of checks (to learn how many a write makes)."""
     real = files._refuse_link
     count = [0]
 
@@ -245,25 +257,28 @@ def _swap_after_check(monkeypatch, folder: Path, elsewhere: Path, n: int) -> lis
         real(path, what)
         count[0] += 1
         if count[0] == n and not folder.is_symlink():
-            for d in [folder, *folder.rglob("*")]:
-                if d.is_dir():
-                    (elsewhere / d.relative_to(folder)).mkdir(parents=True, exist_ok=True)
-            folder.rename(folder.with_name(folder.name + ".moved"))
-            folder.symlink_to(elsewhere, target_is_directory=True)
+            _swap(folder, elsewhere, mirror)
 
     monkeypatch.setattr(files, "_refuse_link", check_then_swap)
     return count
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
 def _files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
 
 
-def test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outside(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("mirror", [True, False])
+def test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outside(
+    tmp_path: Path, monkeypatch, mirror: bool
+):
     """Through ``ResultStore.write`` with per-item scores: whichever check the swap follows, no record,
-    items file or temp file lands outside the store (the bug: after the last check, the record and its
-    temp files were written through the link). The write is refused naming the link, or (a swap after
-    the last write) lands in the store."""
+    items file, temp file or folder lands outside the store (the bug: after the last check, the record
+    and its temp files were written through the link; a swap before a ``mkdir`` made folders there). The
+    write is refused naming the link, or (a swap after its last write) lands in the store."""
     items = {"test": {"scores": [1.0, 0.0], "ids": ["a", "b"]}}
     probe = ResultStore(tmp_path / "probe")
     probe.write(_record(50.0), items=items)  # the folders exist, as after a first run
@@ -278,13 +293,39 @@ def test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outsid
         store = ResultStore(root)
         path = store.write(_record(50.0), items=items)
         folder = root / path.relative_to(root).parts[0] / path.relative_to(root).parts[1]  # <method>/<model>
-        _swap_after_check(monkeypatch, folder, elsewhere, n)
+        _swap_after_check(monkeypatch, folder, elsewhere, n, mirror)
         try:
             store.write(_record(52.0), items=items)
         except UnsafePathError as e:
             assert str(folder) in str(e) and "symbolic link" in str(e), e
         monkeypatch.undo()
-        assert _files_under(elsewhere) == [], f"swap after check {n} of {checks}: written outside"
+        got = _tree(elsewhere)
+        assert not [g for g in got if (elsewhere / g).is_file()], f"swap after check {n} of {checks}: written outside"
+        if not mirror:
+            assert got == [], f"swap after check {n} of {checks}: folders made outside: {got}"
+
+
+def test_a_folder_swapped_after_the_walk_opened_it_keeps_the_write_in_the_root(tmp_path: Path, monkeypatch) -> None:
+    """The swap after every check AND the descriptor walk: the temp file is opened and renamed relative to
+    the folder the walk holds, so the record lands there (in the store, the moved folder), never through
+    the link, and the write completes."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    (root / "a" / "b").mkdir(parents=True)
+    elsewhere.mkdir()
+    real = files.open_folder
+
+    @contextlib.contextmanager
+    def walk_then_swap(*a, **k):
+        with real(*a, **k) as fd:
+            _swap(root / "a", elsewhere)
+            yield fd
+
+    monkeypatch.setattr(files, "open_folder", walk_then_swap)
+    atomic_write_text(root / "a" / "b" / "r.json", "x", root=root)
+    monkeypatch.undo()
+    assert _files_under(elsewhere) == []
+    assert (root / "a.moved" / "b" / "r.json").read_text() == "x"
+    assert [p.name for p in (root / "a.moved" / "b").iterdir()] == ["r.json"]  # no temp file left
 
 
 @pytest.mark.parametrize("what", ["atomic write", "safe_mkdirs"])

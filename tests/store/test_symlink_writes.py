@@ -139,30 +139,21 @@ def _tree(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-def test_a_symlinked_parent_of_the_run_folder_is_refused_and_nothing_lands_outside(
-    tmp_path, monkeypatch, tmp_cache, capsys
-):
-    """Drill (issue 50): ``OUT/runs/simcse -> elsewhere``. The bug: the whole trained encoder, its
-    ``.complete``, the checkpoints and the run-folder lock were written in ``elsewhere`` (the lock and
-    ``encoder.save`` had no root to check against) and the run reported success."""
-    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(REPO / "examples" / "example_task" / "example-sts.toml"))
-    monkeypatch.setattr(plugins, "_REGISTRY", None)
-    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+def test_a_symlinked_parent_of_the_run_folder_is_refused_and_nothing_lands_outside(workdir, capsys):
+    """Drill (issue 50): ``OUT/runs/simcse -> elsewhere``, the real training path (tiny-bert, 1 step). The
+    bug: the whole trained encoder, its ``.complete``, the checkpoints and the run-folder lock were written
+    in ``elsewhere`` (the lock and ``encoder.save`` had no root to check against) and the run said rc 0."""
+    out, elsewhere = workdir / "out", workdir / "elsewhere"
     (out / "runs").mkdir(parents=True)
     elsewhere.mkdir()
     link = out / "runs" / "simcse"
     link.symlink_to(elsewhere, target_is_directory=True)
-    argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "example-sts"]
-    argv += ["--steps", "1", "--batch-size", "8", "--data-dir", str(REPO / "examples" / "example_task" / "data")]
-    argv += ["--output", str(out)]
-    try:
-        capsys.readouterr()
-        assert main(argv) == 2
-        _refused(capsys, link)
-        assert _tree(elsewhere) == []  # no encoder, no .complete, no lock, no checkpoint, no empty folder
-        assert not list(ResultStore(out).records())
-    finally:
-        plugins.reset_registry()
+    capsys.readouterr()
+    argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--steps", "1"]
+    assert main([*argv, "--batch-size", "4", "--output", "out"]) == 2
+    _refused(capsys, link)
+    assert _tree(elsewhere) == []  # no encoder, no .complete, no lock, no checkpoint, no empty folder
+    assert not list(ResultStore(out).records())
 
 
 def test_a_symlinked_records_parent_is_refused_before_any_folder_is_made_outside(workdir, capsys):

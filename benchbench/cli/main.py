@@ -214,6 +214,13 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
         help="training text for methods that train on ordered text (QT: a file or folder of books) or a "
         "general corpus (BSL); part of the result key. Default: the method's own default corpus",
     )
+    r.add_argument(
+        "--train-task",
+        default=None,
+        metavar="TASK",
+        help="train on this task's unlabelled text and score every --tasks task with that encoder (trained once "
+        "per seed): e.g. adapt to twitterpara, then read the STS tasks; part of the result key",
+    )
     _add_encode_arguments(r)
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
 
@@ -367,6 +374,7 @@ def cmd_run(args) -> int:
             eval_task=args.eval_task,
             seeded_init=args.seeded_init,
             corpus=args.corpus,
+            train_task=args.train_task,
             score=args.score,
             store_items=args.store_items,
             **encode_options(args),

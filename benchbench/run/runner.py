@@ -84,6 +84,9 @@ class RunOptions:
     # e.g. "stsb" dev for tasks that have no dev split of their own (the STS tasks, TwitterPara)
     eval_task: str | None = None
     corpus: str | None = None  # --corpus: text file/folder for methods that train on ordered or general text
+    # --train-task: every task is scored with the encoder trained on THIS task's unlabelled text (trained once
+    # per seed and reused): a domain-adaptation study's "does adapting to X cost general similarity" columns
+    train_task: str | None = None
     store_items: bool = False  # --store-items: per-item scores beside the record (benchbench.store.items)
     score: str = (
         "bi"  # pairwise tasks: "bi" (cosine of the bi-encoder's vectors) or "cross" (the method's cross-encoder)
@@ -205,6 +208,16 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     check_sizes(model, config, trains=method_cls.trains, device=opts.device, encode_batch=opts.encode_batch_size)
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
     task_names = reg.expand(requested)
+    if opts.train_task:
+        try:
+            reg.task(opts.train_task)
+        except BenchbenchError as e:  # the registry's error names the closest known tasks
+            raise ConfigError(f"--train-task: {e}") from None
+        if opts.corpus or str(setup) != "unsupervised":
+            raise ConfigError(
+                f"--train-task {opts.train_task} names the text every task's encoder trains on; it does not "
+                "combine with --corpus or a --setup other than unsupervised."
+            )
     data = DataStore(opts.data_dir)
     cache, store = _open_stores(opts)
     rank, _ = process_rank()
@@ -260,6 +273,8 @@ def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tupl
         chash = hashlib.sha256(f"{chash}|stages={stages_hash}".encode()).hexdigest()[:12]
     if opts.corpus:
         chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
+    if opts.train_task:
+        chash = hashlib.sha256(f"{chash}|train_task={opts.train_task}".encode()).hexdigest()[:12]
     train_chash = chash
     if opts.score == "cross":
         chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]
@@ -565,7 +580,7 @@ def _encoder(
     if method_cls.trains:
         encoder, train_info = train_or_reuse(
             plan.method,
-            adapter,
+            make_adapter(plan.reg, opts.train_task, plan.data) if opts.train_task else adapter,
             ctx,
             plan.plugin,
             plan.seed_dir(seed, task),
@@ -576,6 +591,7 @@ def _encoder(
             provenance=plan.provenance,
             meter=Meter,
             root=plan.store.root,
+            from_task=bool(opts.train_task),
         )
         train_info.setdefault("seconds", time.perf_counter() - t0)
         return (encoder, train_info) if rank == 0 else None

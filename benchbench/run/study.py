@@ -74,6 +74,7 @@ STUDY_KEYS = {
     "primary",
     "secondary",
     "cost",
+    "train_task",
 }
 PRIMARY_KEYS = {"task", "split", "statistic", "comparison"}
 COMPARISONS = ("own-step0", "start")  # each trained row against its own step-0 row, or against the study's start
@@ -139,6 +140,9 @@ class Study:
     secondary: tuple[str, ...] = ()  # the other columns: read as secondary, never as the headline
     cpu_hours: float = 0.0  # the wall time the file expects on a quiet 2-core CPU (0: not stated)
     cost_measured: str = ""  # how that expectation was obtained (``study run --estimate`` on which machine)
+    # the task whose unlabelled text every trained row trains on, once per seed, for every column ("" : each
+    # column's own task): a domain-adaptation study reads its other columns with the same adapted encoders
+    train_task: str = ""
 
     @property
     def builtin(self) -> bool:
@@ -507,6 +511,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         curve_per_task=curve_per_task,
         step0_rows=step0_rows,
         random_init=random_init,
+        train_task=_str(doc, "train_task", where, required=False),
         **_preregistration(doc, where, seeds),
     )
 
@@ -527,6 +532,11 @@ def check_known_names(study: Study) -> None:
             reg.expand([t])
         except BenchbenchError as e:
             raise _bad(study.path, "tasks", str(e)) from None
+    if study.train_task:
+        try:
+            reg.task(study.train_task)
+        except BenchbenchError as e:
+            raise _bad(study.path, "train_task", str(e)) from None
     if study.curve_task:
         try:
             reg.task(study.curve_task)
@@ -579,7 +589,12 @@ def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = 
                 t,
                 s,
                 "unsupervised",
-                {"overrides": study.row_overrides(row), **(study.curve_options(t) if trains else {}), **model},
+                {
+                    "overrides": study.row_overrides(row),
+                    **(study.curve_options(t) if trains else {}),
+                    **({"train_task": study.train_task} if trains and study.train_task else {}),
+                    **model,
+                },
             )
             for t in task_names
             for s in (study.seeds if seeds is None else seeds)

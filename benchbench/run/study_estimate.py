@@ -7,7 +7,8 @@ cache off (a cached start would make evaluation look free):
 - each training method trains ``PROBE_STEPS`` steps at the study's batch size on the first task: training
   seconds per step (model loading and the first, slowest steps included, so the projection errs high).
 The projection adds, per cell, steps x seconds-per-step, the task's evaluation and, with [curves], one
-evaluation of the curve's split per curve point. A method whose budget is not counted in steps (its
+evaluation of the curve's split per curve point; with ``train_task`` a row trains once per seed for
+all its columns, so its training is counted once. A method whose budget is not counted in steps (its
 options lack ``steps``) is not probed and the estimate says so rather than guessing.
 """
 
@@ -73,7 +74,9 @@ def estimate(study: Study, tasks: Sequence[str], methods: Sequence[str], seeds: 
     with tempfile.TemporaryDirectory(prefix="benchbench-estimate-") as tmp:
 
         def one(method: str, task: str, overrides: dict[str, str], tag: str) -> Any:
+            trains = reg.method(method).trains and study.train_task
             opts = RunOptions(
+                train_task=study.train_task if trains else None,
                 method=method,
                 tasks=task,
                 seeds=[seeds[0]],
@@ -100,10 +103,15 @@ def estimate(study: Study, tasks: Sequence[str], methods: Sequence[str], seeds: 
             rep = one(m, tasks[0], {**opts, "steps": str(PROBE_STEPS)}, f"train-{m}")
             est.seconds_per_step[m] = _seconds(rep, "train") / PROBE_STEPS
     est.probe_seconds = time.perf_counter() - start
+    trained: set[tuple[str, int, str]] = set()  # with train_task, one training per (row, seed) serves every column
     for c in cells:
         total = est.eval_seconds.get(c.task, 0.0)
         per_step = est.seconds_per_step.get(c.method)
         steps = int(c.options["overrides"].get("steps", 0) or 0)
+        once = (c.method, c.seed, repr(sorted(c.options["overrides"].items())))
+        if study.train_task and once in trained:
+            per_step = None
+        trained.add(once)
         if per_step is not None and steps:
             total += per_step * steps
             every = int(c.options.get("eval_every") or 0)

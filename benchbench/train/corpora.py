@@ -97,12 +97,21 @@ def corpus_kind(method_cls: type) -> str:
     return kind
 
 
-def training_corpus(method_cls: type, adapter: Any, data: Any, corpus_path: str | None = None) -> Corpus:
+def training_corpus(
+    method_cls: type, adapter: Any, data: Any, corpus_path: str | None = None, from_task: bool = False
+) -> Corpus:
     """The corpus ``method_cls`` trains on for ``adapter``'s task. ``corpus_path`` (``--corpus``)
     replaces the default of the ``ordered`` and ``general`` kinds; for ``task``/``pairs`` methods it
-    is an error (they train on the task's own text by definition)."""
+    is an error (they train on the task's own text by definition). ``from_task`` (``--train-task``):
+    a ``general`` method (BSL: any unlabelled sentences) trains on ``adapter``'s sentences instead of
+    its general corpus, so every method of a domain-adaptation study sees the same in-domain text."""
     kind = corpus_kind(method_cls)
-    if kind in ("task", "pairs"):
+    if from_task and kind == "ordered":
+        raise ConfigError(
+            f"--train-task: method {method_cls.name!r} trains on ordered documents (running text), which a "
+            "task's unlabelled sentences are not; run it without --train-task."
+        )
+    if kind in ("task", "pairs") or (from_task and kind == "general"):
         if corpus_path:
             raise ConfigError(
                 f"--corpus {corpus_path}: method {method_cls.name!r} trains on each task's own "

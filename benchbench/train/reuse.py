@@ -45,6 +45,7 @@ def train_or_reuse(
     corpus_path: str | None = None,
     provenance: dict[str, Any] | None = None,
     *,
+    from_task: bool = False,
     meter: Callable[[], Any],
     root: Path | None = None,
 ) -> tuple[Any, dict]:
@@ -63,7 +64,7 @@ def train_or_reuse(
     from benchbench.train.corpora import training_corpus
 
     corpus = subsample_corpus(
-        training_corpus(type(method), adapter, ctx.data, corpus_path), getattr(ctx, "setup", None), ctx.seed
+        training_corpus(type(method), adapter, ctx.data, corpus_path, from_task), getattr(ctx, "setup", None), ctx.seed
     )
     data_id = (corpus.sha256 or "")[:16]
     if data_id in trained:  # trained (or loaded) by this very run: fresh even under --retrain

@@ -88,3 +88,19 @@ def test_estimate_probes_each_task_and_method_and_projects_every_cell(tmp_path, 
     assert est.projected_seconds == pytest.approx(3 * ev + 3 * (ev + 40 * sps))
     text = "\n".join(est.lines(declared_hours=1.5))
     assert "train simcse:" in text and "the study file expects 1.5 h" in text
+
+
+def test_train_task_reaches_every_training_row_and_not_the_start(tmp_path, env):
+    f = _write(
+        tmp_path,
+        {"tasks": '["sts-mini"]', "start": '"plm-mean"', "step0_rows": "true", "train_task": '"sts-mini"'},
+    )
+    st = load_study(str(f))
+    cells = study.plan(st, ["sts-mini"], [1])
+    got = {c.method: c.options.get("train_task") for c in cells}
+    assert got == {"plm-mean": None, "simcse": "sts-mini"}
+    assert len(cells) == 3  # start, simcse's step 0, simcse: the step-0 row is a training method's row too
+    assert all(c.options.get("train_task") == "sts-mini" for c in cells if c.method == "simcse")
+    bad = _write(tmp_path, {"tasks": '["sts-mini"]', "train_task": '"sts-minni"'})
+    with pytest.raises(ConfigError, match="train_task: Unknown task 'sts-minni'"):
+        load_study(str(bad))

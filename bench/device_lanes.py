@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Seconds per training (200 steps of 64, curves every 20 steps) on one of 16 lanes of one H100, from the
-# records of the 1c3a982 run (leaderboards/study_rerun.md): the mean `train.seconds` of its CUDA records. The
-# rest (no CUDA record then) are estimates from the method's extra work beside SimCSE's (a decoder, a second
-# template, a cross-encoder phase). The queue adapts to wrong estimates; they only order the jobs.
+# records of the 1c3a982 run (its reading: `git show 42bb0ba:leaderboards/study_rerun.md`): the mean
+# `train.seconds` of its CUDA records. The rest (no CUDA record then) are estimates from the method's extra
+# work beside SimCSE's (a decoder, a second template, a cross-encoder phase). The queue adapts to wrong
+# estimates; they only order the jobs.
 TRAIN_S = {
     "simcse": 10.4, "simcse-plus-plus": 15.5, "esimcse": 17.5, "infocse": 22.0, "mirror-bert": 22.0,
     "diffcse": 24.0, "ct": 26.0, "bsl": 28.0,

@@ -176,7 +176,7 @@ def _extended_html(v: studies.StudyView) -> str:
         f'<section class="study extended" id="study-{anchor(st.name)}">'
         f"<h3>{escape_html(st.name)} (v{st.version}){escape_html(pre)}</h3>"
         f"<p>{escape_html(st.description)}</p>"
-        f'<ul class="status {state}">'
+        f'<ul class="completion {state}">'
         + "".join(f"<li>{_code_spans(x)}</li>" for x in studies.completion_lines(v))
         + f'</ul><p class="full"><a href="{study_page(st.name)}">Full table, notes and missing cells &rarr;</a></p>'
         "</section>"

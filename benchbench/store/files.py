@@ -39,7 +39,7 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 DIR_FD = (
     hasattr(os, "O_NOFOLLOW")
     and hasattr(os, "O_DIRECTORY")
-    and {os.open, os.mkdir, os.rename, os.unlink, os.stat} <= os.supports_dir_fd
+    and {os.open, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd
 )
 _PROC_FD = Path("/proc/self/fd")  # Linux: /proc/self/fd/N names the folder descriptor N holds, whatever its path does
 

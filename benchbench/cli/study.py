@@ -47,6 +47,15 @@ def benchbench_register_commands(register: Any) -> None:
 
     _add_encode_arguments(r)  # an exact backend keeps the cells' keys; onnx-int8 (lossy) makes other cells
     r.set_defaults(func=cmd_run)
+    d = sub.add_parser(
+        "rederive",
+        help="re-compute the study's sampled cell from scratch (its cheapest trained cell of the primary endpoint, "
+        "first seed) and compare it with the stored record: exit 1 when it differs (CI runs this)",
+    )
+    d.add_argument("name", help="a built-in study or a study .toml file")
+    d.add_argument("--results", required=True, help="the folder holding the study's committed records")
+    d.add_argument("--data-dir", default=None)
+    d.set_defaults(func=cmd_rederive)
     p = sub.add_parser("report", help="the study's table with tie groups, from stored records")
     p.add_argument("name")
     p.add_argument("--results", default="results")
@@ -123,6 +132,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"failed {o.run.label}: {(o.error or '').splitlines()[0]}")
     print(f"{len(out)} cells: {len(out) - len(failed)} ok, {len(failed)} failed; results in {args.output}/")
     return 1 if failed else 0
+
+
+def cmd_rederive(args: argparse.Namespace) -> int:
+    from benchbench.run.rederive import rederive
+    from benchbench.run.study import load_study
+    from benchbench.store.results import ResultStore
+
+    st = load_study(args.name)
+    got = rederive(st, list(ResultStore(args.results).records()), data_dir=args.data_dir)
+    print(got.line())
+    return 0 if got.ok else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -84,7 +84,6 @@ def collect(
     keeps its records and verified per-item scores by seed; an items file that fails verification is
     named in ``cell.damaged`` (the column then says it fell back to the seeds test, and why).
     ``model_label``: the base model's label in the records (default: ``model_label_of(study.model)``)."""
-    from benchbench.core.methods import build_config, config_hash
     from benchbench.core.registry import get_registry
     from benchbench.encode.models import model_label_of
     from benchbench.store.results import record_items
@@ -96,7 +95,7 @@ def collect(
     want = {
         (
             row.method,
-            config_hash(build_config(reg.method(row.method), study.row_overrides(row))),
+            study.record_hash(row),
             model_label_of(row.model) if row.model else base,
         ): row.name
         for row in rows

@@ -262,6 +262,14 @@ def _checked_seeds(opts: RunOptions) -> list[int]:
     return seeds
 
 
+def with_train_task(chash: str, train_task: str | None) -> str:
+    """The config hash of a run trained on ``train_task``'s text (``--train-task``): another training, so
+    another key; unchanged without one. The study view computes its rows' keys with this too."""
+    import hashlib
+
+    return hashlib.sha256(f"{chash}|train_task={train_task}".encode()).hexdigest()[:12] if train_task else chash
+
+
 def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tuple[str, str]:
     """(result-key hash, training-folder hash). A non-default --corpus or non-default supervised stage
     options change both (other training); --score cross changes only the result key (other scores
@@ -273,8 +281,7 @@ def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tupl
         chash = hashlib.sha256(f"{chash}|stages={stages_hash}".encode()).hexdigest()[:12]
     if opts.corpus:
         chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
-    if opts.train_task:
-        chash = hashlib.sha256(f"{chash}|train_task={opts.train_task}".encode()).hexdigest()[:12]
+    chash = with_train_task(chash, opts.train_task)
     train_chash = chash
     if opts.score == "cross":
         chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]

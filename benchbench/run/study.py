@@ -204,6 +204,25 @@ class Study:
             out.append(StudyRow(m, m, STUDY_ROW_TRAINED, reference=step0_row(m) if step0 is not None else self.start))
         return out
 
+    def trains(self, row: StudyRow) -> bool:
+        """Whether ``row``'s cells run a training method (a trained row, or its step-0 row)."""
+        from benchbench.core.registry import get_registry
+
+        return row.kind in (STUDY_ROW_TRAINED, STUDY_ROW_STEP0) and bool(get_registry().method(row.method).trains)
+
+    def row_train_task(self, row: StudyRow) -> str | None:
+        """The task whose text ``row`` trains on when the study names one (``train_task``), else None."""
+        return self.train_task if self.train_task and self.trains(row) else None
+
+    def record_hash(self, row: StudyRow) -> str:
+        """The ``config_hash`` the records of ``row``'s cells carry: the row's options, and its train task."""
+        from benchbench.core.methods import build_config, config_hash
+        from benchbench.core.registry import get_registry
+        from benchbench.run.runner import with_train_task
+
+        chash = config_hash(build_config(get_registry().method(row.method), self.row_overrides(row)))
+        return with_train_task(chash, self.row_train_task(row))
+
     def row_overrides(self, row: StudyRow) -> dict[str, str]:
         """The method options of ``row``'s cells (its step-0 options for a step-0 row)."""
         if row.step0:
@@ -569,16 +588,21 @@ def check_known_names(study: Study) -> None:
             )
 
 
+def record_key_rows(study: Study) -> dict[tuple[str, str], StudyRow]:
+    """``{(method, config hash): row}`` for the rows of the study's own base model: which row a stored
+    record of that method and config fills (the random-init row, another model, is left out)."""
+    return {(row.method, study.record_hash(row)): row for row in study.rows() if not row.model}
+
+
 # ---- running -----------------------------------------------------------------------------------------
 def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = None) -> list[Any]:
     """One sweep cell per (row, task, seed) of :meth:`Study.rows`: each with its row's options, its
     learning-curve options ([curves]) when it trains, and the random-init row's model."""
-    from benchbench.core.registry import get_registry
     from benchbench.run.sweep import SweepRun
 
-    reg, cells = get_registry(), []
+    cells = []
     for row in study.rows():
-        trains = row.kind in (STUDY_ROW_TRAINED, STUDY_ROW_STEP0) and reg.method(row.method).trains
+        trains = study.trains(row)
         # the random-init row draws its init from each cell's seed: its seeds are draws, not repeats
         model = (
             {"model": row.model, **({"seeded_init": True} if row.kind == STUDY_ROW_RANDOM else {})} if row.model else {}
@@ -592,7 +616,7 @@ def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = 
                 {
                     "overrides": study.row_overrides(row),
                     **(study.curve_options(t) if trains else {}),
-                    **({"train_task": study.train_task} if trains and study.train_task else {}),
+                    **({"train_task": study.train_task} if study.row_train_task(row) else {}),
                     **model,
                 },
             )

@@ -104,3 +104,20 @@ def test_train_task_reaches_every_training_row_and_not_the_start(tmp_path, env):
     bad = _write(tmp_path, {"tasks": '["sts-mini"]', "train_task": '"sts-minni"'})
     with pytest.raises(ConfigError, match="train_task: Unknown task 'sts-minni'"):
         load_study(str(bad))
+
+
+def test_a_train_task_studys_records_fill_its_rows(tmp_path, env):
+    """The record of a cell trained on the study's train_task carries the key the study view looks for
+    (``Study.record_hash``): without it the row would stay empty although its cell ran."""
+    from benchbench.report import study_view
+    from benchbench.store.results import ResultStore
+
+    f = _write(tmp_path, {"tasks": '["sts-mini"]', "start": '"plm-mean"', "train_task": '"sts-mini"'})
+    st = load_study(str(f))
+    cells = [c for c in study.plan(st, ["sts-mini"], [1]) if c.method == "simcse"]
+    out = str(tmp_path / "out")
+    assert [o.status for o in study.run(st, out, "local", cells=cells)] == ["done"]
+    records = list(ResultStore(out).records())
+    table = study_view.collect(st, records, out, ["sts-mini"])
+    assert list(table["sts-mini"]["simcse"].scores) == [1]
+    assert records[0]["config_hash"] == st.record_hash(next(r for r in st.rows() if r.name == "simcse"))

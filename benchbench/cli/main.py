@@ -137,7 +137,8 @@ def add_plugin_commands(sub: Any) -> None:
 
 
 def _add_run_arguments(r: argparse.ArgumentParser) -> None:
-    """``run``'s options (the largest command: its own function keeps build_parser readable)."""
+    """``run``'s options (the largest command: its own function keeps build_parser readable). Long because
+    it declares every run option, each with its help, in one place."""
     from benchbench.train.setups import SETUPS
 
     r.add_argument("--method", required=True)

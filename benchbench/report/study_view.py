@@ -614,7 +614,8 @@ def summary(
     aggregations: Mapping[str, str] | None = None,
 ) -> str:
     """A few sentences generated from the statistics, the dev-curve verdicts and the curves, hedged as
-    they allow; ``aggregations`` (column -> its subset aggregation) is named beside the tallies."""
+    they allow; ``aggregations`` (column -> its subset aggregation) is named beside the tallies.
+    Long because each sentence has its own hedge (exploratory, preliminary, no rank claim, verdicts)."""
     parts = []
     if study.exploratory:
         parts.append(f"Exploratory, no claim about methods: {study.exploratory}")

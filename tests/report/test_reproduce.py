@@ -8,6 +8,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+from benchbench.core.errors import ConfigError
 from benchbench.report import mteb_io, reproduce
 from benchbench.report.reproduce import Budget
 from benchbench.store.results import checksum
@@ -143,7 +146,13 @@ def test_mteb_roundtrip(tmp_path: Path) -> None:
             }
         )
     )
-    (src / "Unknown.json").write_text(json.dumps({"task_name": "Unknown", "scores": {"test": []}}))
+    unknown = src / "Unknown.json"
+    unknown.write_text(json.dumps({"task_name": "Unknown", "scores": {"test": []}}))
+    # a task this install cannot show refuses the whole folder, naming the file (it once blanked every page)
+    with pytest.raises(ConfigError, match=r"Unknown.json: task_name 'Unknown' is not a task this install can show"):
+        mteb_io.import_dir(tmp_path / "mteb_in", tmp_path / "imp")
+    assert not (tmp_path / "imp").exists() or not any((tmp_path / "imp").rglob("*.json"))
+    unknown.unlink()
     written = mteb_io.import_dir(tmp_path / "mteb_in", tmp_path / "imp")
     assert len(written) == 1
     rec = json.loads(written[0].read_text())

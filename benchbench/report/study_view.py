@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -295,6 +296,11 @@ class StudyView:
     curves: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     # {row: {task: the seeds stored}}: what an extended study's collapsed view (:func:`completion`) counts
     present: dict[str, dict[str, frozenset[Any]]] = field(default_factory=dict)
+    # {task: {row: {seed: score}}}: the cells' seed scores (the core figure's intervals are paired by seed)
+    seed_scores: dict[str, dict[str, dict[Any, float]]] = field(default_factory=dict)
+    # {task: Column}: the second reading of a study with step-0 rows, every trained row against the start
+    # (the start's own training-free readout: is the result worth using), beside its own-step-0 reading
+    against_start: dict[str, Column] = field(default_factory=dict)
 
     @property
     def extended(self) -> bool:
@@ -692,6 +698,69 @@ def summary(
     return " ".join(parts)
 
 
+def paired_interval(a: Mapping[Any, float], b: Mapping[Any, float], level: float = 0.95) -> tuple[float, float, int]:
+    """(mean of a - b over the seeds both hold, half-width of its ``level`` t-interval, n): the seeds'
+    own spread of a row's change against its reference, paired by seed (the figure's interval; the
+    verdicts come from the hierarchical bootstrap, which also resamples items). Half-width nan for n < 2."""
+    from scipy import stats as sps
+
+    d = [a[k] - b[k] for k in a if k in b]
+    n = len(d)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(d) / n
+    if n < 2:
+        return mean, math.nan, n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    return mean, float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n), n
+
+
+_WORDS = {"↑": "moved up", "↓": "moved down", "≈": "stayed within the margin (≈)", "?": "inconclusive"}
+
+
+def _tally(col: Column | None, rows: Sequence[str]) -> str:
+    """ "2 moved up (a +1.23, b +0.50), 1 moved down (c -2.00)" for ``rows``' tests in ``col``."""
+    by: dict[str, list[str]] = {}
+    for m in rows:
+        t = col.start.get(m) if col else None
+        if t is not None:
+            by.setdefault(t.verdict, []).append(f"{m} {t.diff:+.2f}")
+    if not by:
+        return "no trained cell stored"
+    return ", ".join(f"{len(by[v])} {_WORDS[v]} ({', '.join(by[v])})" for v in ("↑", "≈", "?", "↓") if v in by)
+
+
+def core_summary(
+    study: Study,
+    own: Mapping[str, Column],
+    start: Mapping[str, Column],
+    seed_scores: Mapping[str, Mapping[str, Mapping[Any, float]]],
+) -> str:
+    """Three sentences from the statistics, in the pre-registered order: the primary endpoint against each
+    row's own step 0 (did the objective move it), the same endpoint against the start's training-free
+    readout (is the result worth using), and the secondary columns against own step 0. Each verdict is the
+    hierarchical bootstrap's (Holm within its family; ≈ is TOST at the study's margin)."""
+    p = study.primary
+    task, margin = p["task"], study.margin
+    trained = [r.name for r in study.rows() if r.kind == STUDY_ROW_TRAINED]
+    base = seed_scores.get(task, {}).get(study.start, {})
+    start_text = f"{study.start}, {sum(base.values()) / len(base):.2f}" if base else study.start
+    first = (
+        f"Primary endpoint, {task} {p['split']} {p['statistic']} against each row's own step 0 (margin "
+        f"±{margin:g}): {_tally(own.get(task), trained)}."
+    )
+    second = f"Against the start's own training-free readout ({start_text}): {_tally(start.get(task), trained)}."
+    rest = [t for t in own if t != task]
+    third = (
+        "Secondary, "
+        + "; ".join(f"{t} with the same encoders against own step 0: {_tally(own.get(t), trained)}" for t in rest)
+        + "."
+        if rest
+        else "No secondary column."
+    )
+    return " ".join([first, second, third])
+
+
 def budget_reading(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], tolerance: float) -> str:
     """Whether the study's budget let its rows level off, read from the dev curves (DESIGN.md, Studies:
     a budget the data can support): per column that stands for a training corpus, the median over the
@@ -897,6 +966,15 @@ def view(
     missing = _missing(study, table, tasks)
     stored = sum(len(table[t][m].scores) for t in tasks for m in names)
     pub = list(published_context(study.methods, tasks) if published is None else published)
+    second: dict[str, Column] = {}
+    if study.step0_rows and study.start:  # the same rows, each read against the start instead of its step 0
+        plain = dataclasses.replace(study, step0_rows=False)
+        second = {t: cached_column(t, {r.name: table[t][r.name] for r in plain.rows()}, plain, where) for t in tasks}
+    seed_scores = {t: {m: dict(table[t][m].scores) for m in names} for t in tasks}
+    text = summary(study, cols, rows, prov, learn, curves, _aggregations(table))
+    if study.tier == "core":
+        notes.insert(0, f"Tallies: {text}")
+        text = core_summary(study, cols, second, seed_scores)
     return StudyView(
         study,
         model_label,
@@ -908,11 +986,13 @@ def view(
         stored,
         missing,
         prov,
-        summary(study, cols, rows, prov, learn, curves, _aggregations(table)),
+        text,
         str(results),
         learn,
         curves,
         {m: {t: frozenset(table[t][m].scores) for t in tasks} for m in names},
+        seed_scores,
+        second,
     )
 
 
@@ -1004,6 +1084,8 @@ def view_markdown(v: StudyView, heading: str = "###") -> str:
     st = v.study
     pre = (" — exploratory" if st.exploratory else "") + (" — preliminary" if st.preliminary else "")
     lines = [f"{heading} {escape_md(st.name)} (v{st.version}){pre}", "", escape_md(st.description), ""]
+    if st.question:
+        lines += [f"Question: {escape_md(st.question)}", ""]
     lines += [escape_md(v.status), ""]
     if v.summary:
         lines += [f"Summary: {escape_md(v.summary)}", ""]

@@ -13,7 +13,7 @@ from benchbench.report.aggregate import Row, num
 from benchbench.report.escaping import escape_html
 from benchbench.report.published import published_html
 from benchbench.report.site.markdown import EXTENDED, NO_CORE
-from benchbench.report.site.plots import study_curve_plot, study_curve_plots
+from benchbench.report.site.plots import study_curve_plot, study_curve_plots, study_endpoint_plot, study_endpoint_plots
 from benchbench.report.site.tables import SPLIT, StudySection, Table, anchor, provenance_line, study_page
 from benchbench.store.files import slug
 
@@ -145,6 +145,7 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
     parts = [
         f'<section class="study" id="study-{anchor(st.name)}"><h2>{escape_html(st.name)} (v{st.version}){tier}</h2>',
         f"<p>{escape_html(st.description)}</p>",
+        *(_core_head(v) if not v.extended else []),
         f'<p class="status {state}">{_code_spans(v.status)}</p>',
         f'<p class="notes">{escape_html(v.conditions)}</p>',
         f'<table class="sortable study-table" id="t-study-{anchor(st.name)}"><thead><tr>{head}</tr></thead>'
@@ -164,6 +165,22 @@ def _study_html(v: studies.StudyView, pages: set[str]) -> str:
             + "</ul></details>"
         )
     return "\n".join(parts) + "</section>"
+
+
+def _core_head(v: studies.StudyView) -> list[str]:
+    """A core study's pre-registration, its three-sentence summary and its primary-endpoint figure, above
+    its table."""
+    st = v.study
+    out = [f"<p><b>Question:</b> {escape_html(st.question)}</p>"] if st.question else []
+    if v.summary:
+        out.append(f'<p class="summary"><b>Summary:</b> {escape_html(v.summary)}</p>')
+    if st.primary and v.seed_scores.get(st.primary["task"], {}).get(st.start):
+        name, title = study_endpoint_plot(st.name)
+        out.append(
+            f'<figure><img class="plot" src="plots/{name}.svg" alt="{escape_html(title)}"><figcaption>'
+            f"{escape_html(title)}; the dashed line is the start's own training-free readout</figcaption></figure>"
+        )
+    return out
 
 
 def _extended_html(v: studies.StudyView) -> str:
@@ -241,7 +258,7 @@ def render_site(
     files = {"assets/sort.js": _asset("sort.js"), "assets/style.css": _asset("style.css")}
     for name, (_, svg) in plots.items():
         files[f"plots/{name}.svg"] = svg
-    for name, (_, svg) in study_curve_plots(sections or []).items():
+    for name, (_, svg) in {**study_curve_plots(sections or []), **study_endpoint_plots(sections or [])}.items():
         files[f"plots/{name}.svg"] = svg
     for sec in sections or []:
         if sec.view is not None:

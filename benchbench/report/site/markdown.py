@@ -6,6 +6,7 @@ from __future__ import annotations
 from benchbench.report import study_view as studies
 from benchbench.report.aggregate import Row
 from benchbench.report.escaping import escape_bidi, escape_md
+from benchbench.report.site.plots import study_endpoint_plot
 from benchbench.report.site.tables import StudySection, Table, provenance_line, study_page
 
 REBUILD = "benchbench leaderboard --results leaderboards --out leaderboards --screenshot"
@@ -69,6 +70,10 @@ def render_markdown(
                 out += [f"### {escape_md(sec.name)}", "", f"Cannot be shown: {escape_md(sec.error)}", ""]
             else:
                 out += [studies.view_markdown(sec.view)]
+                st = sec.view.study
+                if st.primary and sec.view.seed_scores.get(st.primary["task"], {}).get(st.start):
+                    name, title = study_endpoint_plot(st.name)
+                    out += [f"![{escape_md(title)}](site/plots/{name}.svg)", ""]
         if extended:
             out += ["## Extended studies", "", EXTENDED, ""]
             out += [studies.extended_markdown(s.view, f"site/{study_page(s.name)}") for s in extended if s.view]

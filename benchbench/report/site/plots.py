@@ -228,3 +228,66 @@ def study_curve_plots(sections: list[Any]) -> dict[str, tuple[str, str]]:
             name, title = study_curve_plot(v.study.name, column)
             out[name] = (title, _svg(fig))
     return out
+
+
+def study_endpoint_plot(study: str) -> tuple[str, str]:
+    """(file name, title) of a core study's primary-endpoint figure."""
+    return f"study-{slug(anchor(study))}-primary", f"{study}: the primary endpoint, each row against its own step 0"
+
+
+def study_endpoint_plots(sections: list[Any]) -> dict[str, tuple[str, str]]:
+    """name -> (title, SVG) of each core study's primary-endpoint figure: per trained row, its step-0 mean
+    (open) and its trained mean (filled) joined by an arrow, the trained end with the 95% t-interval of the
+    change paired by seed (``study_view.paired_interval``), and the start's own training-free readout as a
+    dashed line: both readings of every row in one picture."""
+    import math
+
+    from benchbench.report.study_view import paired_interval
+    from benchbench.run.study import STUDY_ROW_TRAINED, step0_row
+
+    plt = _plt()
+    out: dict[str, tuple[str, str]] = {}
+    for sec in sections:
+        v = getattr(sec, "view", None)
+        if v is None or v.extended or not v.study.primary:
+            continue
+        st, task = v.study, v.study.primary["task"]
+        scores = v.seed_scores.get(task, {})
+        rows = [r.name for r in st.rows() if r.kind == STUDY_ROW_TRAINED and scores.get(r.name)]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for i, m in enumerate(rows):
+            trained, ref = scores[m], scores.get(step0_row(m)) or scores.get(st.start, {})
+            t_mean = sum(trained.values()) / len(trained)
+            diff, half, _ = paired_interval(trained, ref)
+            r_mean = t_mean - diff if ref else t_mean
+            ax.annotate("", (i, t_mean), (i, r_mean), arrowprops={"arrowstyle": "->", "color": "0.4"})
+            ax.scatter([i], [r_mean], facecolors="white", edgecolors="C0", zorder=3, label="step 0" if i == 0 else None)
+            ax.errorbar(
+                [i],
+                [t_mean],
+                yerr=None if math.isnan(half) else [[half], [half]],
+                fmt="o",
+                color="C0",
+                capsize=4,
+                zorder=4,
+                label="trained (95% t-interval of the change)" if i == 0 else None,
+            )
+        base = scores.get(st.start, {})
+        if base:
+            ax.axhline(
+                sum(base.values()) / len(base),
+                color="C3",
+                linestyle="--",
+                linewidth=1,
+                label=_t(f"start's readout ({st.start})"),
+            )
+        ax.set_xticks(range(len(rows)), [_t(m) for m in rows], rotation=20, fontsize=8)
+        ax.set_ylabel(_t(f"{task} {st.primary['split']} {st.primary['statistic']} (x100)"))
+        name, title = study_endpoint_plot(st.name)
+        ax.set_title(_t(f"{st.name}: {task}, each row against its own step 0"), fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        out[name] = (title, _svg(fig))
+    return out

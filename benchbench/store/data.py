@@ -123,6 +123,16 @@ def _stream(path, limit: int, why: str, sink=None) -> int:
     ``limit`` (memory stays at one chunk whatever the file inflates to). Each chunk goes to ``sink``
     when given. Returns the inflated size. A zip's members are counted together."""
     total = 0
+
+    def drain(f) -> None:  # one stream's chunks, counted into ``total`` (a zip's members share it)
+        nonlocal total
+        while chunk := f.read(1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise _too_big(path, limit, why, so_far=total)
+            if sink is not None:
+                sink(chunk)
+
     try:
         if str(path).lower().endswith(".zip"):
             import zipfile
@@ -133,20 +143,10 @@ def _stream(path, limit: int, why: str, sink=None) -> int:
                     raise _too_big(path, limit, why, size=declared)
                 for info in z.infolist():
                     with z.open(info) as f:
-                        while chunk := f.read(1 << 20):
-                            total += len(chunk)
-                            if total > limit:
-                                raise _too_big(path, limit, why, so_far=total)
-                            if sink is not None:
-                                sink(chunk)
+                        drain(f)
             return total
         with _decompressor(path)(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise _too_big(path, limit, why, so_far=total)
-                if sink is not None:
-                    sink(chunk)
+            drain(f)
     except DataError:
         raise
     except (FileNotFoundError, PermissionError, IsADirectoryError):

@@ -121,3 +121,24 @@ def test_a_train_task_studys_records_fill_its_rows(tmp_path, env):
     table = study_view.collect(st, records, out, ["sts-mini"])
     assert list(table["sts-mini"]["simcse"].scores) == [1]
     assert records[0]["config_hash"] == st.record_hash(next(r for r in st.rows() if r.name == "simcse"))
+
+
+def test_the_domain_adaptation_study_holds_one_budget_for_every_row():
+    """The core study's rows see the same text in the same amount: steps x batch tweets for each method,
+    Trans-Encoder's pairs and epochs matched to it, BSL back-translating exactly what the budget consumes,
+    SimCSE in its unsupervised recipe (the MLP dropped at test time), all trained on TwitterPara."""
+    st = load_study("domain-adaptation-minilm")
+    assert (st.tier, st.train_task, st.primary["task"], st.primary["comparison"]) == (
+        "core",
+        "twitterpara",
+        "twitterpara",
+        "own-step0",
+    )
+    assert len(st.seeds) >= 5 and st.step0_rows and st.start == "plm-mean"
+    n = st.steps * st.batch_size
+    te = st.per_method["trans-encoder"]
+    assert 2 * int(te["max_pairs"]) // int(te["cross_batch_size"]) == st.steps  # both orders, one epoch
+    assert int(te["max_pairs"]) * int(te["bi_epochs"]) // int(te["bi_batch_size"]) == st.steps
+    assert int(st.per_method["bsl"]["max_sentences"]) == n
+    assert st.per_method["simcse"]["mlp"] == "train_only"
+    assert st.cpu_hours <= study.CORE_MAX_CPU_HOURS

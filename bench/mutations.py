@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 F = "tests/plugins/test_method_fidelity.py::"
 FILES = "tests/store/test_files.py::"
 WRITES = "tests/store/test_symlink_writes.py::"
+FP = "tests/encode/test_fingerprint_writes.py::"
 
 # (name, file, [(old, new), ...], tests)
 MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
@@ -255,6 +256,53 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
             )
         ],
         [FILES + "test_a_folder_swapped_for_a_link_after_any_check_never_takes_a_record_outside"],
+    ),
+    # issue 50: scores keyed by content (fingerprints, labels, data fingerprints on reuse)
+    (
+        "fingerprint hashes only the first tensor",
+        "benchbench/encode/models.py",
+        [("for key, tensor in sorted(state_dict.items()):", "for key, tensor in sorted(state_dict.items())[:1]:")],
+        [FP + "test_an_in_place_write_changes_the_fingerprint"],
+    ),
+    (
+        "fingerprint hashes the tensors' shapes, not their bytes",
+        "benchbench/encode/models.py",
+        [("h.update(memoryview(t.view(torch.uint8).numpy()))", "h.update(str(tuple(t.shape)).encode())")],
+        [FP + "test_an_in_place_write_changes_the_fingerprint"],
+    ),
+    (
+        "fingerprint leaves out pooling and max length",
+        "benchbench/encode/models.py",
+        [('        h.update(settings.encode())\n        return f"tf-', '        return f"tf-')],
+        ["tests/encode/test_cache_key.py"],
+    ),
+    (
+        "cross-encoder fingerprint leaves out its max length",
+        "benchbench/encode/cross_encoder.py",
+        [('f"|{self.max_length}|{type(tok).__name__}', 'f"|{type(tok).__name__}')],
+        [
+            "tests/encode/test_cross_encoder.py::test_each_field_that_changes_a_cross_encoders_scores_changes_its_fingerprint"
+        ],
+    ),
+    (
+        "a modules.json path outside the folder is accepted",
+        "benchbench/encode/model_names.py",
+        [("            why = _module_path_problem(folder, rel)", "            why = None")],
+        ["tests/encode/test_model_labels.py::test_a_module_path_the_label_cannot_cover_is_refused"],
+    ),
+    (
+        "a stored record is reused whatever its data fingerprints say",
+        "benchbench/run/runner.py",
+        [("    return bool(changed)\n", "    return False\n")],
+        [
+            "tests/store/test_hf_copy_changes.py::test_a_copy_without_a_spec_fingerprint_is_rescored_after_its_rows_change"
+        ],
+    ),
+    (
+        "an HF copy's fingerprint follows the file system's listing order",
+        "benchbench/store/hf.py",
+        [("    for rel in sorted(r for r in files if", "    for rel in (r for r in files if")],
+        ["tests/store/test_hf_copy_changes.py::test_the_copy_fingerprint_does_not_depend_on_the_listing_order"],
     ),
 ]
 

@@ -54,8 +54,9 @@ class Rederived:
 
 
 def sampled_cell(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, str, int]:
-    """(method, task, seed) of the cell to re-derive: among the trained rows' stored records of the primary
-    endpoint's task at the study's first seed, the one with the least training time."""
+    """(row, task, seed) of the cell to re-derive: among the trained rows' stored records of the primary
+    endpoint's task at the study's first seed, the one with the least training time. A row, not a method:
+    a method's step-0 row shares its name in the records and must never stand in for its trained row."""
     from benchbench.run.study import record_key_rows
 
     if not study.primary:
@@ -63,7 +64,7 @@ def sampled_cell(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[st
     task, seed = study.primary["task"], study.seeds[0]
     rows = {k: r for k, r in record_key_rows(study).items() if r.kind == STUDY_ROW_TRAINED}
     found = [
-        (float((rec.get("train") or {}).get("seconds") or math.inf), rows[key].method)
+        (float((rec.get("train") or {}).get("seconds") or math.inf), rows[key].name)
         for rec in records
         if (key := (rec.get("method"), rec.get("config_hash"))) in rows
         and rec.get("task") == task
@@ -83,8 +84,14 @@ def rederive(study: Study, records: Sequence[Mapping[str, Any]], **base: Any) ->
     from benchbench.run.sweep import base_options, run_one
     from benchbench.store.results import code_version
 
-    method, task, seed = sampled_cell(study, records)
-    cell = next(c for c in plan(study, [task], [seed]) if c.method == method and c.options.get("model") is None)
+    name, task, seed = sampled_cell(study, records)
+    row = next(r for r in study.rows() if r.name == name)
+    method = row.method
+    cell = next(
+        c
+        for c in plan(study, [task], [seed])
+        if c.method == method and c.options["overrides"] == study.row_overrides(row) and not c.options.get("model")
+    )
     with tempfile.TemporaryDirectory(prefix="benchbench-rederive-") as tmp:
         opts = base_options(model=study.model, output=tmp, progress=False, no_cache=True, **base)
         from benchbench.store.results import ResultStore
@@ -109,7 +116,7 @@ def rederive(study: Study, records: Sequence[Mapping[str, Any]], **base: Any) ->
         )
     split = study.primary["split"]
     return Rederived(
-        cell=f"{method}/{task}/seed{seed}",
+        cell=f"{name}/{task}/seed{seed}",
         split=split,
         stored=float(stored["splits"][split]["main_score"]),
         fresh=float(fresh["splits"][split]["main_score"]),

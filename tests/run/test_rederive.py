@@ -21,7 +21,12 @@ PRIMARY = '[primary]\ntask = "sts-mini"\nsplit = "test"\nstatistic = "spearman"\
 def ran(tmp_path, env):
     f = _write(
         tmp_path,
-        {"tasks": '["sts-mini"]', "start": '"plm-mean"', "methods": '["plm-mean", "simcse", "mlm"]'},
+        {
+            "tasks": '["sts-mini"]',
+            "start": '"plm-mean"',
+            "methods": '["plm-mean", "simcse", "mlm"]',
+            "step0_rows": "true",  # a step-0 row shares its method's name: it must never be the sampled cell
+        },
         extra=PRIMARY,
     )
     st = load_study(str(f))
@@ -34,9 +39,9 @@ def ran(tmp_path, env):
 def test_the_sampled_cell_is_the_cheapest_trained_cell_of_the_primary_task_at_the_first_seed(ran):
     st, out = ran
     records = list(ResultStore(out).records())
-    cheapest = min((r["train"]["seconds"], r["method"]) for r in records if r["seed"] == 1 and r["task"] == "sts-mini")[
-        1
-    ]
+    trained = [r for r in records if r["seed"] == 1 and r["task"] == "sts-mini" and r["train"].get("steps")]
+    assert len(trained) == 2  # simcse and mlm; their step-0 cells are stored too but never sampled
+    cheapest = min((r["train"]["seconds"], r["method"]) for r in trained)[1]
     assert rederive.sampled_cell(st, records) == (cheapest, "sts-mini", 1)
 
 
@@ -44,6 +49,8 @@ def test_a_rederived_cell_equals_its_record_and_a_planted_0_01_difference_fails(
     st, out = ran
     got = rederive.rederive(st, list(ResultStore(out).records()))
     assert got.ok and got.same_weights and got.diff == 0.0
+    trained = {r["method"]: r for r in ResultStore(out).records() if r["seed"] == 1 and r["train"].get("steps")}
+    assert got.stored == trained[got.cell.split("/")[0]]["splits"]["test"]["main_score"]  # the trained cell's
     assert "bit-identical weights: OK" in got.line()
     # a copy of the records whose stored score is 0.01 points off
     planted = tmp_path / "planted"
@@ -51,7 +58,7 @@ def test_a_rederived_cell_equals_its_record_and_a_planted_0_01_difference_fails(
     method = got.cell.split("/")[0]
     for f in planted.rglob("sts-mini.json"):
         rec = json.loads(f.read_text())
-        if rec["method"] == method and rec["seed"] == 1:
+        if rec["method"] == method and rec["seed"] == 1 and rec["train"].get("steps"):
             rec["splits"]["test"]["main_score"] += 0.01
             rec["checksum"] = checksum(rec)  # a record stored so, not a damaged one (that would be left out)
             f.write_text(json.dumps(rec))

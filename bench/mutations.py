@@ -274,7 +274,7 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
         "fingerprint leaves out pooling and max length",
         "benchbench/encode/models.py",
         [('        h.update(settings.encode())\n        return f"tf-', '        return f"tf-')],
-        ["tests/encode/test_cache_key.py"],
+        ["tests/encode/test_cache_key.py::test_a_setting_that_changes_vectors_changes_the_cache_key"],
     ),
     (
         "cross-encoder fingerprint leaves out its max length",

@@ -79,6 +79,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         if st.primary:
             p = st.primary
             print(f"    primary endpoint: {p['task']} {p['split']} {p['statistic']}, against {p['comparison']}")
+        if st.cpu_hours:
+            print(f"    expected cost: {st.cpu_hours:g} h on a 2-core CPU ({st.cost_measured or 'how: not stated'})")
     return 0
 
 

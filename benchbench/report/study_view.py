@@ -298,9 +298,6 @@ class StudyView:
     present: dict[str, dict[str, frozenset[Any]]] = field(default_factory=dict)
     # {task: {row: {seed: score}}}: the cells' seed scores (the core figure's intervals are paired by seed)
     seed_scores: dict[str, dict[str, dict[Any, float]]] = field(default_factory=dict)
-    # {task: Column}: the second reading of a study with step-0 rows, every trained row against the start
-    # (the start's own training-free readout: is the result worth using), beside its own-step-0 reading
-    against_start: dict[str, Column] = field(default_factory=dict)
 
     @property
     def extended(self) -> bool:
@@ -992,7 +989,6 @@ def view(
         curves,
         {m: {t: frozenset(table[t][m].scores) for t in tasks} for m in names},
         seed_scores,
-        second,
     )
 
 

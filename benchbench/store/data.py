@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchbench.core.env import env_bytes, env_flag, parse_bytes
+from benchbench.core.env import env_bytes, env_flag
 from benchbench.core.errors import DataError
 from benchbench.core.paths import default_data_cache
 from benchbench.core.tasks import FileEntry, data_path_problem, url_problem
@@ -47,11 +47,6 @@ GZ_RATIO = 20
 READ_FLOOR = 64 << 20
 READ_CAP = 4 << 30
 _DECLARED_SIZES: dict[str, int] = {}  # absolute path -> the spec's declared size (DataStore.fetch fills it)
-
-
-def _parse_bytes(text: str) -> int:
-    """``2000000``, ``512K``, ``64M``, ``2G`` -> bytes (``benchbench.core.env.parse_bytes``)."""
-    return parse_bytes(text)
 
 
 # Every data file benchbench reads (task spec files, HF copies' files, MTEB result files, archives) is

@@ -964,7 +964,9 @@ def view(
     stored = sum(len(table[t][m].scores) for t in tasks for m in names)
     pub = list(published_context(study.methods, tasks) if published is None else published)
     second: dict[str, Column] = {}
-    if study.step0_rows and study.start:  # the same rows, each read against the start instead of its step 0
+    # a core study's second reading (its summary's second sentence): the same rows, each against the start
+    # instead of its step 0; only there, since an extended study's page never shows it (a bootstrap per column)
+    if study.tier == "core" and study.step0_rows and study.start:
         plain = dataclasses.replace(study, step0_rows=False)
         second = {t: cached_column(t, {r.name: table[t][r.name] for r in plain.rows()}, plain, where) for t in tasks}
     seed_scores = {t: {m: dict(table[t][m].scores) for m in names} for t in tasks}

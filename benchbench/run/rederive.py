@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.errors import ConfigError
-from benchbench.run.study import STUDY_ROW_TRAINED, Study, plan
+from benchbench.run.study import STUDY_ROW_TRAINED, Study, StudyRow, plan, record_key_rows
+from benchbench.run.sweep import base_options, run_one
+from benchbench.store.results import ResultStore, code_version
 
 TOLERANCE = 0.005  # points of the metric (x100)
 
 
 @dataclass
 class Rederived:
-    cell: str  # method/task/seed
+    cell: str  # row/task/seed
     split: str
     stored: float  # main score (points, as records store it) as committed
     fresh: float  # main score re-computed now
@@ -53,19 +55,17 @@ class Rederived:
         )
 
 
-def sampled_cell(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, str, int]:
-    """(row, task, seed) of the cell to re-derive: among the trained rows' stored records of the primary
-    endpoint's task at the study's first seed, the one with the least training time. A row, not a method:
-    a method's step-0 row shares its name in the records and must never stand in for its trained row."""
-    from benchbench.run.study import record_key_rows
-
+def _sample(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[StudyRow, Mapping[str, Any]]:
+    """(row, its stored record) of the cell to re-derive: among the trained rows' stored records of the
+    primary endpoint's task at the study's first seed, the one with the least training time. A row, not a
+    method: a method's step-0 row shares its name in the records and must never stand in for its trained row."""
     if not study.primary:
         raise ConfigError(f"study {study.name!r} declares no primary endpoint: nothing to re-derive.")
     task, seed = study.primary["task"], study.seeds[0]
     rows = {k: r for k, r in record_key_rows(study).items() if r.kind == STUDY_ROW_TRAINED}
     found = [
-        (float((rec.get("train") or {}).get("seconds") or math.inf), rows[key].name)
-        for rec in records
+        (float((rec.get("train") or {}).get("seconds") or math.inf), i, rows[key], rec)
+        for i, rec in enumerate(records)
         if (key := (rec.get("method"), rec.get("config_hash"))) in rows
         and rec.get("task") == task
         and rec.get("seed") == seed
@@ -75,48 +75,40 @@ def sampled_cell(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[st
             f"study {study.name!r}: no stored trained cell of {task} at seed {seed}; run the study first "
             f"({study.command()})."
         )
-    return min(found)[1], task, seed
+    _, _, row, rec = min(found, key=lambda x: x[:2])
+    return row, rec
+
+
+def sampled_cell(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, str, int]:
+    """(row, task, seed) of the cell to re-derive (:func:`_sample`)."""
+    row, rec = _sample(study, records)
+    return row.name, str(rec["task"]), int(rec["seed"])
 
 
 def rederive(study: Study, records: Sequence[Mapping[str, Any]], **base: Any) -> Rederived:
     """Re-run the sampled cell into a scratch folder (embedding cache off) and compare it with its stored
     record. ``base``: RunOptions fields for the re-run (e.g. ``data_dir``)."""
-    from benchbench.run.sweep import base_options, run_one
-    from benchbench.store.results import code_version
-
-    name, task, seed = sampled_cell(study, records)
-    row = next(r for r in study.rows() if r.name == name)
-    method = row.method
+    row, stored = _sample(study, records)
+    task, seed = str(stored["task"]), int(stored["seed"])
     cell = next(
         c
         for c in plan(study, [task], [seed])
-        if c.method == method and c.options["overrides"] == study.row_overrides(row) and not c.options.get("model")
+        if c.method == row.method and c.options["overrides"] == study.row_overrides(row) and not c.options.get("model")
     )
     with tempfile.TemporaryDirectory(prefix="benchbench-rederive-") as tmp:
-        opts = base_options(model=study.model, output=tmp, progress=False, no_cache=True, **base)
-        from benchbench.store.results import ResultStore
-
-        outcome = run_one(cell, opts)
+        outcome = run_one(cell, base_options(model=study.model, output=tmp, progress=False, no_cache=True, **base))
         if outcome.status != "done":
             raise ConfigError(f"re-deriving {cell.label} failed: {(outcome.error or outcome.status).splitlines()[0]}")
         fresh = next(iter(ResultStore(tmp).records()))
-    chash = fresh.get("config_hash")
-    stored = next(
-        (
-            r
-            for r in records
-            if (r.get("method"), r.get("config_hash"), r.get("task"), r.get("seed")) == (method, chash, task, seed)
-        ),
-        None,
-    )
-    if stored is None:  # the row's options now hash otherwise: a changed config is another cell, not this one
+    if fresh.get("config_hash") != stored.get("config_hash"):  # another config is another cell, not this one
         raise ConfigError(
-            f"re-deriving {cell.label}: the re-run's config hash {chash} is in no stored record of that cell; "
-            f"the method's options changed since the study ran. Re-run the study ({study.command()})."
+            f"re-deriving {cell.label}: the re-run's config hash {fresh.get('config_hash')} is not the stored "
+            f"record's {stored.get('config_hash')}; the method's options changed since the study ran. Re-run the "
+            f"study ({study.command()})."
         )
     split = study.primary["split"]
     return Rederived(
-        cell=f"{name}/{task}/seed{seed}",
+        cell=f"{row.name}/{task}/seed{seed}",
         split=split,
         stored=float(stored["splits"][split]["main_score"]),
         fresh=float(fresh["splits"][split]["main_score"]),

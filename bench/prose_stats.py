@@ -8,7 +8,7 @@ those counts re-derivable for any page, at any commit.
     git show HEAD~3:README.md > /tmp/old.md && python bench/prose_stats.py /tmp/old.md
 
 What counts as prose: every line except fenced and indented code blocks, table rows, headings,
-image lines and HTML. Inside prose, a link keeps its text and loses its target; a bare URL is
+image lines, HTML and mkdocstrings directives (``::: name``). Inside prose, a link keeps its text and loses its target; a bare URL is
 dropped; an inline code span counts as one word (it is read as one name) and its parentheses are
 not asides. A word is a whitespace token holding a letter or digit. A sentence ends at ".", "!" or
 "?" followed by a space and a capital, a digit, a backtick or a quote, and at the end of every
@@ -74,6 +74,10 @@ def prose_blocks(text: str) -> list[str]:
             prev_blank = True
             continue
         indent = len(line) - len(line.lstrip(" "))
+        if stripped.startswith(":::"):
+            flush()
+            in_indented = True  # an mkdocstrings directive and its indented options: rendered from code
+            continue
         if indent >= 4 and (prev_blank or in_indented) and not ITEM.match(line):
             flush()
             in_indented = True  # an indented code block (Markdown's, or one nested in a list item)

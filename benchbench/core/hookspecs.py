@@ -9,7 +9,10 @@ from __future__ import annotations
 import pluggy
 
 hookspec = pluggy.HookspecMarker("benchbench")
+"""Marks a function of this module as a hook specification; plugins never need it."""
 hookimpl = pluggy.HookimplMarker("benchbench")
+"""Marks a plugin's function as a hook implementation: ``@hookimpl`` above ``def benchbench_register_methods``.
+A ``benchbench_`` name that matches no hook is an error, never silently ignored."""
 
 
 @hookspec

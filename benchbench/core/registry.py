@@ -367,6 +367,8 @@ _REGISTRY: Registry | None = None
 
 
 def get_registry() -> Registry:
+    """The registry of every loaded plugin, loaded on the first call and the same object after it.
+    Every caller in a process sees the same registrations; ``reset_registry`` forgets them (tests)."""
     global _REGISTRY
     if _REGISTRY is None:
         _REGISTRY = load_registry()

@@ -90,6 +90,10 @@ _MERGED_KEYS = ("params", "train")  # dict-valued keys that merge key by key wit
 
 @dataclass
 class TaskSpec:
+    """One task as its TOML spec declares it: the adapter ``kind`` that evaluates it, its data ``files``
+    with their sha256, its splits, main metric and training text. ``name`` and ``version`` enter every
+    result key, so a record is never shown as current for a changed definition."""
+
     name: str
     kind: str
     description: str = ""

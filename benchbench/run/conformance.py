@@ -35,6 +35,7 @@ from benchbench.core.errors import BenchbenchError
 __all__ = ["TINY_MODEL", "ConformanceError", "check_method", "check_task"]
 
 TINY_MODEL = "tiny-bert:16:1:2:32"
+"""The kit's default base model: a random BERT small enough that every check runs in seconds on a CPU."""
 PROBES = [
     "A man is playing a guitar.",
     "Ein Mann spielt Gitarre — ünïcödé.",

@@ -261,6 +261,10 @@ def corpus_fingerprint(items: Sequence[Any]) -> str:
 
 @dataclasses.dataclass
 class LoopState:
+    """The loop's progress, handed to ``on_step`` after each optimizer step and saved in every
+    checkpoint. A resumed run continues these counts from the checkpoint (``resumed_from`` lists the
+    steps it resumed at), so the accounting a record stores covers the whole training."""
+
     step: int = 0  # optimizer steps done
     micro: int = 0  # micro-batches done (per process)
     items: int = 0  # items (sentences, pairs, vectors) seen, all processes

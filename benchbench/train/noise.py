@@ -17,6 +17,7 @@ import numpy as np
 from benchbench.core.errors import ConfigError
 
 NOISE_KINDS = ("delete", "swap", "mask", "replace", "add")
+"""The word-level noise kinds ``WordNoise`` accepts; any other kind is a ``ConfigError``."""
 _WORD = re.compile(r"\w+(?:['’\-]\w+)*|[^\w\s]")
 
 

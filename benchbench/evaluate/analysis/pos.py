@@ -34,6 +34,9 @@ _SYM = {"SYM", ".", ",", ":", "``", "''", "-LRB-", "-RRB-", "HYPH", "NFP", "$", 
 
 @dataclass(frozen=True)
 class Token:
+    """One tagged token, as a POS tagger plugin returns it: its text, its character offsets in the
+    tagged sentence, and both its Penn Treebank and Universal tags."""
+
     text: str
     start: int  # character offsets in the tagged text
     end: int

@@ -14,9 +14,9 @@ The encoder is the merged bidirectional model with LLM2Vec's mean pooling (over 
 tokens: the tokens a tokenizer adds, a BOS, are skipped, as ``LLM2Vec.encode`` does through its
 ``embed_mask``), left padding, pad = EOS.
 
-Budget rule: ``steps``, ``batch_size`` and ``lr`` apply to EACH trained stage (``stage="mntp+simcse"``
-with ``--steps 20`` is 20 MNTP steps, then 20 SimCSE steps); ``batch_size``/``lr``/``max_seq_length`` left
-at None take each stage's published value. Step 0 (``steps=0``) is stage 1 alone: the bidirectional start
+Budget rule: ``steps``, ``batch_size``, ``lr`` and ``max_seq_length`` apply to EACH trained stage
+(``stage="mntp+simcse"`` with ``--steps 20`` is 20 MNTP steps, then 20 SimCSE steps); ``batch_size`` and
+``lr`` left at None take each stage's published value (MNTP 32 and 5e-5, SimCSE 128 and 3e-5). Step 0 (``steps=0``) is stage 1 alone: the bidirectional start
 through LLM2Vec's mean pooling, no LoRA, no training: the row a study reads each trained row against.
 
 Resume: each trained stage is a run of the one loop. MNTP's loop checkpoints live in
@@ -29,7 +29,7 @@ after re-reading MNTP's weights from that last checkpoint (no MNTP step is redon
 | bidirectional attention | ``LlamaBiModel``: causal mask replaced by a padding-only mask (``is_causal=False``) | transformers 5's own switch (``config.is_causal=False`` and each attention's ``is_causal``), ``make_bidirectional``; equal hidden states (tests) |
 | MNTP masking | ``DataCollatorForLanguageModeling``, ``mlm_probability`` 0.2, 80/10/10; ``mask_token_type`` "blank": mask token ``_`` when the tokenizer has none | same collator, 0.2, ``_``; its mask drawn from the loop's per-batch rng (exact resume) |
 | MNTP loss | ``LlamaBiForMNTP`` = ``LlamaForCausalLM``'s forward: CE(logits[:, :-1], labels[:, 1:]) over masked positions | same shift, the vocabulary projection on masked positions only (equal loss, tests) |
-| MNTP data | wikitext-103 (or Wikipedia), texts concatenated and cut into 512-token blocks | the task's own sentences, one per row, right-padded (no concatenation: a sentence's first token has no left neighbour to be predicted from, as a block's first token) |
+| MNTP data | wikitext-103 (or Wikipedia), texts concatenated and cut into 512-token blocks | the task's own sentences, one per row, right-padded, cut at 128 tokens (``max_seq_length``, shared with SimCSE; few sentences reach it), no concatenation: a sentence's first token is never predicted (no left neighbour), as a block's first token |
 | MNTP batch / lr / steps | 32 / 5e-5 (HF default, the config sets none) / 1000 (``stop_after_n_steps``) | the same defaults; ``steps``/``batch_size``/``lr`` apply to each stage when set |
 | LoRA | r 16, alpha 2r = 32, dropout 0.05, q/k/v/o/gate/up/down, no bias, on the inner model (not the head) | same, through peft |
 | SimCSE data | Wiki1M sentences (line = positive = query) | the task's own sentences |
@@ -68,6 +68,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    is_decoder_name,
     load_decoder,
     method_fingerprint,
     seed_everything,
@@ -78,8 +79,8 @@ STAGES = ("mntp", "simcse", "mntp+simcse")
 # each stage's published settings (train_configs/mntp/*.json, train_configs/simcse/*.json; MNTP's lr is the
 # HF Trainer default, its config sets none)
 PUBLISHED: dict[str, dict[str, Any]] = {
-    "mntp": {"batch_size": 32, "lr": 5e-5, "max_seq_length": 512},
-    "simcse": {"batch_size": 128, "lr": 3e-5, "max_seq_length": 128},
+    "mntp": {"batch_size": 32, "lr": 5e-5},
+    "simcse": {"batch_size": 128, "lr": 3e-5},
 }
 ENCODE_MAX_LENGTH = 512  # LLM2Vec's ``max_length`` default
 LORA_MODULES = "q_proj,v_proj,k_proj,o_proj,gate_proj,up_proj,down_proj"  # initialize_peft's for Llama/Qwen2
@@ -93,7 +94,9 @@ class LLM2VecConfig:
     steps: int = 1000  # per trained stage (both published configs: stop_after_n_steps 1000); 0 = step-0 row
     batch_size: int | None = None  # per trained stage; None: MNTP 32, SimCSE 128
     lr: float | None = None  # per trained stage; None: MNTP 5e-5, SimCSE 3e-5
-    max_seq_length: int | None = None  # training cut per stage; None: MNTP 512, SimCSE 128 (encoding: 512)
+    # the training cut of both stages: SimCSE's 128 (MNTP's 512 cut its concatenated blocks; one sentence a
+    # row, 128 tokens cut few); encoding reads up to 512, LLM2Vec's max_length
+    max_seq_length: int = 128
     mask_ratio: float = 0.2  # MNTP's mlm_probability
     lora_r: int = 16
     lora_alpha: int = 32  # the reference passes 2 x lora_r
@@ -397,6 +400,12 @@ class LLM2Vec(Method):
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
         stages = self._check()
+        if not is_decoder_name(str(ctx.model)):
+            raise ConfigError(
+                f"llm2vec: base model {ctx.model!r} is not a decoder-only LLM: LLM2Vec turns a causal decoder "
+                f"(Llama, Qwen2) bidirectional and trains it with masked NEXT-token prediction through its LM head. "
+                f"Pass a decoder, e.g. --model smollm2-135m-instruct (or tiny-llama in tests)."
+            )
         seed_everything(ctx.seed)
         lm, tokenizer = load_lm(ctx.model)  # stage 1: bidirectional attention
         label = str(ctx.model)
@@ -439,7 +448,7 @@ class LLM2Vec(Method):
 
     def _objective(self, stage: str, lm, tokenizer, encoder_of) -> Objective:
         c = self.config
-        length = self._setting(stage, "max_seq_length")
+        length = c.max_seq_length
         if stage == "mntp":
             return MNTPObjective(lm, tokenizer, c.mask_ratio, length, encoder_of)
         return SimCSEStageObjective(lm, tokenizer, c.loss_scale, length, c.simcse_train_pool, encoder_of)

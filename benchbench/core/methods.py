@@ -50,6 +50,9 @@ class Method:
         self.config = config if config is not None else self.Config()
 
     def train(self, corpus: list[str], ctx: TrainContext):
+        """Train on ``corpus`` (the text the class attribute ``corpus`` asks for) within ``ctx``'s budget, seed and
+        device, and return the encoder: anything with ``fingerprint`` and ``encode(texts)``, or also
+        ``score_pairs(a, b)``. The same config, corpus and seed give the same encoder."""
         raise NotImplementedError
 
     def loss_chance(self, objective: Any) -> float | None:

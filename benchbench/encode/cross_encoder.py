@@ -74,6 +74,7 @@ class CrossEncoderScorer(torch.nn.Module):
         return {n for n, p in self.named_parameters() if id(p) not in body}
 
     def tokenize(self, a: list[str], b: list[str]):
+        """The pairs ``(a[i], b[i])`` as one padded batch of tensors, stripped and cut to ``max_length``."""
         return self.tokenizer(
             [x.strip() for x in a],
             [x.strip() for x in b],
@@ -88,6 +89,7 @@ class CrossEncoderScorer(torch.nn.Module):
         return self.model(**features).logits.reshape(-1).float()
 
     def logits(self, a: list[str], b: list[str]) -> torch.Tensor:
+        """One raw logit per pair, on the model's device, with gradients when training."""
         dev = next(self.parameters()).device
         return self(**{k: v.to(dev) for k, v in self.tokenize(a, b).items()})
 
@@ -119,6 +121,8 @@ class CrossEncoderScorer(torch.nn.Module):
         return f"ce-{h.hexdigest()}"
 
     def save(self, path: str | Path) -> Path:
+        """Write the model (safetensors), tokenizer and max length into ``path``; ``load(path)`` gives
+        back the same scores. Returns ``path``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path)  # safetensors (transformers' default)

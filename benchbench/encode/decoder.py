@@ -457,10 +457,12 @@ class DecoderEncoder(TransformerEncoder):
         return out
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """``texts`` in their template, cut to ``seq_length`` tokens, as one batch padded on ``padding_side``."""
         self.tokenizer.padding_side = self.padding_side
         return self.tokenizer(self._fit(texts), padding=True, return_tensors="pt")
 
     def lengths(self, texts: list[str]) -> list[int]:
+        """Token counts of the templated texts, capped at ``max_seq_length``, for length sorting."""
         return [min(len(x), self.max_seq_length) for x in self.tokenizer([self.prepare(t) for t in texts])["input_ids"]]
 
     # ---- the forward pass -------------------------------------------------------------------------
@@ -472,6 +474,8 @@ class DecoderEncoder(TransformerEncoder):
         return out.hidden_states[self.layer]
 
     def pool(self, token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """One vector per text by ``pooling``: the last real token, the mean, or the position-weighted
+        mean over real tokens; correct on either padding side."""
         mask = attention_mask.to(token_embeddings.dtype)
         if self.pooling == "last":
             return token_embeddings[torch.arange(len(mask), device=mask.device), last_token_index(attention_mask)]
@@ -482,6 +486,8 @@ class DecoderEncoder(TransformerEncoder):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_ignored: Any
     ) -> dict[str, torch.Tensor]:
+        """The sentence-transformers output dict: ``token_embeddings`` of ``layer``, the pooled
+        ``sentence_embedding`` and ``attention_mask``; differentiable, so objectives train through it."""
         tokens = self.token_states(input_ids, attention_mask)
         return {
             "token_embeddings": tokens,
@@ -490,6 +496,8 @@ class DecoderEncoder(TransformerEncoder):
         }
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """float32 vectors of shape (len(texts), d), in input order, computed in eval mode without
+        gradients; the module's training mode is restored afterwards."""
         was_training = self.training
         self.eval()
         try:

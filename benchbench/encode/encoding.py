@@ -87,7 +87,9 @@ class Encoder(Protocol):
 
     fingerprint: str
 
-    def encode(self, texts: list[str]) -> np.ndarray: ...
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """A float32 array of shape (len(texts), d): one finite row per text, in input order."""
+        ...
 
 
 @runtime_checkable
@@ -98,7 +100,9 @@ class PairScorer(Protocol):
 
     fingerprint: str
 
-    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray: ...
+    def score_pairs(self, a: list[str], b: list[str]) -> np.ndarray:
+        """One finite score per pair ``(a[i], b[i])``, shape (len(a),), higher for more similar pairs."""
+        ...
 
 
 @runtime_checkable
@@ -108,7 +112,10 @@ class Searcher(Protocol):
 
     fingerprint: str
 
-    def search(self, queries: list[str], corpus: list[str], k: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def search(self, queries: list[str], corpus: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, indices)``, each of shape (len(queries), k'), k' <= k: each query's best corpus
+        positions, best first."""
+        ...
 
 
 FLUSH_EVERY = 20000  # texts: an interrupted encoding of a large corpus keeps what it finished
@@ -289,10 +296,13 @@ class Embedder:
         )
 
     def cosine_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """The cosine of each pair's vectors, in float64; a sentence in both lists is encoded once."""
         v = self.embed(list(a) + list(b))  # one call: shared sentences are encoded once
         return cosine_rows(v[: len(a)], v[len(a) :])
 
     def score_pairs(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """The cross-encoder's scores when the encoder has one, else ``cosine_pairs``. A cross-encoder
+        score of the wrong shape, or one not finite, is an error naming the plugin and the pair."""
         if self.has_cross_encoder:
             scores = np.asarray(self.encoder.score_pairs(list(a), list(b)), dtype=np.float64)  # type: ignore[attr-defined]
             if scores.shape != (len(a),) or not np.isfinite(scores).all():

@@ -273,6 +273,11 @@ class TransformerEncoder(torch.nn.Module):
         normalize: bool | None = None,
         **kw,
     ) -> TransformerEncoder:
+        """The encoder ``name`` names: ``tiny-bert[:H:L:A:I]`` (random weights), a decoder LLM name
+        (a ``DecoderEncoder``), or a Hugging Face id, local folder or packaged offline model. A
+        sentence-transformers folder keeps its pooling, normalisation and max length unless the
+        arguments say otherwise. A folder with modules benchbench cannot reproduce, pickled weights or
+        custom code is refused."""
         m = _TINY.match(name)
         if m:
             dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
@@ -355,6 +360,7 @@ class TransformerEncoder(torch.nn.Module):
         return self.max_seq_length
 
     def tokenize(self, texts: list[str]):
+        """``texts`` stripped and tokenized as one padded batch of tensors, cut to ``seq_length``."""
         return self.tokenizer(
             [t.strip() for t in texts],
             padding=True,
@@ -374,6 +380,8 @@ class TransformerEncoder(torch.nn.Module):
         return [len(x) for x in ids]
 
     def pool(self, token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """One vector per text by ``pooling``: the first token (``cls``), or the mean or max over the
+        real tokens only (padding never counts)."""
         if self.pooling == "cls":
             return token_embeddings[:, 0]
         mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
@@ -388,6 +396,8 @@ class TransformerEncoder(torch.nn.Module):
         token_type_ids: torch.Tensor | None = None,
         **_ignored,
     ) -> dict[str, torch.Tensor]:
+        """The sentence-transformers output dict: ``token_embeddings``, ``sentence_embedding`` (pooled)
+        and ``attention_mask``; differentiable, so objectives train through it."""
         kw = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kw["token_type_ids"] = token_type_ids
@@ -399,6 +409,8 @@ class TransformerEncoder(torch.nn.Module):
         }
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """float32 vectors of shape (len(texts), d), in input order, computed in eval mode without
+        gradients; the module's training mode is restored afterwards."""
         was_training = self.training
         self.eval()
         try:

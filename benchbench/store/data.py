@@ -403,6 +403,7 @@ class DataStore:
         return next((p for p in self.candidates(rel) if p.is_file()), None)
 
     def exists(self, rel: str) -> bool:
+        """Is ``rel`` present in any place the store looks? Neither verifies nor downloads it."""
         return self.locate(rel) is not None
 
     def _check(self, path: Path, entry: FileEntry) -> None:
@@ -418,6 +419,9 @@ class DataStore:
         self.used[entry.path] = digest
 
     def fetch(self, entry: FileEntry | str) -> Path:
+        """The path of the data file ``entry`` names, its sha256 verified: found locally, or downloaded
+        when the entry has a URL and downloads are allowed. A wrong sha256 is a ``DataError`` naming
+        the file; a missing file is one naming every place it was looked for and how to get it."""
         if isinstance(entry, str):
             entry = FileEntry(entry)
         path = self.locate(entry.path)

@@ -79,6 +79,8 @@ class TrainContext:
         return sorted(set(ItemStream(n_items, self.seed).take(0, total)))
 
     def augmenter(self, name: str):
+        """The augmenter a plugin registered under ``name``; an unknown name is an ``UnknownNameError``
+        that lists the registered ones."""
         if self.registry is None or name not in self.registry.augmenters:
             raise UnknownNameError("augmenter", name, self.registry.augmenters if self.registry else [])
         return self.registry.augmenters[name]

@@ -49,6 +49,8 @@ class CrossEncoderObjective(Objective):
         self.loss = loss
 
     def collate(self, items: list[Any], rng: np.random.Generator) -> dict[str, Any]:
+        """The tokenized pairs of ``items`` with their soft labels as ``targets``, and ``n_tokens``
+        for the accounting. Draws nothing at random."""
         batch = flatten_pairs(items)
         features = self.cross_encoder.tokenize([e[0] for e in batch], [e[1] for e in batch])
         return {
@@ -58,7 +60,9 @@ class CrossEncoderObjective(Objective):
         }
 
     def forward(self, targets: torch.Tensor, **features: torch.Tensor) -> torch.Tensor:
+        """The loss (``soft_bce`` by default) of the cross-encoder's logits against ``targets``."""
         return self.loss(self.cross_encoder(**features), targets)
 
     def result(self) -> CrossEncoderScorer:
+        """The cross-encoder being trained, as it stands."""
         return self.cross_encoder

@@ -63,6 +63,8 @@ class Objective(torch.nn.Module):
     the accounting. ``forward(**batch)`` returns a scalar loss."""
 
     def collate(self, items: list[Any], rng: np.random.Generator) -> dict[str, Any]:
+        """The keyword arguments of ``forward`` for one micro-batch of ``items``, built on the CPU with
+        every random draw taken from ``rng``, so a resumed run collates the same batches."""
         raise NotImplementedError
 
     def result(self):

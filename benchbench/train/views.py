@@ -55,9 +55,11 @@ class ViewCache:
 
     @staticmethod
     def config_key(config: dict[str, Any]) -> str:
+        """The config as canonical JSON (sorted keys): equal configs share their views."""
         return json.dumps(config, sort_keys=True, default=str)
 
     def get(self, augmenter: str, config: dict[str, Any], texts: Sequence[str]) -> dict[str, str]:
+        """text -> stored view, for the texts that have one under (``augmenter``, ``config``)."""
         key, con, out = self.config_key(config), self._con(), {}
         uniq = list(dict.fromkeys(texts))
         for i in range(0, len(uniq), 500):  # SQLite's bound-parameter limit
@@ -72,6 +74,7 @@ class ViewCache:
         return [json.loads(r[0]) for r in rows]
 
     def put(self, augmenter: str, config: dict[str, Any], pairs: dict[str, str]) -> None:
+        """Store text -> view pairs in one transaction; a view already stored is kept, never replaced."""
         key, con = self.config_key(config), self._con()
         with con:  # one transaction; a concurrent writer of the same key wrote the same view: keep the first
             con.executemany(
@@ -106,6 +109,7 @@ class ViewCache:
         return [found[t] for t in texts]
 
     def count(self, augmenter: str | None = None) -> int:
+        """How many views are stored, for ``augmenter`` or for all."""
         con = self._con()
         if augmenter is None:
             return con.execute("SELECT COUNT(*) FROM views").fetchone()[0]

@@ -61,6 +61,22 @@ def test_every_public_name_has_a_docstring(package):
     assert not missing, "public names without a docstring (say what each guarantees):\n" + "\n".join(missing)
 
 
+def test_every_public_method_of_an_exported_class_has_a_docstring(package):
+    """A class's page lists its documented methods only: ``Method.train`` or ``Encoder.encode`` without a
+    docstring would vanish from the reference of the contract it defines."""
+    missing = []
+    for name, path in sorted(_public_paths().items()):
+        obj = package[path.removeprefix("benchbench.")]
+        if not obj.is_class:
+            continue
+        for member_name, member in obj.members.items():
+            if member_name.startswith("_") or member.is_alias or not member.is_function:
+                continue
+            if not (member.docstring and member.docstring.value.strip()):
+                missing.append(f"{name}.{member_name} ({member.relative_filepath}:{member.lineno})")
+    assert not missing, "public methods without a docstring (say what each guarantees):\n" + "\n".join(missing)
+
+
 def test_every_public_name_is_in_the_api_reference():
     """Each exported name is rendered by an identifier of its own (``::: benchbench.x.y.Name``); the
     hookspecs and the kit are rendered as modules."""

@@ -32,6 +32,7 @@ class TaskResult:
         return self.scores[self.main_metric]
 
     def to_dict(self) -> dict[str, Any]:
+        """The split's entry in a result record (JSON-safe; per-item scores are stored apart)."""
         return {
             "main_metric": self.main_metric,
             "main_score": self.scores.get(self.main_metric),
@@ -62,6 +63,7 @@ class TaskAdapter:
         return self.spec.name
 
     def param(self, key: str, default: Any = None) -> Any:
+        """The spec's ``[task.params]`` value for ``key``, or ``default``."""
         return self.spec.params.get(key, default)
 
     def file(self, rel: str) -> Path:
@@ -85,9 +87,12 @@ class TaskAdapter:
         return list(self.spec.files)
 
     def missing_files(self, split: str) -> list[str]:
+        """The files ``split`` needs that are not on disk (nothing is verified or downloaded)."""
         return [rel for rel in self.files_for(split) if not self.data.exists(self._inside(rel))]
 
     def check_split(self, split: str) -> None:
+        """Raise a ``ConfigError`` naming the task's splits when it has no ``split``: a split is never
+        replaced by another."""
         if split not in self.spec.splits:
             raise ConfigError(
                 f"Task {self.name!r} has no {split!r} split (it has {self.spec.splits}). "
@@ -95,6 +100,8 @@ class TaskAdapter:
             )
 
     def evaluate(self, model: Embedder, split: str) -> TaskResult:
+        """Score ``model`` on ``split`` with this protocol, reading vectors only through ``model``.
+        The same model and split give the same, finite, JSON-safe scores."""
         raise NotImplementedError
 
     def train_sentences(self) -> list[str]:
@@ -112,6 +119,8 @@ class TaskAdapter:
         raise ConfigError(f"Task {self.name!r} (spec {self.spec.source}): unknown train source {src!r}.")
 
     def own_sentences(self) -> list[str]:
+        """The task's own unlabelled sentences (never its labels); the base class has none and raises
+        a ``DataError``."""
         raise DataError(f"Task {self.name!r} does not define its own training sentences.")
 
     def train_pairs(self) -> list[tuple[str, str]] | None:

@@ -8,7 +8,8 @@ cache off (a cached start would make evaluation look free):
   seconds per step (model loading and the first, slowest steps included, so the projection errs high).
 The projection adds, per cell, steps x seconds-per-step, the task's evaluation and, with [curves], one
 evaluation of the curve's split per curve point; with ``train_task`` a row trains once per seed for
-all its columns, so its training is counted once. A method whose budget is not counted in steps (its
+all its columns, so its training is counted once. A cell that trains nothing (the start, a step-0 row) is
+counted once per task, not per seed: the embedding cache serves the other seeds of a seed-invariant encoder. A method whose budget is not counted in steps (its
 options lack ``steps``) is not probed and the estimate says so rather than guessing.
 """
 
@@ -104,11 +105,20 @@ def estimate(study: Study, tasks: Sequence[str], methods: Sequence[str], seeds: 
             est.seconds_per_step[m] = _seconds(rep, "train") / PROBE_STEPS
     est.probe_seconds = time.perf_counter() - start
     trained: set[tuple[str, int, str]] = set()  # with train_task, one training per (row, seed) serves every column
+    untrained: set[tuple[str, str, str]] = set()  # (row, options, task) of the cells that train nothing
     for c in cells:
-        total = est.eval_seconds.get(c.task, 0.0)
         per_step = est.seconds_per_step.get(c.method)
         steps = int(c.options["overrides"].get("steps", 0) or 0)
-        once = (c.method, c.seed, repr(sorted(c.options["overrides"].items())))
+        row = (c.method, repr(sorted(c.options["overrides"].items())))
+        if per_step is None or not steps:
+            # the start and the step-0 rows: seeds other than the first are served by the embedding cache
+            # (keyed on the weights) when the untrained encoder does not depend on the seed. A step-0 head
+            # initialised per seed does, and is then counted low; the start's rows never are.
+            if (*row, c.task) in untrained:
+                continue
+            untrained.add((*row, c.task))
+        total = est.eval_seconds.get(c.task, 0.0)
+        once = (c.method, c.seed, row[1])
         if study.train_task and once in trained:
             per_step = None
         trained.add(once)

@@ -85,9 +85,21 @@ def test_estimate_probes_each_task_and_method_and_projects_every_cell(tmp_path, 
     assert est.cells == 6 and not est.unprobed
     ev, sps = est.eval_seconds["sts-mini"], est.seconds_per_step["simcse"]
     assert ev > 0 and sps > 0
-    assert est.projected_seconds == pytest.approx(3 * ev + 3 * (ev + 40 * sps))
+    # the start's 3 seeds are one evaluation (the embedding cache serves the others); each trained cell pays its own
+    assert est.projected_seconds == pytest.approx(ev + 3 * (ev + 40 * sps))
     text = "\n".join(est.lines(declared_hours=1.5))
     assert "train simcse:" in text and "the study file expects 1.5 h" in text
+    # a step-0 row trains nothing either: one evaluation per task, whatever the seeds
+    f0 = _write(
+        tmp_path,
+        {"tasks": '["sts-mini"]', "start": '"plm-mean"', "methods": '["plm-mean", "simcse"]', "step0_rows": "true"},
+        budget={"steps": "40", "batch_size": "4"},
+    )
+    st0 = load_study(str(f0))
+    monkeypatch.setattr(study_estimate, "_seconds", lambda rep, key: 8.0 if key == "train" else 3.0)
+    est0 = study_estimate.estimate(st0, ["sts-mini"], list(st0.methods), list(st0.seeds))
+    assert est0.cells == 9
+    assert est0.projected_seconds == pytest.approx(3.0 + 3.0 + 3 * (3.0 + 40 * 8.0 / study_estimate.PROBE_STEPS))
 
 
 def test_train_task_reaches_every_training_row_and_not_the_start(tmp_path, env):

@@ -15,6 +15,7 @@ from benchbench.run.study import load_study
 # and add the new (version, hash) here; an old version keeps its old hash (one version, one content).
 VERSIONS = {
     "domain-adaptation-minilm": {1: "6462fb034cf9"},
+    "generic-text-minilm": {1: "cb1d5b084e16"},
     "post-training-minilm": {
         2: "030234fef3c6",
         3: "8fe2c5762a27",

@@ -28,7 +28,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,6 +298,7 @@ class StudyView:
     present: dict[str, dict[str, frozenset[Any]]] = field(default_factory=dict)
     # {task: {row: {seed: score}}}: the cells' seed scores (the core figure's intervals are paired by seed)
     seed_scores: dict[str, dict[str, dict[Any, float]]] = field(default_factory=dict)
+    wall: WallSpan | None = None  # how long the stored cells took, read from their records (:func:`wall_span`)
 
     @property
     def extended(self) -> bool:
@@ -332,7 +333,10 @@ class StudyView:
                 f"{pre}Partly run: {self.stored} of {self.total} (method, task, seed) cells stored; the missing "
                 f"ones are listed under the table. Resume with `{self.command}` (stored cells are skipped)."
             )
-        return f"{pre}Complete: all {self.total} (method, task, seed) cells stored. Re-run it with `{self.command}`."
+        took = f" {self.wall.text()}" if self.wall else ""
+        return (
+            f"{pre}Complete: all {self.total} (method, task, seed) cells stored.{took} Re-run it with `{self.command}`."
+        )
 
     @property
     def conditions(self) -> str:
@@ -970,6 +974,7 @@ def view(
         plain = dataclasses.replace(study, step0_rows=False)
         second = {t: cached_column(t, {r.name: table[t][r.name] for r in plain.rows()}, plain, where) for t in tasks}
     seed_scores = {t: {m: dict(table[t][m].scores) for m in names} for t in tasks}
+    wall = wall_span(r for t in tasks for m in names for r in table[t][m].records.values())
     text = summary(study, cols, rows, prov, learn, curves, _aggregations(table))
     if study.tier == "core":
         notes.insert(0, f"Tallies: {text}")
@@ -991,6 +996,56 @@ def view(
         curves,
         {m: {t: frozenset(table[t][m].scores) for t in tasks} for m in names},
         seed_scores,
+        wall,
+    )
+
+
+@dataclass(frozen=True)
+class WallSpan:
+    """The wall time a study's stored cells span: from the earliest cell's start (its record's
+    ``created_at`` less its training and evaluation seconds) to the latest record's ``created_at``."""
+
+    seconds: float
+    first: str  # ISO time of the earliest start
+    last: str  # ISO time of the latest record
+    devices: tuple[str, ...]
+    cells: int
+
+    def text(self) -> str:
+        h, rest = divmod(round(self.seconds), 3600)
+        return (
+            f"Its {self.cells} records span {h}:{rest // 60:02d}:{rest % 60:02d} of wall time ({self.first} to "
+            f"{self.last}, on {', '.join(self.devices)}): the study's cost from scratch when it ran in one go, "
+            "as a resumed study's span includes its pauses."
+        )
+
+
+def wall_span(records: Iterable[Mapping[str, Any]]) -> WallSpan | None:
+    """The :class:`WallSpan` of ``records`` (None when none carries a readable ``created_at``). Why from the
+    records and not a log: they are what the page publishes, and a re-run of the study rewrites them."""
+    import datetime as dt
+
+    starts, ends, devices = [], [], set()
+    for r in records:
+        try:
+            end = dt.datetime.strptime(str(r.get("created_at")), "%Y-%m-%dT%H:%M:%S%z")
+        except ValueError:
+            continue
+        took = float((r.get("train") or {}).get("seconds") or 0.0) + float(r.get("eval_seconds") or 0.0)
+        starts.append(end - dt.timedelta(seconds=took))
+        ends.append(end)
+        devices.add(str(r.get("device") or "unknown device"))
+    if not ends:
+        return None
+    fmt = "%Y-%m-%d %H:%M UTC"
+    first, last = min(starts), max(ends)
+    utc = dt.timezone.utc
+    return WallSpan(
+        (last - first).total_seconds(),
+        first.astimezone(utc).strftime(fmt),
+        last.astimezone(utc).strftime(fmt),
+        tuple(sorted(devices)),
+        len(ends),
     )
 
 

@@ -39,6 +39,7 @@ from benchbench.encode.models import (
     BUNDLED_VOCAB,
     NO_REMOTE_CODE,
     TransformerEncoder,
+    _apply_wrapper,
     _cached_snapshot,
     _refuse_custom_code,
     _refuse_pickled_weights,
@@ -49,6 +50,8 @@ from benchbench.encode.sizes import Shape, check_model_fits
 log = logging.getLogger(__name__)
 
 DECODER_POOLINGS = ("mean", "last", "weighted-mean")
+# model types read as decoders even when saved without an LM head (architectures: ["LlamaModel"])
+DECODER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "olmo", "olmo2")
 ATTENTIONS = ("causal", "bidirectional")
 # architectures whose attention code ``make_bidirectional`` was checked against (transformers 5.25:
 # the mask from ``create_causal_mask`` honours ``config.is_causal``; SDPA reads each attention module's
@@ -70,13 +73,18 @@ def is_decoder_name(name: str) -> bool:
     folder = Path(name) if os.path.isdir(name) else (_cached_snapshot(name) if "/" in name else None)
     if folder is None or (folder / "modules.json").is_file():
         return False
+    if (folder / DECODER_FILE).is_file():  # saved by DecoderEncoder.save
+        return True
     f = folder / "config.json"
     try:
         cfg = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
     except (ValueError, UnicodeDecodeError):
         return False
-    archs = cfg.get("architectures") or [] if isinstance(cfg, dict) else []
-    return bool(archs) and all(str(a).endswith("ForCausalLM") for a in archs)
+    if not isinstance(cfg, dict):
+        return False
+    archs = cfg.get("architectures") or []
+    causal_lm = bool(archs) and all(str(a).endswith("ForCausalLM") for a in archs)
+    return causal_lm or cfg.get("model_type") in DECODER_MODEL_TYPES
 
 
 def resolve_decoder(name: str) -> str:
@@ -235,13 +243,30 @@ def load_decoder(
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
         folder = resolve_decoder(name)
-        tok = AutoTokenizer.from_pretrained(folder, **NO_REMOTE_CODE)
+        tok = _tokenizer(folder) or AutoTokenizer.from_pretrained(folder, **NO_REMOTE_CODE)
         cls = AutoModelForCausalLM if lm_head else AutoModel
         model = cls.from_pretrained(folder, dtype=dtype, **NO_REMOTE_CODE).eval()
     set_pad_token(tok)
     if attention == "bidirectional":
         make_bidirectional(model)
     return model, tok
+
+
+def _tokenizer(folder: str) -> Any:
+    """A folder whose tokenizer_config.json names the generic ``tokenizer.json`` backend loads through it:
+    transformers 5's AutoTokenizer otherwise picks the class of the config's model type (Qwen2Tokenizer
+    for qwen2), which rebuilds a different tokenizer (a saved tiny-qwen2 read words letter by letter).
+    None: let AutoTokenizer choose."""
+    f = Path(folder) / "tokenizer_config.json"
+    try:
+        cls = json.loads(f.read_text(encoding="utf-8")).get("tokenizer_class") if f.is_file() else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    if cls not in ("TokenizersBackend", "PreTrainedTokenizerFast") or not (Path(folder) / "tokenizer.json").is_file():
+        return None
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(folder, **NO_REMOTE_CODE)
 
 
 def set_pad_token(tok: Any) -> None:
@@ -367,6 +392,7 @@ class DecoderEncoder(TransformerEncoder):
     every pooling reads the attention mask, so either side gives the same vectors."""
 
     poolings = DECODER_POOLINGS
+    kind = "decoder"  # a plugin's subclass names its readout here (it enters the fingerprint)
 
     def __init__(
         self,
@@ -423,7 +449,7 @@ class DecoderEncoder(TransformerEncoder):
         for key in ("template", "layer", "padding_side"):
             if key in saved:
                 kw.setdefault(key, saved[key])
-        return cls(
+        enc = cls(
             model,
             tok,
             pooling=pooling or saved.get("pooling", "mean"),
@@ -433,6 +459,8 @@ class DecoderEncoder(TransformerEncoder):
             attention=attention,
             **kw,
         )
+        # a plugin's readout (PromptEOL, echo, token prepending) comes back through its registered loader
+        return _apply_wrapper(enc, Path(name)) if os.path.isdir(name) else enc
 
     # ---- inputs -----------------------------------------------------------------------------------
     def prepare(self, text: str) -> str:
@@ -511,6 +539,7 @@ class DecoderEncoder(TransformerEncoder):
     def readout(self) -> dict[str, Any]:
         """What, besides the weights, changes the vectors (saved with the encoder, hashed in its fingerprint)."""
         return {
+            "kind": self.kind,
             "pooling": self.pooling,
             "template": self.template,
             "layer": self.layer,

@@ -20,7 +20,7 @@ loss alone) learn at their full rate whatever the weight; the weight scales only
 | paper text | not read: the paper is not among the offline papers (the shared papers folder); this column is left empty where only the paper could say | - | - |
 | base model | BERT-base | ``--model_name_or_path Luyu/condenser`` (BERT-base further pre-trained with Condenser's head, not bert-base-uncased) | offline: all-MiniLM-L6-v2 or a tiny random BERT; no Condenser checkpoint offline, so the published numbers are not expected |
 | frozen lower network | - | ``self.mlm = BertForMaskedLM(config with skip_from layers)`` loaded from the same checkpoint with ``strict=False`` (its embeddings and first ``skip_from`` layers), run under ``no_grad`` in eval mode (``--mlm_eval``), reading ``mlm_input_ids``; ``hidden_states[-1][:, 1:]``, detached | a copy of the start encoder's transformer cut to its first ``skip_from`` layers (the same weights), ``requires_grad`` off, eval mode (``frozen_eval``), under ``no_grad``; a ``skip_from`` above the model's layer count is refused (the reference would leave the missing layers random) |
-| skip_from / head layers | - | ``--skip_from 6 --n_head_layers 2`` | 6 / 2; on all-MiniLM-L6-v2 (6 layers) the frozen network is the whole start model |
+| skip_from / head layers | - | ``--skip_from 6 --n_head_layers 2`` | half the start's layers (the paper's 6 of BERT-base's 12; 3 of all-MiniLM-L6-v2's 6; ``--set skip_from=N`` fixes it) / 2 |
 | head layers' init | - | ``BertLayer(config)`` x 2, ``c_head.apply(bert._init_weights)`` (normal(0, 0.02) linears, zero biases, LayerNorm 1/0); Condenser's ``model.pt`` is loaded only from a LOCAL folder holding it, which the script's hub id is not | the model family's own layer class x ``n_head_layers``, BERT's init |
 | [CLS] into the head | - | ``outputs.last_hidden_state[:, :1]`` of the unmasked sentence, each dropout view separately (both views' rows carry their own masking) | same (``token_embeddings[:, 0]``) |
 | LM head | - | ``BertLMPredictionHead`` loaded from the checkpoint's ``cls.predictions`` (its decoder a copy of the word embeddings, untied, trained) | the checkpoint's masked-LM head copied (untied, trained) when it has one (``load_pretrained_head``); else random, and the record says so (``train.pretrained_lm_head``) |
@@ -75,7 +75,9 @@ class InfoCSEConfig:
     temperature: float = 0.05
     mlm_weight: float = 1e-5  # weight of the masked-LM loss through [CLS]
     mlm_probability: float = 0.4  # share of non-special tokens chosen for the masked LM
-    skip_from: int = 6  # the frozen network: the start checkpoint's first skip_from layers
+    # the frozen network: the start checkpoint's first skip_from layers; None: half the start's layers (the
+    # paper's 6 of BERT-base's 12; 3 of all-MiniLM-L6-v2's 6, 1 of tiny-bert's 2), resolved against the model
+    skip_from: int | None = None
     n_head_layers: int = 2  # new Transformer layers reading [CLS] + the frozen token states
     frozen_eval: bool = True  # the frozen network without dropout (--mlm_eval)
     max_seq_length: int | None = 32  # training truncation only (the saved encoder keeps the start's)
@@ -95,6 +97,12 @@ def bert_init(module: torch.nn.Module, std: float) -> None:
         elif isinstance(m, torch.nn.LayerNorm):
             torch.nn.init.ones_(m.weight)
             torch.nn.init.zeros_(m.bias)
+
+
+def half_the_layers(n_layers: int) -> int:
+    """InfoCSE's default ``skip_from`` for a start of ``n_layers`` layers: the paper froze the lower 6 of
+    BERT-base's 12, so the default is the same share of any start, and at least one layer."""
+    return max(1, n_layers // 2)
 
 
 def frozen_lower_layers(encoder: TransformerEncoder, skip_from: int) -> torch.nn.Module:
@@ -213,8 +221,21 @@ class InfoCSE(Method):
         vocab = len(objective.encoder.tokenizer)
         return math.log(self.config.batch_size) + self.config.mlm_weight * math.log(vocab)
 
+    @classmethod
+    def model_defaults(cls, config: InfoCSEConfig, shape) -> dict[str, int]:
+        """``skip_from`` left at None: half the start's layers (``half_the_layers``)."""
+        if config.skip_from is None and shape.layers:
+            return {"skip_from": half_the_layers(shape.layers)}
+        return {}
+
+    def skip_from(self, n_layers: int) -> int:
+        """The frozen network's depth on a start of ``n_layers`` layers: the option, or its default rule."""
+        s = self.config.skip_from
+        return half_the_layers(n_layers) if s is None else s
+
     def _check(self, n_layers: int) -> None:
         c = self.config
+        skip_from = self.skip_from(n_layers)
         if c.temperature <= 0:
             raise ConfigError(f"infocse: option 'temperature' must be > 0 (got {c.temperature}).")
         if c.mlm_weight < 0:
@@ -223,9 +244,9 @@ class InfoCSE(Method):
             raise ConfigError(f"infocse: option 'mlm_probability' must be in [0, 1] (got {c.mlm_probability}).")
         if c.n_head_layers < 1:
             raise ConfigError(f"infocse: option 'n_head_layers' must be >= 1 (got {c.n_head_layers}).")
-        if not 1 <= c.skip_from <= n_layers:
+        if not 1 <= skip_from <= n_layers:
             raise ConfigError(
-                f"infocse: option 'skip_from' ({c.skip_from}) must be between 1 and the model's {n_layers} "
+                f"infocse: option 'skip_from' ({skip_from}) must be between 1 and the model's {n_layers} "
                 f"layers: the frozen network is the start checkpoint's first skip_from layers (the paper's "
                 f"BERT-base: 6 of 12). Pass e.g. --set skip_from={max(1, n_layers // 2)}."
             )
@@ -242,6 +263,8 @@ class InfoCSE(Method):
                 f"the frozen network and the head layers are built from it."
             )
         self._check(len(layers))
+        skip_from = self.skip_from(len(layers))
+        ctx.accounting["skip_from"] = skip_from  # the value that trained, when the option was left to its rule
         pretrained, note = load_pretrained_head(ctx.model, "AutoModelForMaskedLM")
         ctx.accounting["pretrained_lm_head"] = note
         lm_head = lm_head_of(pretrained) if pretrained is not None else None
@@ -251,7 +274,7 @@ class InfoCSE(Method):
             c.temperature,
             c.mlm_weight,
             c.mlm_probability,
-            c.skip_from,
+            skip_from,
             c.n_head_layers,
             c.frozen_eval,
         )
@@ -278,6 +301,7 @@ __all__ = [
     "InfoCSEObjective",
     "bert_init",
     "frozen_lower_layers",
+    "half_the_layers",
     "head_layers",
     "lm_head_of",
     "random_lm_head",

@@ -20,7 +20,7 @@ same (``W`` from a detached covariance).
 | runnable as published | - | no: ``whitenedcse/models.py`` does not parse (``ShuffledGroupWhitening(config.hidden_size, num_groups=128, config.num_pos)``: a positional argument after a keyword), imports two modules the repository lacks (``whiten_norm``, ``whitening``), ``train.py`` has no ``--num_pos`` argument and builds 2 views for a one-column corpus while ``cl_forward`` needs 3 (``z1_z3_cos``) | bench/fidelity_whitenedcse.py runs the reference's own ``ShuffledGroupWhitening`` (``torch.symeig`` mapped to ``torch.linalg.eigh``, removed in torch 2) and its ``cl_forward``, ``Pooler``, ``Similarity`` and ``MLPLayer`` with that one line repaired (``num_pos=config.num_pos``) |
 | where SGW sits | on the features before contrast | inside ``MLPLayer``: SGW, then dense, then tanh; the MLP is training-only (``--mlp_only_train``) | same; the saved encoder is the bare [CLS] |
 | which rows are whitened together | one whitening per positive view | the MLP input is the flattened (batch, 3, dim) tensor (the 3 views of a sentence ADJACENT) and SGW cuts it into thirds by row: each third holds all three views of a third of the sentences | ``whiten_rows="reference"`` (default): the reference's thirds; ``whiten_rows="view"``: one block per view (what the code's names ``x1/x2/x3`` suggest) |
-| groups / shuffle | groups of dimensions, shuffled | ``num_groups=128`` (hard-coded; 6 dimensions per group for BERT-base), a ``randperm`` per block per step | ``num_groups`` 128, ``shuffle`` true; the hidden size must be a multiple (error otherwise) |
+| groups / shuffle | groups of dimensions, shuffled | ``num_groups=128`` (hard-coded; 6 dimensions per group for BERT-base), a ``randperm`` per block per step | ``num_groups``: the most groups up to 128 that leave each at least 3 dimensions (128 on BERT-base and all-MiniLM-L6-v2, 8 on tiny-bert's 32; ``--set num_groups=N`` fixes it, a divisor of the hidden size), ``shuffle`` true |
 | whitening | ZCA | centred per block, covariance / rows (biased), ``symeig``, W = U S^-1/2 U^T without epsilon, W without gradient | same with ``torch.linalg.eigh``, float32 |
 | epsilon | - | none: a singular group covariance gives an infinite W (NaN loss) | ``whiten_eps`` 1e-5 added to the eigenvalues (BatchNorm's eps): all-MiniLM-L6-v2's [CLS] has a dimension that is constant over a batch (std 7e-33), so without it the first step is NaN; ``whiten_eps=0`` is the reference (the equality bench runs it). Its size on the bench's tiny 384-wide BERT, batch 16: loss 1.3e-3, gradients 6.5e-3 of the largest |
 | positives / loss | multiple positives | ``--num_pos 3``: CE(sim(z1, z2)) + CE(sim(z1, z3)), cosine / 0.05 | ``num_pos`` 3: the sum over views 2..num_pos |
@@ -63,7 +63,9 @@ class WhitenedCSEConfig:
     lr: float = 1e-5
     temperature: float = 0.05
     num_pos: int = 3  # dropout views per sentence: the anchor and num_pos - 1 positives
-    num_groups: int = 128  # groups of dimensions whitened separately (the hidden size must be a multiple)
+    # groups of dimensions whitened separately (the hidden size must be a multiple); None: the most groups, up
+    # to the reference's 128, that leave each group at least 3 dimensions (``default_groups``)
+    num_groups: int | None = None
     shuffle: bool = True  # a new random grouping of the dimensions per block and step
     whiten_rows: str = "reference"  # which rows share a whitening: the reference code's thirds, or one per view
     whiten_eps: float = 1e-5  # added to each group covariance's eigenvalues; 0 = the reference (NaN if singular)
@@ -72,6 +74,20 @@ class WhitenedCSEConfig:
     grad_accum: int = 1
     max_grad_norm: float = 1.0  # HF Trainer (the reference's trainer) clips the global norm at 1.0; 0 = off
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
+
+
+REFERENCE_GROUPS = 128  # the reference code's constant: 6 dimensions a group on BERT-base's 768
+MIN_GROUP_WIDTH = 3  # all-MiniLM-L6-v2's 384 = 128 groups of 3, the narrowest groups the stored records used
+
+
+def default_groups(hidden: int) -> int:
+    """WhitenedCSE's default ``num_groups`` for a hidden size: the most groups, up to the reference's 128,
+    that divide it and leave each group at least 3 dimensions. That is the reference's 128 on BERT-base
+    (768: groups of 6) and on all-MiniLM-L6-v2 (384: groups of 3, as every run before this rule), 128 on
+    1024, and 8 groups of 4 on tiny-bert's 32 (a group of 1 or 2 dimensions has nothing to decorrelate
+    worth the name). 1 when no divisor qualifies (a hidden size under 6)."""
+    fits = [g for g in range(1, min(REFERENCE_GROUPS, hidden // MIN_GROUP_WIDTH) + 1) if hidden % g == 0]
+    return max(fits, default=1)
 
 
 def whiten_groups(x: torch.Tensor, num_groups: int, perm: torch.Tensor | None = None, eps: float = 0.0) -> torch.Tensor:
@@ -171,8 +187,21 @@ class WhitenedCSE(Method):
     Config = WhitenedCSEConfig
     description = "WhitenedCSE: shuffled group whitening in the training head, 3 dropout views, temperature 0.05"
 
+    @classmethod
+    def model_defaults(cls, config: WhitenedCSEConfig, shape) -> dict[str, int]:
+        """``num_groups`` left at None: ``default_groups`` of the start's hidden size."""
+        if config.num_groups is None and shape.hidden:
+            return {"num_groups": default_groups(shape.hidden)}
+        return {}
+
+    def num_groups(self, dim: int) -> int:
+        """The groups on a start of hidden size ``dim``: the option, or its default rule."""
+        g = self.config.num_groups
+        return default_groups(dim) if g is None else g
+
     def _check(self, dim: int) -> None:
         c = self.config
+        num_groups = self.num_groups(dim)
         if c.temperature <= 0:
             raise ConfigError(f"whitenedcse: option 'temperature' must be > 0 (got {c.temperature}).")
         if c.whiten_eps < 0:
@@ -183,15 +212,16 @@ class WhitenedCSE(Method):
             raise ConfigError(
                 f"whitenedcse: option 'whiten_rows' must be one of {WHITEN_ROWS} (got {c.whiten_rows!r})."
             )
-        if c.num_groups < 1 or dim % c.num_groups:
+        if num_groups < 1 or dim % num_groups:
             raise ConfigError(
-                f"whitenedcse: option 'num_groups' ({c.num_groups}) must divide the model's hidden size {dim}; "
-                "choose a divisor of it (BERT-base 768: 128 groups of 6; MiniLM 384: 128 groups of 3)."
+                f"whitenedcse: option 'num_groups' ({num_groups}) must divide the model's hidden size {dim}; "
+                f"choose a divisor of it (BERT-base 768: 128 groups of 6; MiniLM 384: 128 groups of 3), or leave "
+                f"it out for its default on this model ({default_groups(dim)})."
             )
-        if c.batch_size <= dim // c.num_groups:
+        if c.batch_size <= dim // num_groups:
             raise ConfigError(
                 f"whitenedcse: option 'batch_size' ({c.batch_size}) must exceed the dimensions per group "
-                f"({dim // c.num_groups}): a group's covariance over fewer rows is singular and cannot be whitened."
+                f"({dim // num_groups}): a group's covariance over fewer rows is singular and cannot be whitened."
             )
 
     def loss_chance(self, objective) -> float:
@@ -204,8 +234,10 @@ class WhitenedCSE(Method):
         # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
         self._check(encoder.dim)
+        num_groups = self.num_groups(encoder.dim)
+        ctx.accounting["num_groups"] = num_groups  # the value that trained, when the option was left to its rule
         obj = WhitenedCSEObjective(
-            encoder, c.temperature, c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.whiten_eps
+            encoder, c.temperature, c.num_pos, num_groups, c.shuffle, c.whiten_rows, c.whiten_eps
         )
         steps = resolve_steps(c.steps, len(corpus), c.batch_size * c.grad_accum, c.epochs)
         obj = fit(
@@ -228,6 +260,7 @@ __all__ = [
     "WhitenedCSE",
     "WhitenedCSEConfig",
     "WhitenedCSEObjective",
+    "default_groups",
     "shuffled_group_whitening",
     "whiten_groups",
     "whitenedcse_loss",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -224,6 +225,14 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
     )
     _add_encode_arguments(r)
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
+    r.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="leave out the reference rows a training method's table shows by default: the start read untrained "
+        "with its own mean pooling (plm-mean) and the method at step 0 (its pooling and head before any update). "
+        "Each costs one evaluation of the tasks the first time (no training) and nothing once stored; --json "
+        "computes none",
+    )
 
 
 def _add_encode_arguments(r: argparse.ArgumentParser) -> None:
@@ -263,6 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list methods, tasks or suites")
     ls.add_argument("what", choices=["methods", "tasks", "suites"])
+    ls.add_argument(
+        "--mteb",
+        action="store_true",
+        help="with tasks: list the tasks of the installed mteb that run as mteb:NAME (English STS, pair "
+        "classification, reranking and retrieval) instead of benchbench's own",
+    )
     sub.add_parser("plugins", help="list loaded plugins and what each registered")
 
     t = sub.add_parser("table", help="print a table of stored results")
@@ -354,55 +369,95 @@ def cmd_run(args) -> int:
 
     reg = get_registry()
     t0 = time.perf_counter()
-    report = run(
-        RunOptions(
-            method=args.method,
-            tasks=args.tasks,
-            model=args.model,
-            seeds=args.seeds,
-            setup=args.setup,
-            overrides=overrides,
-            data_dir=args.data_dir,
-            output=args.output,
-            force=args.force,
-            retrain=args.retrain,
-            splits=args.split.split(",") if args.split else None,
-            device=args.device,
-            no_cache=args.no_cache,
-            encode_batch_size=args.encode_batch_size,
-            eval_every=args.eval_every,
-            eval_split=args.eval_split,
-            eval_task=args.eval_task,
-            seeded_init=args.seeded_init,
-            corpus=args.corpus,
-            train_task=args.train_task,
-            score=args.score,
-            store_items=args.store_items,
-            **encode_options(args),
-        ),
-        reg,
+    opts = RunOptions(
+        method=args.method,
+        tasks=args.tasks,
+        model=args.model,
+        seeds=args.seeds,
+        setup=args.setup,
+        overrides=overrides,
+        data_dir=args.data_dir,
+        output=args.output,
+        force=args.force,
+        retrain=args.retrain,
+        splits=args.split.split(",") if args.split else None,
+        device=args.device,
+        no_cache=args.no_cache,
+        encode_batch_size=args.encode_batch_size,
+        eval_every=args.eval_every,
+        eval_split=args.eval_split,
+        eval_task=args.eval_task,
+        seeded_init=args.seeded_init,
+        corpus=args.corpus,
+        train_task=args.train_task,
+        score=args.score,
+        store_items=args.store_items,
+        **encode_options(args),
     )
+    report = run(opts, reg)
     elapsed = time.perf_counter() - t0
     if report.rank != 0:  # a helper process of a multi-GPU run: rank 0 prints the table
         return 0
     if args.json:
         print(json.dumps(report.records, indent=1, default=str))
         return 0
+    refs, ref_notes, ref_cost = _reference_rows(args, opts, reg)
     suites = {s: reg.suites[s].tasks for s in report.requested if s in reg.suites}
     splits = args.split.split(",") if args.split else ["test"]
     for split in splits:
-        headers, rows, notes = summarise(report.records, report.tasks, suites, split=split, missing=report.missing)
+        headers, rows, notes = summarise(
+            refs.records + report.records,
+            report.tasks,
+            suites,
+            split=split,
+            missing=report.missing,
+            references=refs.rows,
+        )
         for task, lacking in report.unavailable.items():
             notes.append(f"{task}: has no {', '.join(lacking)} split (not evaluated; never replaced by another split)")
         for s in suites:
             notes.extend(f"{s}: {n}" for n in reg.suites[s].notes)
-        print(render(headers, rows, notes, fmt=args.format, title=f"split: {split} (scores x100)"))
+        print(render(headers, rows, notes + ref_notes, fmt=args.format, title=f"split: {split} (scores x100)"))
     print(
         f"{len(report.records) - len(report.skipped)} evaluated, {len(report.skipped)} already stored (skipped; --force to re-evaluate, --retrain to train again) "
-        f"in {elapsed:.1f}s; results in {args.output}/",
+        f"in {elapsed:.1f}s; results in {args.output}/" + ref_cost,
         file=sys.stderr,
     )
     return 0
+
+
+@dataclasses.dataclass
+class _References:
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    rows: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+
+
+def _reference_rows(args, opts, reg) -> tuple[_References, list[str], str]:
+    """``run``'s reference rows (``benchbench.run.references``) unless --no-reference: their records
+    and table rows, the notes that say what each row means, and the stderr text of what they cost."""
+    from benchbench.run.references import records_of, reference_rows, references_for, run_references
+
+    if args.no_reference:
+        return _References(), [], ""
+    planned, why = references_for(opts, reg)
+    notes = [f"reference rows: {why}"] if why else []
+    if not planned:
+        return _References(), notes, ""
+    t0 = time.perf_counter()
+    done = run_references(planned, reg)
+    spent = time.perf_counter() - t0
+    refs = _References(records_of(done), reference_rows(done))
+    notes = [f"{ref.label}: {ref.means}" for ref, _ in done] + notes
+    notes.append(
+        "reference rows: computed as ordinary runs under their own keys and reused once stored; --no-reference skips them"
+    )
+    n_new = sum(len(r.records) - len(r.skipped) for _, r in done)
+    n_old = sum(len(r.skipped) for _, r in done)
+    return (
+        refs,
+        notes,
+        f"; reference rows: {n_new} evaluated, {n_old} already stored in {spent:.1f}s (--no-reference skips them)",
+    )
 
 
 def cmd_list(args) -> int:
@@ -410,6 +465,8 @@ def cmd_list(args) -> int:
 
     from benchbench.core.registry import registry_summary
 
+    if args.mteb:
+        return _list_mteb(args)
     reg = registry_summary()  # names only: imports no plugin (and no torch) when its manifest is current
     if args.what == "methods":
         rows = [
@@ -425,9 +482,34 @@ def cmd_list(args) -> int:
                 (n, kind, ",".join(getattr(t, "splits", [])), getattr(t, "main_metric", ""), ",".join(reg.suites_of(n)))
             )
         print(tabulate(rows, headers=["task", "kind", "splits", "main metric", "suites"]))
+        print(f"\n{MTEB_NAMING} `benchbench list tasks --mteb` lists those of the installed mteb.")
     else:
         rows = [(n, ", ".join(s.tasks), s.description) for n, s in sorted(reg.suites.items())]
         print(tabulate(rows, headers=["suite", "tasks", "description"]))
+    return 0
+
+
+MTEB_NAMING = (
+    "MTEB's tasks run as mteb:NAME, NAME as MTEB spells it (e.g. --tasks mteb:STSBenchmark): any English STS, "
+    "pair-classification, reranking or retrieval task of the installed mteb, scored by MTEB's protocol."
+)
+
+
+def _list_mteb(args) -> int:
+    """``list tasks --mteb``: every task ``mteb:NAME`` resolves in the installed mteb (imports mteb: seconds)."""
+    from tabulate import tabulate
+
+    from benchbench.evaluate.adapters.hf import mteb_tasks
+
+    if args.what != "tasks":
+        raise BenchbenchError(f"--mteb lists tasks: `benchbench list tasks --mteb` (not {args.what}).")
+    version, found = mteb_tasks()
+    rows = [(f"mteb:{name}", kind, ",".join(splits), metric) for name, kind, splits, metric in found]
+    print(tabulate(rows, headers=["task", "MTEB type", "splits", "main metric"]))
+    print(
+        f"\n{len(rows)} tasks of mteb {version}. {MTEB_NAMING} Aggregate tasks (CQADupstackRetrieval) are left "
+        "out: they have no dataset of their own."
+    )
     return 0
 
 

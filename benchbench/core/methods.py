@@ -65,6 +65,17 @@ class Method:
         regression or likelihood loss)."""
         return None
 
+    @classmethod
+    def model_defaults(cls, config: Any, shape: Any) -> dict[str, Any]:
+        """The values, for a base model of ``shape`` (``hidden`` size and ``layers``, 0 when unknown), of
+        the options ``config`` leaves at a default that is relative to the model (None in the Config:
+        InfoCSE's frozen layers, half the start's as the paper's 6 of BERT-base's 12). The runner sets
+        them before it hashes the config, so the result key and the record name the value that trained,
+        and a default run shares its key with an explicit run of the same value. ``train`` resolves the
+        same rule against the loaded model (the shape of a hub model not on disk is not known before).
+        {} (the default): no model-relative option."""
+        return {}
+
     def provenance(self) -> dict[str, Any]:
         """What the options name by path or name that their text cannot pin: the labels of external
         weights (a generator, a start folder), each under the key and in the form ``train`` puts it
@@ -110,6 +121,25 @@ def step0_options_of(method_cls: Any) -> dict[str, str]:
         f"method {name!r} has no 'steps' option and states no step0_options: its plugin must say which "
         f"options stop it at step 0 (or why it has no step-0 row, step0_unsupported)."
     )
+
+
+def resolve_model_defaults(method_cls: Any, config: Any, shape: Any) -> Any:
+    """``config`` with each model-relative default (``Method.model_defaults``) set to its value for a
+    base model of ``shape``; ``config`` itself when ``shape`` is None or the method has none. A value
+    the method returns for an option the user set, or for an option it does not have, is the plugin's
+    error, named: an explicit value always wins."""
+    stated = getattr(method_cls, "model_defaults", None)
+    if shape is None or not callable(stated):
+        return config
+    values = dict(stated(config, shape) or {})
+    fields = {f.name for f in dataclasses.fields(config)}
+    wrong = sorted(k for k in values if k not in fields or getattr(config, k) is not None)
+    if wrong:
+        raise PluginError(
+            f"method {getattr(method_cls, 'name', method_cls)!r}: model_defaults() returned {wrong}, options "
+            "that are not left at their model-relative default (None); it may only fill those."
+        )
+    return dataclasses.replace(config, **values) if values else config
 
 
 def provenance_of(method: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ def summarise(
     columns: list[str] | None = None,
     ties: int | None = None,
     root: str | Path | None = None,
+    references: Sequence[tuple[str, str, str]] = (),
 ) -> tuple[list[str], list[list[Any]], list[str]]:
     """Headers, rows and footnotes of ``run``'s and ``table``'s table, from the one aggregation
     (``benchbench.report.aggregate``, as the leaderboards): each record once, mean ± sample std over
@@ -33,11 +34,13 @@ def summarise(
     columns, the mean over the row's trained records (the training cost of a method, for claims like QT's).
     ``ties``: resamples of the studies' tie test (:func:`tie_columns`; the per-item files are found beside
     each record, or under ``root``): each column's rank-1 group is marked ``¹`` and the test that decided
-    it is stated under the table. None: no test (``run``'s quick table)."""
+    it is stated under the table. None: no test (``run``'s quick table). ``references``: (method, config
+    hash, label) of ``run``'s reference rows (``benchbench.run.references``): those rows come first, in
+    that order, under that label; every other row follows as before."""
     suites = suites or {}
     missing = missing or {}
     columns = list(columns or [])
-    trs = table_rows(build_rows(records), tasks, suites, split)
+    trs = _references_first(table_rows(build_rows(records), tasks, suites, split), references)
     headers = ["method", "model"] + tasks + [f"{s} avg" for s in suites] + columns
     cols = tie_columns(trs, tasks, split, ties, root) if ties else {}
     rows = []
@@ -59,6 +62,17 @@ def summarise(
     for t, files in missing.items():
         notes.append(f"n/a {t}: data files missing: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}")
     return headers, rows, notes
+
+
+def _references_first(trs: list[TableRow], references: Sequence[tuple[str, str, str]]) -> list[TableRow]:
+    """``trs`` with the rows ``references`` names moved to the front, in its order, relabelled."""
+    first: dict[int, TableRow] = {}
+    for method, chash, label in references:
+        for tr in trs:
+            if id(tr) not in first and tr.row.method == method and tr.row.key[3] == chash:
+                tr.row.label = label
+                first[id(tr)] = tr
+    return list(first.values()) + [tr for tr in trs if id(tr) not in first]
 
 
 RANK_MARK = " ¹"  # the column's rank-1 group (stats.column_stats), as the studies mark it

@@ -88,6 +88,7 @@ def train_method(
     trains nothing or saves no encoder, ``UnknownNameError`` for an unknown name."""
     from benchbench.core.registry import get_registry, make_adapter
     from benchbench.encode.models import model_label_of
+    from benchbench.encode.sizes import resolve_for_model
     from benchbench.run.energy import Meter
     from benchbench.run.runner import process_rank
     from benchbench.store.data import DataStore
@@ -104,9 +105,9 @@ def train_method(
     task = task or ctx.task
     if not task:
         raise ConfigError(f"train_method: no task to train {name!r} on (ctx.task is None and no task= given).")
-    config = build_config(method_cls, dict(overrides or {}))
-    chash = config_hash(config)
     model = ctx.model or method_cls.default_model or ""
+    config = resolve_for_model(method_cls, build_config(method_cls, dict(overrides or {})), model)
+    chash = config_hash(config)
     label = model_label_of(model) if model else "-"
     root = output_root(ctx.output_dir)
     data = ctx.data if ctx.data is not None else DataStore(None)

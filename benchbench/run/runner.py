@@ -28,7 +28,7 @@ from benchbench.encode.cache import EmbeddingCache, default_cache_dir
 from benchbench.encode.cards import zero_shot
 from benchbench.encode.encoding import Embedder
 from benchbench.encode.models import canonical_model_name, model_label_of
-from benchbench.encode.sizes import check_sizes
+from benchbench.encode.sizes import check_sizes, resolve_for_model
 from benchbench.evaluate.adapters.base import TaskAdapter
 from benchbench.run.energy import Meter, total
 from benchbench.store.data import DataStore, FileEntry, ensure_writable_dir
@@ -200,10 +200,12 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     check_runtime(opts.encode_backend, opts.encode_dtype)  # before any training: a missing runtime fails now
     fields = {f.name for f in dataclasses.fields(method_cls.Config)}
     method_overrides, stage_options = split_stage_options(opts.overrides, fields, setup)
-    config = build_config(method_cls, method_overrides)
+    model, model_label = _model_and_label(method_cls, opts)
+    # model-relative defaults (InfoCSE's frozen layers, WhitenedCSE's groups) resolved before hashing: the key
+    # and the record name the value that trains
+    config = resolve_for_model(method_cls, build_config(method_cls, method_overrides), model)
     stages = stage_configs(setup, stage_options)
     chash, train_chash = _config_hashes(config, opts, stage_configs_hash(stages))
-    model, model_label = _model_and_label(method_cls, opts)
     # max length against the model's positions, memory estimate against the machine: before anything loads
     check_sizes(model, config, trains=method_cls.trains, device=opts.device, encode_batch=opts.encode_batch_size)
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)

@@ -218,9 +218,11 @@ class Study:
         """The ``config_hash`` the records of ``row``'s cells carry: the row's options, and its train task."""
         from benchbench.core.methods import build_config, config_hash
         from benchbench.core.registry import get_registry
+        from benchbench.encode.sizes import resolve_for_model
         from benchbench.run.runner import with_train_task
 
-        chash = config_hash(build_config(get_registry().method(row.method), self.row_overrides(row)))
+        cls = get_registry().method(row.method)
+        chash = config_hash(resolve_for_model(cls, build_config(cls, self.row_overrides(row)), row.model or self.model))
         return with_train_task(chash, self.row_train_task(row))
 
     def row_overrides(self, row: StudyRow) -> dict[str, str]:

@@ -64,8 +64,35 @@ def _batch(obj, n=6, seed=0):
 def test_defaults_are_the_bert_base_run_scripts():
     c = InfoCSEConfig()
     assert (c.batch_size, c.lr, c.epochs, c.max_seq_length, c.temperature) == (64, 7e-6, 2.0, 32, 0.05)
-    assert (c.mlm_weight, c.mlm_probability, c.skip_from, c.n_head_layers, c.frozen_eval) == (1e-5, 0.4, 6, 2, True)
+    assert (c.mlm_weight, c.mlm_probability, c.n_head_layers, c.frozen_eval) == (1e-5, 0.4, 2, True)
+    assert c.skip_from is None  # the paper's 6 of BERT-base's 12 layers, as a share of the start's
     assert (c.pooling, c.max_grad_norm, c.steps, c.grad_accum, c.checkpoint_every) == ("cls", 1.0, None, 1, 1000)
+
+
+def _shape(hidden: int, layers: int):
+    from benchbench.encode.sizes import Shape
+
+    return Shape(hidden, layers, 12, 4 * hidden, 30522, 512)
+
+
+@pytest.mark.parametrize("layers,half", [(12, 6), (6, 3), (2, 1), (1, 1), (24, 12)])
+def test_skip_from_defaults_to_half_the_starts_layers(layers, half):
+    """BERT-base's 12 give the paper's 6; all-MiniLM-L6-v2's 6 give 3; tiny-bert's 2 give 1, never 0."""
+    assert InfoCSE.model_defaults(InfoCSEConfig(), _shape(384, layers)) == {"skip_from": half}
+    assert InfoCSE(InfoCSEConfig()).skip_from(layers) == half  # the build path's rule is the same
+    InfoCSE(InfoCSEConfig())._check(layers)  # the default always fits the start
+    assert InfoCSE.model_defaults(InfoCSEConfig(skip_from=4), _shape(384, layers)) == {}  # an explicit value wins
+    assert InfoCSE.model_defaults(InfoCSEConfig(), _shape(0, 0)) == {}  # shape unknown: left to the build
+
+
+def test_a_default_run_shares_its_key_with_an_explicit_run_of_the_same_value():
+    """The runner hashes the resolved config: on all-MiniLM-L6-v2 the default is the explicit skip_from=3
+    the stored study records name, on BERT-base the old default 6."""
+    from benchbench.core.methods import config_hash, resolve_model_defaults
+
+    for layers, value in ((6, 3), (12, 6)):
+        resolved = resolve_model_defaults(InfoCSE, InfoCSEConfig(), _shape(768, layers))
+        assert config_hash(resolved) == config_hash(InfoCSEConfig(skip_from=value))
 
 
 def test_the_objectives_own_defaults_are_the_references():
@@ -528,6 +555,20 @@ def test_step0_returns_the_start_encoder(tmp_path):
     start = tiny_bert(16, 1, 2, 32, pooling="cls")
     assert ctx.accounting["steps"] == 0 and enc.pooling == "cls" and enc.max_seq_length == start.max_seq_length
     assert np.allclose(enc.encode(CORPUS[:3]), start.encode(CORPUS[:3]), atol=1e-6)
+
+
+def test_cli_run_on_tiny_bert_with_the_defaults(env, monkeypatch):
+    """``--model tiny-bert`` (2 layers) with no option set: the frozen network is its first layer, and the
+    record names that value (config and training accounting) and hashes it."""
+    from benchbench.cli.main import main
+    from benchbench.core.methods import config_hash
+
+    monkeypatch.chdir(env)
+    args = ["run", "--method", "infocse", "--model", "tiny-bert", "--tasks", "sts-mini", "--steps", "2"]
+    assert main([*args, "--output", "out", "--json", "--no-reference"]) == 0
+    rec = next(json.loads(p.read_text()) for p in (env / "out").rglob("sts-mini.json"))
+    assert rec["config"]["skip_from"] == 1 and rec["train"]["skip_from"] == 1
+    assert rec["config_hash"] == config_hash(InfoCSEConfig(steps=2, skip_from=1))
 
 
 def test_cli_run_on_the_fixture_task(env, monkeypatch):

@@ -53,9 +53,40 @@ def test_the_objectives_own_defaults_are_the_references():
 def test_defaults_are_the_reference_runs():
     c = WhitenedCSEConfig()
     assert (c.batch_size, c.lr, c.temperature, c.max_seq_length, c.epochs) == (128, 1e-5, 0.05, 32, 1.0)
-    assert (c.num_pos, c.num_groups, c.shuffle, c.whiten_rows, c.pooling) == (3, 128, True, "reference", "cls")
+    assert (c.num_pos, c.shuffle, c.whiten_rows, c.pooling) == (3, True, "reference", "cls")
+    assert c.num_groups is None  # the reference's 128 where the start allows it (``default_groups``)
     assert c.whiten_eps == 1e-5  # benchbench's departure (the reference has none): see the plugin's table
     assert (c.max_grad_norm, c.steps, c.grad_accum, c.checkpoint_every) == (1.0, None, 1, 1000)
+
+
+def _shape(hidden: int):
+    from benchbench.encode.sizes import Shape
+
+    return Shape(hidden, 2, 2, 4 * hidden, 30522, 512)
+
+
+@pytest.mark.parametrize(
+    "hidden,groups",
+    [(768, 128), (384, 128), (1024, 128), (32, 8), (16, 4), (128, 32), (312, 104), (5, 1)],
+)
+def test_num_groups_defaults_to_the_most_groups_up_to_128_of_at_least_3_dimensions(hidden, groups):
+    """BERT-base's 768: the reference's 128 groups of 6; all-MiniLM-L6-v2's 384: 128 groups of 3 (what the
+    stored records ran); tiny-bert's 32: 8 groups of 4, never groups of 1 or 2."""
+    assert mod.default_groups(hidden) == groups
+    assert WhitenedCSE.model_defaults(WhitenedCSEConfig(), _shape(hidden)) == {"num_groups": groups}
+    assert WhitenedCSE(WhitenedCSEConfig()).num_groups(hidden) == groups  # the build path's rule is the same
+    assert hidden % groups == 0 and (hidden // groups >= 3 or groups == 1)
+    assert WhitenedCSE.model_defaults(WhitenedCSEConfig(num_groups=2), _shape(hidden)) == {}  # explicit wins
+
+
+def test_a_default_run_keeps_the_key_of_the_stored_minilm_records():
+    """The stored all-MiniLM-L6-v2 records ran the old default 128: the resolved default hashes as they do,
+    on BERT-base too; on tiny-bert it is the explicit 8's key."""
+    from benchbench.core.methods import config_hash, resolve_model_defaults
+
+    for hidden, value in ((384, 128), (768, 128), (32, 8)):
+        resolved = resolve_model_defaults(WhitenedCSE, WhitenedCSEConfig(), _shape(hidden))
+        assert config_hash(resolved) == config_hash(WhitenedCSEConfig(num_groups=value))
 
 
 @pytest.mark.parametrize("groups", [1, 3, 4])
@@ -338,6 +369,19 @@ def test_train_returns_the_bare_cls_encoder_at_the_start_length(tmp_path):
     enc = WhitenedCSE(WhitenedCSEConfig(steps=2, **OVERRIDES)).train(CORPUS, ctx)
     assert type(enc).__name__ == "TransformerEncoder" and enc.pooling == "cls"
     assert enc.max_seq_length == 128 and ctx.accounting["steps"] == 2
+
+
+def test_cli_run_on_tiny_bert_with_the_defaults(env, monkeypatch):
+    """``--model tiny-bert`` (hidden size 32) with no option set: 8 groups of 4, named and hashed in the record."""
+    from benchbench.cli.main import main
+    from benchbench.core.methods import config_hash
+
+    monkeypatch.chdir(env)
+    args = ["run", "--method", "whitenedcse", "--model", "tiny-bert", "--tasks", "sts-mini", "--steps", "2"]
+    assert main([*args, "--output", "out", "--json", "--no-reference"]) == 0
+    rec = next(json.loads(p.read_text()) for p in (env / "out").rglob("sts-mini.json"))
+    assert rec["config"]["num_groups"] == 8 and rec["train"]["num_groups"] == 8
+    assert rec["config_hash"] == config_hash(WhitenedCSEConfig(steps=2, num_groups=8))
 
 
 def test_cli_run_on_the_fixture_task(env, monkeypatch):

@@ -326,6 +326,37 @@ def trec_scores(qrels: dict, results: dict, k_values=K_VALUES) -> dict[str, floa
     return scores
 
 
+def mteb_eligible(metadata: Any) -> bool:
+    """Whether ``mteb:<name>`` resolves for an MTEB task of this metadata: a type benchbench scores the
+    way mteb does (``MTEB_KINDS``), evaluated in English only (a multilingual task's subsets are other
+    languages). ``mteb_spec`` refuses every other task; ``mteb_tasks`` lists these."""
+    return (
+        metadata.type in MTEB_KINDS
+        and not metadata.is_multilingual
+        and any(lang.startswith("eng") for lang in metadata.eval_langs)
+    )
+
+
+def mteb_tasks() -> tuple[str, list[tuple[str, str, list[str], str]]]:
+    """(the installed mteb's version, ``(name, type, splits, main score)`` of every task that runs as
+    ``mteb:<name>``), by type then name. Aggregate tasks (CQADupstackRetrieval: the mean of twelve others)
+    are left out: they have no dataset of their own. A ConfigError saying how to install mteb when it is
+    not installed."""
+    try:
+        import mteb
+    except ImportError as e:
+        raise ConfigError(
+            "Listing MTEB's tasks needs the mteb package, which is not installed: pip install 'benchbench[hf]'."
+        ) from e
+    found = mteb.get_tasks(task_types=list(MTEB_KINDS), languages=["eng"], exclude_superseded=False)
+    rows = {
+        t.metadata.name: (t.metadata.name, t.metadata.type, list(t.metadata.eval_splits), t.metadata.main_score)
+        for t in found
+        if mteb_eligible(t.metadata) and not getattr(t, "is_aggregate", False)
+    }
+    return mteb.__version__, sorted(rows.values(), key=lambda r: (r[1], r[0]))
+
+
 def mteb_spec(name: str) -> TaskSpec:
     """The task ``mteb:<name>`` from the installed mteb's metadata (English STS, pair classification,
     reranking and retrieval tasks)."""
@@ -339,7 +370,7 @@ def mteb_spec(name: str) -> TaskSpec:
         raise ConfigError(f"Task 'mteb:{name}': the installed mteb {mteb.__version__} has no such task ({e}).") from e
     m = task.metadata
     kind = MTEB_KINDS.get(m.type)
-    if kind is None or m.is_multilingual or not any(lang.startswith("eng") for lang in m.eval_langs):
+    if not mteb_eligible(m):
         raise ConfigError(
             f"Task 'mteb:{name}' is an MTEB {m.type} task in {m.eval_langs}; benchbench evaluates MTEB's English "
             f"{', '.join(MTEB_KINDS)} tasks."

@@ -3,7 +3,8 @@
 Both sides get the same model weights (benchbench's decoder is loaded from the reference loss's
 decoder), the same (noisy, clean) sentence batches, batch size and optimizer (AdamW, lr 3e-5), and
 the steps are interleaved (one reference step, one benchbench step, ...) so that a shared, noisy CPU
-slows both equally. A step is: tokenise both sides, forward, backward, AdamW update.
+slows both equally. A step is: tokenise both sides, forward, backward, clipping at 1.0, AdamW update
+(bench/_train_bench.py, shared with study_train_throughput.py).
 
 Before timing, the two losses are compared on the same batch and weights with dropout off; they
 must agree to |diff| < 1e-3 (the script exits 1 otherwise).
@@ -22,37 +23,12 @@ import json
 import os
 import statistics
 import sys
-import time
-from contextlib import nullcontext
+import tempfile
 
-import numpy as np
 import torch
 
-
-def load_sentences(path: str | None, n: int) -> list[str]:
-    if path is None:
-        root = os.environ.get("BENCHBENCH_DATA")
-        if not root:
-            sys.exit("set BENCHBENCH_DATA or pass --corpus FILE (one sentence per line)")
-        path = os.path.join(root, "corpora", "wiki", "wiki_sentences.txt")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(line.strip())
-            if len(out) >= n:
-                break
-    return out
-
-
-def model_dir(name: str, tmp: str) -> str:
-    """A plain HF/sentence-transformers folder both libraries can load (tiny-bert is written out)."""
-    from benchbench.encode.models import load_encoder, resolve_model_path
-
-    if name.startswith("tiny-bert"):
-        load_encoder(name).save(tmp)
-        return tmp
-    return resolve_model_path(name)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _train_bench import Side, copy_side, flops_per_step, interleave, load_sentences, model_dir, tsdae_pair
 
 
 def main() -> int:
@@ -79,100 +55,40 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     args = ap.parse_args()
 
-    import tempfile
-
-    from benchbench_plugins.tsdae import TSDAEObjective, build_decoder
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Pooling, Transformer
-    from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
-
-    from benchbench.encode.models import load_encoder
-    from benchbench.train.loop import adamw
-    from benchbench.train.noise import WordNoise
-
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(0)
-    tmp = tempfile.mkdtemp()
-    path = model_dir(args.model, tmp)
-
-    # the reference: ST model = Transformer + CLS pooling (TSDAE's recipe), its DAE loss, tied decoder
-    tr = Transformer(path, max_seq_length=args.max_seq_length)
-    st_model = SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), "cls")], device=str(device))
-    ref = DenoisingAutoEncoderLoss(st_model, tie_encoder_decoder=True).to(device)
-
-    enc = load_encoder(path, pooling="cls", max_seq_length=args.max_seq_length, normalize=False).to(device)
-    missing, _ = enc.model.load_state_dict(
-        st_model[0].auto_model.state_dict(), strict=False
-    )  # ST keeps an unused pooler
-    assert not missing, missing
-    ours = TSDAEObjective(
-        enc,
-        build_decoder(enc, tie=True),
-        WordNoise("delete", args.noise_ratio),
+    path = model_dir(args.model, tempfile.mkdtemp())
+    pair = tsdae_pair(
+        path,
+        args.max_seq_length,
+        args.noise_ratio,
+        device,
         group_by_length=args.group,
         sparse_embedding_grad=False if args.dense_embedding_grad else None,
-    ).to(device)
-    missing, unexpected = ours.decoder.load_state_dict(ref.decoder.state_dict(), strict=False)
-    assert not missing and not unexpected, (missing, unexpected)
-
+    )
     sents = load_sentences(args.corpus, args.batch_size * (args.steps + args.warmup + 1))
-    rng = np.random.default_rng(0)
-    batches = []
-    for i in range(args.steps + args.warmup + 1):
-        clean = sents[i * args.batch_size : (i + 1) * args.batch_size]
-        batches.append((WordNoise("delete", args.noise_ratio)(clean, rng), clean))
-
-    def ref_loss(noisy, clean):
-        feats = [st_model.tokenize(noisy), st_model.tokenize(clean)]
-        feats = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in feats]
-        return ref(feats, None)
-
-    def our_loss(noisy, clean):
-        src = enc.tokenize(noisy)
-        tgt = enc.tokenize(clean)
-        return ours(target_ids=tgt["input_ids"].to(device), **{f"src_{k}": v.to(device) for k, v in src.items()})
+    batches = pair.make_batches(sents, args.batch_size, 0)
 
     # 1. same loss on the same batch and weights (dropout off)
-    ref.eval(), ours.eval()
+    pair.ref.eval(), pair.ours.eval()
     with torch.no_grad():
-        diffs = [abs(float(ref_loss(*b)) - float(our_loss(*b))) for b in batches[:3]]
-        l_ref, l_ours = float(ref_loss(*batches[0])), float(our_loss(*batches[0]))
+        diffs = [abs(float(pair.ref_loss(b)) - float(pair.our_loss(pair.ours, b))) for b in batches[:3]]
+        l_ref, l_ours = float(pair.ref_loss(batches[0])), float(pair.our_loss(pair.ours, batches[0]))
     print(
         f"loss on the same batch: sentence-transformers {l_ref:.6f}  benchbench {l_ours:.6f}  max |diff| over 3 batches {max(diffs):.2e}"
     )
     same = max(diffs) < 1e-3
 
-    # 2. interleaved timing, training mode
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-    # both sides: fused AdamW, the HF Trainer's default optimizer (what SentenceTransformerTrainer
-    # would use) and what benchbench's loop uses; the comparison is of the TSDAE computation itself
-    opt_ref = adamw(ref.parameters(), lr=3e-5)
-    opt_ours = adamw(ours.parameters(), lr=3e-5)
-    ref.train(), ours.train()
-    times = {"sentence-transformers": [], "benchbench": []}
-
-    def step(name, fn, opt, b):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        with amp:
-            loss = fn(*b)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t
-
-    for i, b in enumerate(batches[1:]):
-        order = [("sentence-transformers", ref_loss, opt_ref), ("benchbench", our_loss, opt_ours)]
-        if i % 2:
-            order.reverse()  # alternate who goes first
-        for name, fn, opt in order:
-            dt = step(name, fn, opt, b)
-            if i >= args.warmup:
-                times[name].append(dt)
-
+    # 2. interleaved timing, training mode (bench/_train_bench.py: a step is tokenise, forward, backward,
+    # clipping at 1.0 and fused AdamW, the HF Trainer's default optimizer and benchbench's loop's)
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else None
+    kw = {"amp": amp} if amp else {}
+    sides = [
+        Side("sentence-transformers", pair.ref_loss, pair.ref, 3e-5, **kw),
+        copy_side("benchbench", pair.ours, pair.our_loss, 3e-5, **kw),
+    ]
+    interleave(sides, batches[1:], args.warmup)
+    times = {s.name: s.times for s in sides}
     rate = {k: len(v) / sum(v) for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = rate["benchbench"] / rate["sentence-transformers"]
@@ -201,20 +117,11 @@ def main() -> int:
     # optimizer) over the very batches timed, so FLOPs and seconds cover the same work. The peak: the
     # GPU's bf16 dense figure (--peak-tflops) on CUDA; on the CPU the fp32 matmul peak measured now
     # (bench/encode_throughput.py's matmul_peak), since the CPU steps run in fp32.
-    from torch.utils.flop_counter import FlopCounterMode
-
-    timed = batches[1 + args.warmup :]
-    with FlopCounterMode(display=False) as fc:
-        for b in timed:
-            with amp:
-                loss = our_loss(*b)
-            loss.backward()
-    ours.zero_grad(set_to_none=True)
-    flops = fc.get_total_flops() / len(timed)
+    ours = sides[1]
+    flops = flops_per_step(ours.loss, ours.module, batches[1 + args.warmup :], ours.amp)
     if device.type == "cuda":
         peak, peak_name = args.peak_tflops * 1e12, f"{args.peak_tflops} TFLOPS (bf16, given)"
     else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from encode_throughput import matmul_peak
 
         peak = matmul_peak()

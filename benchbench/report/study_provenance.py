@@ -103,7 +103,9 @@ def _commits_note(version: str, shas: list[str]) -> str:
 # ---- the base model's label ---------------------------------------------------------------------------
 def is_local(model: str) -> bool:
     """A study model given as a folder (``~/...``, an absolute or ``./`` path), not a hub/offline name."""
-    return Path(model).is_absolute() or model.startswith(("~", "./", "../"))
+    from benchbench.run.study import is_local_path
+
+    return is_local_path(model)
 
 
 def records_model_label(study: Study, records: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:

@@ -350,8 +350,14 @@ class StudyView:
             f"Conditions: base model {model} (records: {self.model_label}); budget {st.steps} steps, batch size "
             f"{st.batch_size}, learning rate {lr}, checkpoint selection {st.selection!r} (the encoder at the end "
             f"of the budget); seeds {list(st.seeds)}; study version {st.version} ({st.path}, sha256 "
-            f"{st.sha256[:12] or '-'})" + (f"; per-method options: {per}" if per else "") + "."
+            f"{st.sha256[:12] or '-'})" + (f"; per-method options: {per}" if per else "") + "." + self.obtain
         )
+
+    @property
+    def obtain(self) -> str:
+        """How a fresh clone gets the local folders the study names (its ``[obtain]`` table), or ""."""
+        built = "; ".join(f"{Path(p).name} by `{cmd}`" for p, cmd in sorted(self.study.obtain.items()))
+        return f" Local weights a fresh clone builds: {built}." if built else ""
 
 
 @dataclass(frozen=True)
@@ -1039,7 +1045,7 @@ def wall_span(records: Iterable[Mapping[str, Any]]) -> WallSpan | None:
         return None
     fmt = "%Y-%m-%d %H:%M UTC"
     first, last = min(starts), max(ends)
-    utc = dt.timezone.utc
+    utc = dt.UTC
     return WallSpan(
         (last - first).total_seconds(),
         first.astimezone(utc).strftime(fmt),

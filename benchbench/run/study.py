@@ -75,6 +75,7 @@ STUDY_KEYS = {
     "secondary",
     "cost",
     "train_task",
+    "obtain",
 }
 PRIMARY_KEYS = {"task", "split", "statistic", "comparison"}
 COMPARISONS = ("own-step0", "start")  # each trained row against its own step-0 row, or against the study's start
@@ -143,6 +144,9 @@ class Study:
     # the task whose unlabelled text every trained row trains on, once per seed, for every column ("" : each
     # column's own task): a domain-adaptation study reads its other columns with the same adapted encoders
     train_task: str = ""
+    # {local path as the file writes it: the one command that builds it}: every local folder the study names
+    # (its model, a generator or teacher in [set.*]) says how a fresh clone gets it; a core study names none
+    obtain: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def builtin(self) -> bool:
@@ -435,6 +439,59 @@ def _curves(doc: Mapping[str, Any], where: str) -> tuple[int, str, str]:
     return every, split, task, per_task
 
 
+def is_local_path(value: str) -> bool:
+    """A folder on this machine (``~/...``, an absolute or ``./`` path), not an installed or offline name."""
+    return Path(value).is_absolute() or value.startswith(("~", "./", "../"))
+
+
+def local_paths(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, path) of every local folder a study file names: its model, and each [set.*] value or
+    ``k=v`` part of one (RankCSE's ``teacher_set`` names the generator of a teacher)."""
+    out = [("model", str(doc.get("model", "")))]
+    for m, opts in (doc.get("set") or {}).items():
+        for k, v in (opts or {}).items():
+            for part in str(v).split(","):
+                out.append((f"set.{m}.{k}", part.partition("=")[2] if "=" in part else part))
+    return [(k, p.strip()) for k, p in out if is_local_path(p.strip())]
+
+
+def _obtain(doc: Mapping[str, Any], where: str, tier: str) -> dict[str, str]:
+    """The [obtain] table, checked against the local folders the file names. Why: weights under one user's
+    ``~/.cache`` make a study that no fresh clone can resume or re-derive; a core study (re-derived by CI
+    on a clean clone) may name none, another study names the one command that builds each."""
+    got = doc.get("obtain", {})
+    if not isinstance(got, dict) or not all(isinstance(v, str) and v.strip() for v in got.values()):
+        raise _bad(where, "obtain", 'must be a table of "<local path>" = "<the one command that builds it>".')
+    named = local_paths(doc)
+    if tier == "core" and named:
+        key, path = named[0]
+        raise _bad(
+            where,
+            key,
+            f"{path!r} is a local folder; a core study runs from a fresh clone (CI re-derives it), so it may "
+            'only name models and generators the install provides. A study that needs it is tier = "extended".',
+        )
+    for key, path in named:
+        if path not in got:
+            raise _bad(
+                where,
+                key,
+                f"{path!r} is a local folder a fresh clone does not have: add it to [obtain] with the one command "
+                f'that builds it ("{path}" = "python bench/... --out {path}").',
+            )
+    stray = sorted(set(got) - {p for _, p in named})
+    if stray:
+        raise _bad(where, "obtain", f"names folders the study does not use: {stray}.")
+    return {k: v.strip() for k, v in got.items()}
+
+
+def missing_local(study: Study) -> list[str]:
+    """The local folders ``study`` names that are not on this machine, each with the command that builds it."""
+    return [
+        f"{path} (build it with: {cmd})" for path, cmd in study.obtain.items() if not Path(path).expanduser().exists()
+    ]
+
+
 def _preregistration(doc: Mapping[str, Any], where: str, seeds: Sequence[int]) -> dict[str, Any]:
     """The pre-registered fields (tier, question, primary endpoint, secondary columns, expected cost),
     checked. A core study must state all of them, with >= 5 seeds and a cost within
@@ -533,6 +590,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         step0_rows=step0_rows,
         random_init=random_init,
         train_task=_str(doc, "train_task", where, required=False),
+        obtain=_obtain(doc, where, str(doc.get("tier", "extended"))),
         **_preregistration(doc, where, seeds),
     )
 
@@ -655,6 +713,9 @@ def run(
     from benchbench.core.registry import get_registry
     from benchbench.run.sweep import base_options, run_sweep
 
+    absent = missing_local(study)
+    if absent:
+        raise ConfigError(f"study {study.name!r} needs local folders this machine lacks: {'; '.join(absent)}.")
     if cells is None:
         cells = plan(study, get_registry().expand(list(study.tasks)))
     base = base_options(model=study.model, output=output, progress=False, store_items=True, **dict(encode or {}))

@@ -154,3 +154,39 @@ def test_the_domain_adaptation_study_holds_one_budget_for_every_row():
     assert int(st.per_method["bsl"]["max_sentences"]) == n
     assert st.per_method["simcse"]["mlp"] == "train_only"
     assert st.cpu_hours <= study.CORE_MAX_CPU_HOURS
+
+
+def test_a_local_folder_a_study_names_needs_the_command_that_builds_it(tmp_path):
+    """A study naming weights in one user's ~/.cache names how a fresh clone builds them ([obtain]); a core
+    study, which CI re-derives on a clean clone, names none at all."""
+    gen = '[set.simcse]\nstart = "~/.cache/x/gen"\n'
+    with pytest.raises(
+        ConfigError, match=r"set\.simcse\.start: '~/\.cache/x/gen' is a local folder .* add it to \[obtain\]"
+    ):
+        load_study(str(_write(tmp_path, extra=gen)), check_names=False)
+    # a path inside a k=v list (RankCSE's teacher_set) counts too
+    nested = '[set.simcse]\nteacher_set = "diffcse.steps=2,diffcse.generator=/abs/gen"\n'
+    with pytest.raises(ConfigError, match=r"'/abs/gen' is a local folder"):
+        load_study(str(_write(tmp_path, extra=nested)), check_names=False)
+    ok = gen + '[obtain]\n"~/.cache/x/gen" = "python bench/build.py --out ~/.cache/x/gen"\n'
+    st = load_study(str(_write(tmp_path, extra=ok)), check_names=False)
+    assert st.obtain == {"~/.cache/x/gen": "python bench/build.py --out ~/.cache/x/gen"}
+    assert study.missing_local(st) == ["~/.cache/x/gen (build it with: python bench/build.py --out ~/.cache/x/gen)"]
+    with pytest.raises(ConfigError, match=r"obtain: names folders the study does not use: \['/other'\]"):
+        load_study(str(_write(tmp_path, extra=ok + '"/other" = "make it"\n')), check_names=False)
+    with pytest.raises(ConfigError, match="a core study runs from a fresh clone"):
+        load_study(str(_write(tmp_path, {**CORE, "model": '"./my-model"'}, extra=PRIMARY + COST)), check_names=False)
+
+
+def test_running_a_study_without_its_local_folder_says_how_to_build_it(tmp_path):
+    extra = '[set.simcse]\nstart = "~/.cache/x/gen"\n[obtain]\n"~/.cache/x/gen" = "python bench/build.py"\n'
+    st = load_study(str(_write(tmp_path, extra=extra)), check_names=False)
+    with pytest.raises(ConfigError, match=r"lacks: ~/\.cache/x/gen \(build it with: python bench/build\.py\)"):
+        study.run(st, str(tmp_path / "out"))
+
+
+def test_the_extended_studies_name_the_command_that_builds_their_local_start():
+    for name in ("plain-start", "post-training-minilm"):
+        st = load_study(name)
+        assert list(st.obtain) == ["~/.cache/benchbench/plain-mlm-minilm-shape"]
+        assert "bench/pretrain_plain_start.py train" in st.obtain["~/.cache/benchbench/plain-mlm-minilm-shape"]

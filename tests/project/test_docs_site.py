@@ -175,3 +175,28 @@ def test_readme_test_command_is_what_ci_runs():
         found = ci.find(step, at)
         assert found >= 0, f"README test step not in .ci/run (in this order): {step!r}"
         at = found + len(step)
+
+
+# ---- the leaderboard site links the docs --------------------------------------------------------------
+def test_the_committed_leaderboard_site_links_the_docs():
+    from benchbench.report.site.folder import docs_link
+
+    board = REPO / "leaderboards"
+    docs = docs_link(board)
+    assert docs is not None and (board / "site" / docs).resolve() == (DOCS / "index.md").resolve()
+    for page in ("index.html", "all.html"):
+        assert f'<a href="{docs}">docs</a>' in (board / "site" / page).read_text()
+    method_page = next((board / "site" / "methods").glob("*.html"))
+    assert f'<a href="../{docs}">docs</a>' in method_page.read_text()  # one level down, one more "../"
+
+
+def test_a_board_outside_a_checkout_has_no_docs_link(tmp_path):
+    from benchbench.report.site.folder import docs_link
+    from benchbench.report.site.html import with_docs_link
+
+    assert docs_link(tmp_path / "lb") is None
+    page = '<html><body><p class="nav"><a href="index.html">studies</a></p><p>x</p></body></html>'
+    linked = with_docs_link({"a.html": page, "m/b.html": page, "p.svg": "<svg/>"}, "../../docs/index.md")
+    assert '<a href="index.html">studies</a> · <a href="../../docs/index.md">docs</a></p><p>x</p>' in linked["a.html"]
+    assert '<a href="../../../docs/index.md">docs</a>' in linked["m/b.html"]
+    assert linked["p.svg"] == "<svg/>"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import BenchbenchError
-from benchbench.report.site.html import render_site
+from benchbench.report.site.html import render_site, with_docs_link
 from benchbench.report.site.latex import render_latex
 from benchbench.report.site.markdown import render_markdown
 from benchbench.report.site.plots import make_plots
@@ -64,10 +64,24 @@ class ForeignFileError(BenchbenchError):
     """A file the leaderboard build would overwrite or delete was not written by it."""
 
 
+def docs_link(out: str | Path) -> str | None:
+    """The docs index relative to ``out/site``, when ``out`` is a folder of a benchbench checkout (the
+    repository's ``leaderboards/``, beside ``docs/`` and ``mkdocs.yml``); None elsewhere, so a board built
+    in a folder of one's own never links to a page that is not there."""
+    root = Path(out).resolve().parent
+    if (root / "mkdocs.yml").is_file() and (root / "docs" / "index.md").is_file():
+        return "../../docs/index.md"
+    return None
+
+
 def render_files(
-    results: str | Path, damaged: list[Any] | None = None, study_names: Iterable[str] | None = None
+    results: str | Path,
+    damaged: list[Any] | None = None,
+    study_names: Iterable[str] | None = None,
+    docs: str | None = None,
 ) -> dict[str, str]:
-    """relative path -> text of every generated file (the screenshot aside), from the records alone."""
+    """relative path -> text of every generated file (the screenshot aside), from the records alone.
+    ``docs``: the docs index relative to the site folder, linked from every page (None: no link)."""
     records = load_records(results, damaged)
     rows = build_rows(records)
     tables = suite_tables(rows)
@@ -86,7 +100,8 @@ def render_files(
     for t in tables:
         if t.rows:
             files[f"latex/{slug(anchor(t.name))}.tex"] = render_latex(t)
-    for rel, text in render_site(tables, rows, make_plots(tables, rows), sections).items():
+    site = render_site(tables, rows, make_plots(tables, rows), sections)
+    for rel, text in (with_docs_link(site, docs) if docs else site).items():
         files[f"site/{rel}"] = text
     return files
 
@@ -98,11 +113,13 @@ def build(
     study_names: Iterable[str] | None = None,
     shoot: Shooter | None = None,
     notes: list[str] | None = None,
+    docs_of: str | Path | None = None,
 ) -> list[Path]:
     """Write the generated leaderboard files into ``out`` and return their paths. Damaged records are
     left out: named in warnings, or collected in ``damaged``. ``study_names``: the studies of the front
     page (default: the built-in ones). ``shoot(index, png)`` takes the screenshot of the new site (None,
-    or why not, added to ``notes``); without it the old screenshot is carried over."""
+    or why not, added to ``notes``); without it the old screenshot is carried over. The site links the
+    docs when ``docs_of`` (default ``out``) sits in a benchbench checkout (``docs_link``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for lock_file in (LOCK, f"{LOCK}.owner"):  # filelock and the owner note open their files following links
@@ -110,7 +127,7 @@ def build(
     with hold(out / LOCK, f"leaderboard folder {out}", root=out):
         # rendered under the lock: a build that waited renders the newest records, and two builds in one
         # process never run matplotlib's pyplot (not thread-safe) at once
-        files = render_files(results, damaged, study_names)
+        files = render_files(results, damaged, study_names, docs_link(out if docs_of is None else docs_of))
         _recover(out)
         owned = _owned(out)
         _refuse_foreign(out, files, owned)
@@ -293,7 +310,7 @@ def check(results: str | Path, out: str | Path, study_names: Iterable[str] | Non
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "lb"
         damaged: list[Any] = []
-        build(results, fresh, damaged, study_names)
+        build(results, fresh, damaged, study_names, docs_of=out)
         want = set(_walk(fresh))
         have = set(_walk(out)) if out.is_dir() else set()
         problems = [f"{DAMAGED}{e}. Restore it (git restore, or rerun its key with `benchbench run`)" for e in damaged]

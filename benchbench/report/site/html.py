@@ -35,8 +35,26 @@ def _page(title: str, body: str, depth: int = 0) -> str:
         f'<link rel="icon" href="data:,">'
         f'<link rel="stylesheet" href="{up}assets/style.css"><script src="{up}assets/sort.js"></script>'
         f'</head><body><p class="nav"><a href="{up}index.html">studies</a> · '
-        f'<a href="{up}all.html">every stored record</a></p>\n{body}\n</body></html>\n'
+        f'<a href="{up}all.html">every stored record</a>{_NAV_END}\n{body}\n</body></html>\n'
     )
+
+
+_NAV_END = "</p>"  # the end of every page's navigation line, where ``with_docs_link`` adds the docs
+
+
+def with_docs_link(files: dict[str, str], docs: str) -> dict[str, str]:
+    """``files`` (site-relative path -> text) with a "docs" link at the end of each HTML page's navigation
+    line. ``docs`` is the docs index relative to the site folder; each page reaches it from its own depth."""
+    out = dict(files)
+    nav_start = '<p class="nav">'
+    for rel, text in files.items():
+        at = text.find(nav_start)
+        if not rel.endswith(".html") or at < 0:
+            continue
+        end = text.index(_NAV_END, at)
+        link = f' · <a href="{escape_html("../" * rel.count("/") + docs)}">docs</a>'
+        out[rel] = text[:end] + link + text[end:]
+    return out
 
 
 def _html_table(t: Table, depth: int, only: Row | None = None) -> str:

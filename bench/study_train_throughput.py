@@ -26,7 +26,7 @@ TSDAE 3e-5 at the model's own), the batches alternating between the two studies'
    threads), and from it ``.md`` (the tables) and ``.svg`` (fraction-of-peak bars). ``--render JSON``
    rewrites the two from a record.
 
-    BENCHBENCH_DATA=../shared/data python bench/study_train_throughput.py          # ~40 min, quiet 2-core CPU
+    BENCHBENCH_DATA=../shared/data python bench/study_train_throughput.py          # ~25 min on a quiet 2-core CPU (an estimate)
     BENCHBENCH_DATA=../shared/data python bench/study_train_throughput.py --quick  # tiny-bert smoke run
 
 sentence-transformers' loop here is its tokenizer, its model and its loss with the HF Trainer's default
@@ -166,6 +166,7 @@ def run_method(name: str, path: str, args, peak: dict) -> dict:
     flop_batches = timed[: args.flop_batches] if args.flop_batches else timed
     by = {sd.name: sd for sd in sides}
     flops = {ST: flops_per_step(pair.ref_loss, pair.ref, flop_batches)}
+    # the bf16 and other-dropout copies run the same matmuls (autocast changes their dtype, not their count)
     flops[BB] = flops[BF] = flops[SEED] = flops_per_step(by[BB].loss, by[BB].module, flop_batches)
     rows = []
     for sd in sides:

@@ -1,6 +1,7 @@
 """bench/study_train_throughput.py --quick end to end on tiny-bert (a subprocess: peaks, both methods' loss
 checks and interleaved copies, the lanes' subprocesses, the record and the pages generated from it). Marked
-slow: four Python processes that each import torch, transformers and sentence-transformers."""
+slow: four Python processes that each import torch, transformers and sentence-transformers. The pages'
+generation from a record is checked fast, in-process."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import sys
 
 import pytest
 from conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 SENTENCES = [
     "A man is playing a guitar on the stage tonight.",
@@ -25,6 +24,7 @@ SENTENCES = [
 ] * 4
 
 
+@pytest.mark.slow
 def test_quick_run_writes_record_pages_and_fractions_of_peak(tmp_path):
     corpus = tmp_path / "sents.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
@@ -81,3 +81,42 @@ def test_quick_run_writes_record_pages_and_fractions_of_peak(tmp_path):
     )
     assert (out / "study_train_throughput.md").read_text() == md
     assert (out / "study_train_throughput.svg").read_text() == svg
+
+
+def _record() -> dict:
+    rows = [
+        {"loop": loop, "precision": p, "peak": p, "steps_per_s": 0.5, "sentences_per_s": 16.0, "median_step_s": 2.0}
+        | {"flops_per_step": 1.5e11, "flop_per_s": 7.5e10, "fraction_of_peak": 0.4, "useful_fraction_of_fp32_peak": 0.4}
+        for loop, p in [
+            ("sentence-transformers fp32", "fp32"),
+            ("benchbench fp32", "fp32"),
+            ("benchbench bf16", "bf16"),
+        ]
+    ]
+    bf16 = {"speedup_vs_fp32": 1.4, "heldout_loss_fp32": 1.0, "heldout_loss_bf16": 1.01, "rel_loss_diff_bf16": 0.01}
+    bf16 |= {"within_tolerance": True, "tolerance_rel": 0.02, "rel_loss_diff_other_dropout": 0.02}
+    bf16 |= {"cos_fp32_vs_bf16": 0.999, "cos_fp32_vs_other_dropout": 0.998, "cos_fp32_vs_start": 0.95}
+    method = {"rows": rows, "bf16": bf16, "speedup_vs_sentence_transformers": 1.1}
+    method["loss_check"] = {"equal": True, "max_abs_diff": 1e-6}
+    lane = {"sentences_per_s_total": 20.0, "sentences_per_s_window": 19.0}
+    return {
+        "args": {"model": "m", "batch_size": 32, "steps": 50, "warmup": 3, "corpora": ["wiki", "twitterpara"]},
+        "environment": {"cpu_model": "cpu", "threads": 2, "torch": "t", "sentence_transformers": "s"}
+        | {"start": {"loadavg": [1.0, 1.0, 1.0]}, "end": {"loadavg": [2.0, 2.0, 2.0]}},
+        "peak_flop_per_s": {"fp32": 1.85e11, "bf16": 4.2e11},
+        "methods": {"simcse": method, "tsdae": method},
+        "lanes": {"method": "simcse", "steps_per_lane": 20, "ratio_two_lanes_over_one": 1.25}
+        | {"one_2thread_lane": lane, "two_1thread_lanes": lane},
+        "seconds": 100.0,
+    }
+
+
+def test_pages_are_generated_from_the_record_and_deterministic():
+    """Fast: the Markdown carries the record's numbers, and the SVG is the same bytes twice."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import study_train_throughput as stt
+
+    rec = _record()
+    md = stt.render_markdown(rec)
+    assert "185.0 GFLOP/s" in md and "420.0 GFLOP/s" in md and "40.0% of bf16" in md and "1.25x" in md
+    assert stt.render_svg(rec) == stt.render_svg(rec)

@@ -45,6 +45,10 @@ __new__  # Setup: a str subclass
 _.misses  # ViewCache hit/miss accounting, read by benches
 _.uses_labels  # augmenters: read through getattr by plugins/bsl.py
 load_flow  # registered loaders (benchbench_register_loaders)
+tiny_decoder  # public API (benchbench.tiny_decoder, lazy export): random tiny Llama/Qwen2 encoders for tests
+_.normalizer  # encode/decoder.py tiny_tokenizer: a tokenizers.Tokenizer's pipeline, read by the library
+_.pre_tokenizer
+_.post_processor
 reload
 encoder_attention_mask  # tsdae: the HF cross-attention forward signature
 _.is_decoder  # tsdae: HF config flags set on the decoder

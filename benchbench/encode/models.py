@@ -118,9 +118,7 @@ def canonical_model_name(name: str) -> str:
     if key in PACKAGED_GGUF:  # names the quantisation: every record and table says it is the 4-bit file
         return PACKAGED_GGUF[key].label
     if key.endswith(".gguf") and os.path.isfile(name):
-        from benchbench.encode.decoder import file_sha256
-
-        return f"{Path(name).name}@{file_sha256(Path(name))[:12]}"
+        return f"{Path(name).name}@{_decoder('file_sha256')(Path(name))[:12]}"
     if os.path.isdir(name):
         return os.path.abspath(name)
     return name
@@ -210,12 +208,27 @@ def resolve_model_path(name: str) -> str:
     if key in SPLIT_ZIP_MODELS:
         return _split_zip_model(name, key) or SPLIT_ZIP_MODELS[key][0]
     if key in PACKAGED_GGUF or (key.endswith(".gguf") and os.path.isfile(name)):
-        from benchbench.encode.decoder import resolve_decoder
-
-        return resolve_decoder(name)
+        return _decoder("resolve_decoder")(name)
     if name.startswith((".", "/", "~")):
         raise ConfigError(f"Model {name!r}: no such directory.")
     return name
+
+
+# Decoder-only LLMs load through encode/decoder.py, whose DecoderEncoder subclasses TransformerEncoder: it
+# registers its functions here when imported (as train/corpora.py's corpus loaders do), so this module
+# never imports it and the two form no import cycle.
+_DECODER: dict[str, Callable[..., Any]] = {}
+
+
+def register_decoder(**functions: Callable[..., Any]) -> None:
+    """Called by encode/decoder.py on import: ``is_decoder_name``, ``load``, ``resolve_decoder``, ``file_sha256``."""
+    _DECODER.update(functions)
+
+
+def _decoder(function: str) -> Callable[..., Any]:
+    if not _DECODER:
+        importlib.import_module(".decoder", __package__)  # registers itself on import
+    return _DECODER[function]
 
 
 def _pooling_from_st_config(path: Path) -> str | None:
@@ -282,10 +295,8 @@ class TransformerEncoder(torch.nn.Module):
         if m:
             dims = [int(x) for x in m.groups()] if m.group(1) else [32, 2, 2, 64]
             return tiny_bert(*dims, pooling=pooling or "cls", max_seq_length=max_seq_length or 128, **kw)
-        from benchbench.encode import decoder  # imports this module: imported here, not at the top
-
-        if decoder.is_decoder_name(name):
-            return decoder.DecoderEncoder.load(name, pooling, max_seq_length, normalize, **kw)
+        if _decoder("is_decoder_name")(name):
+            return _decoder("load")(name, pooling, max_seq_length, normalize, **kw)
         from transformers import AutoModel
 
         path = resolve_model_path(name)

@@ -179,7 +179,9 @@ def check_sizes(model: str, config: Any, *, trains: bool, device: str | None, en
         )
     if not shape.hidden:
         return
-    length = length if isinstance(length, int) else (shape.positions or BERT_POSITIONS)
+    # no max length asked: the loaders cut at 512 at most (TransformerEncoder: the tokenizer's limit capped at
+    # 512; DecoderEncoder: 512), whatever the positions (a decoder's 8,192 would ask for terabytes)
+    length = length if isinstance(length, int) else min(shape.positions or BERT_POSITIONS, BERT_POSITIONS)
     batch = getattr(config, "batch_size", None) if trains else encode_batch
     batch = batch if isinstance(batch, int) and batch > 0 else 64
     need, formula = memory_estimate(shape, batch, length, training=trains)

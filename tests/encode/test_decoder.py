@@ -248,3 +248,22 @@ def test_the_real_smollm2_gguf_dequantises_to_a_134m_llama(tmp_cache):
     folder = dec.resolve_decoder("smollm2-135m-instruct")
     assert folder.startswith(str(tmp_cache))
     assert json.loads((Path(folder) / dec.MANIFEST).read_text())["dtype"] == "float32"
+
+
+def test_size_checks_know_the_packaged_decoder_before_it_is_converted(monkeypatch):
+    """No max length asked (plm-mean) is checked at the 512 tokens the loader cuts at, not the 8,192
+    positions (which asked for terabytes); a length past the positions and a huge batch are refused."""
+    from types import SimpleNamespace
+
+    from benchbench.encode.sizes import check_sizes
+
+    monkeypatch.setenv("BENCHBENCH_MEMORY_LIMIT", "8G")
+    check_sizes(
+        "smollm2-135m-instruct", SimpleNamespace(max_seq_length=None), trains=False, device="cpu", encode_batch=64
+    )
+    with pytest.raises(ConfigError, match="8192 positions"):
+        check_sizes("smollm2-135m-instruct", SimpleNamespace(max_seq_length=9000), trains=False, device="cpu")
+    with pytest.raises(ConfigError, match="--encode-batch-size"):
+        check_sizes(
+            "smollm2-135m-instruct", SimpleNamespace(max_seq_length=512), trains=False, device="cpu", encode_batch=10**5
+        )

@@ -31,6 +31,7 @@ MANIFEST = BOARD / ".benchbench-manifest.json"
 COMMAND_PAGES = {
     "mteb_equality.md": "bench/mteb_equality.py",
     "new_methods/diffcse_generator.md": "bench/diffcse_generator.py",
+    "new_methods/llm_equality.md": "bench/llm_equality.py",
     "qt/efficiency.md": "bench/qt_efficiency.py",
     "useb_lite/tau.md": "bench/useb_lite_tau.py",
     "mutation/issue40_run1.md": "bench/mutation_tool.py",

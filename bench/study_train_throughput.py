@@ -29,6 +29,10 @@ TSDAE 3e-5 at the model's own), the batches alternating between the two studies'
     BENCHBENCH_DATA=../shared/data python bench/study_train_throughput.py          # ~25 min on a quiet 2-core CPU (an estimate)
     BENCHBENCH_DATA=../shared/data python bench/study_train_throughput.py --quick  # tiny-bert smoke run
 
+The first full run's page is a new command page: list ``speed/study_train_throughput.md`` in
+``COMMAND_PAGES`` (tests/report/test_leaderboard_figures.py) and the three files in leaderboards/TOPICS.md
+when committing them (neither can name a page that does not exist yet).
+
 sentence-transformers' loop here is its tokenizer, its model and its loss with the HF Trainer's default
 optimizer and clipping; the Trainer's data loader and callbacks are not on the clock (nor benchbench's).
 """

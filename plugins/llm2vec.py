@@ -19,6 +19,12 @@ Budget rule: ``steps``, ``batch_size``, ``lr`` and ``max_seq_length`` apply to E
 ``lr`` left at None take each stage's published value (MNTP 32 and 5e-5, SimCSE 128 and 3e-5). Step 0 (``steps=0``) is stage 1 alone: the bidirectional start
 through LLM2Vec's mean pooling, no LoRA, no training: the row a study reads each trained row against.
 
+Equality with the reference (re-implemented from McGill-NLP/llm2vec@312adcf, tiny random Llama and Qwen2,
+float32): the bidirectional hidden states, MNTP's loss and LoRA gradients, the collator's masks, the
+encoding's mean over the text's tokens, and a SimCSE step's loss and LoRA gradients
+(``tests/plugins/test_llm2vec.py``). A learning curve (a study's monitor) is the LAST stage's: its step-0
+point is the model the earlier stage left (for ``mntp+simcse``, the MNTP-merged model).
+
 Resume: each trained stage is a run of the one loop. MNTP's loop checkpoints live in
 ``checkpoints/mntp/``; under ``benchbench run`` its LAST checkpoint is kept until the run's encoder is
 stored (the loop's deferred clean-up), so a kill during SimCSE resumes SimCSE from its own checkpoint
@@ -84,7 +90,6 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 }
 ENCODE_MAX_LENGTH = 512  # LLM2Vec's ``max_length`` default
 LORA_MODULES = "q_proj,v_proj,k_proj,o_proj,gate_proj,up_proj,down_proj"  # initialize_peft's for Llama/Qwen2
-SEPARATOR = "!@#$%^&*()"  # LLM2Vec's instruction/text separator
 TRAIN_POOLS = ("text", "padded-row")
 
 
@@ -424,10 +429,11 @@ class LLM2Vec(Method):
             )
             return LLM2VecEncoder(obj.lm.body, tokenizer, name=label)
         done: dict[str, dict] = {}
+        own_dropout = float(getattr(lm.body.config, "attention_dropout", 0.0) or 0.0)  # MNTP keeps the model's own
         for i, stage in enumerate(stages):
             seed_everything(ctx.seed)  # each adapter drawn from the run's seed, however the stage before ended
             add_lora(lm, c)
-            set_attention_dropout(lm, c.simcse_dropout if stage == "simcse" else 0.0)
+            set_attention_dropout(lm, c.simcse_dropout if stage == "simcse" else own_dropout)
             obj = self._objective(stage, lm, tokenizer, encoder_of)
             lr = self._setting(stage, "lr")
 
@@ -440,7 +446,7 @@ class LLM2Vec(Method):
             else:
                 obj = self._earlier_stage(stage, obj, corpus, ctx, make_optimizer, done)
             lm = merge_lora(obj.lm)
-            set_attention_dropout(lm, 0.0)
+            set_attention_dropout(lm, own_dropout)
         ctx.accounting["stages"] = done
         for k in ("seconds", "examples", "tokens"):  # the whole training's cost; ``steps`` stays per stage
             ctx.accounting[k] = sum(d.get(k) or 0 for d in done.values())

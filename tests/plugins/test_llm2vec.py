@@ -48,6 +48,7 @@ ARCHS = ["tiny-llama", "tiny-qwen2"]
 CORPUS = [f"sentence number {i} is about topic {i % 5} and has some more words {i * 3}" for i in range(24)]
 TEXTS = ["a cat sat on the mat", "the dog", "stocks fell sharply today after the report", "hello world again"]
 TOL = 1e-5
+SEPARATOR = "!@#$%^&*()"  # LLM2Vec's instruction/text separator (_convert_to_str)
 
 
 # ---- the reference, re-implemented -----------------------------------------------------------------
@@ -370,7 +371,7 @@ def test_simcse_step_equals_the_reference_compute_loss(arch, pool):
     _perturb_lora_b(lm.model)
     texts = [t.strip() for t in CORPUS[:6]]
     ref = RefLLM2Vec(ref_model, tok, max_length=128, arch=arch)
-    feed = texts if pool == "padded-row" else [L.SEPARATOR + t for t in texts]
+    feed = texts if pool == "padded-row" else [SEPARATOR + t for t in texts]
     ref_model.train()
     torch.manual_seed(5)
     q = ref.forward(ref.tokenize(feed))
@@ -441,7 +442,11 @@ def test_budget_applies_to_each_stage_and_only_the_adapter_moves(tmp_path):
         ("simcse", 3, 4),
     ]
     assert acc["steps"] == 3 and acc["examples"] == 24
-    assert acc["stages"]["mntp"]["loss_chance"] > acc["stages"]["simcse"]["loss_chance"] == pytest.approx(np.log(4), abs=1e-5)
+    assert (
+        acc["stages"]["mntp"]["loss_chance"]
+        > acc["stages"]["simcse"]["loss_chance"]
+        == pytest.approx(np.log(4), abs=1e-5)
+    )
     start, _ = load_decoder("tiny-llama", attention="bidirectional", seed=0)
     moved = {n for n, p in enc.model.state_dict().items() if not torch.equal(p, start.state_dict()[n])}
     assert moved and all(any(m in n for m in L.LORA_MODULES.split(",")) for n in moved)

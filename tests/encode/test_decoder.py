@@ -192,12 +192,15 @@ def test_a_damaged_cache_file_is_detected_with_how_to_rebuild(tmp_cache, tmp_pat
     f = _fake_gguf(tmp_path)
     folder = Path(dec.resolve_decoder(str(f)))
     weights = folder / "model.safetensors"
-    data = bytearray(weights.read_bytes())
+    good = weights.read_bytes()
+    data = bytearray(good)
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     with pytest.raises(ConfigError, match="damaged") as e:
         dec.resolve_decoder(str(f))
     assert "delete the folder" in str(e.value) and str(folder) in str(e.value)
+    weights.write_bytes(good)
+    dec.verify_manifest(folder, "x")  # repaired: verified again
     (folder / "tokenizer.json").unlink()
     with pytest.raises(ConfigError, match="missing"):
         dec.verify_manifest(folder, "x")

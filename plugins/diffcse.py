@@ -56,6 +56,7 @@ from benchbench import (
     checkpoint_source,
     fit,
     hookimpl,
+    is_decoder_name,
     load_pretrained_head,
     model_label_of,
     resolve_steps,
@@ -260,6 +261,14 @@ class DiffCSE(Method):
             raise ConfigError(f"diffcse: option 'masking_ratio' must be in [0, 1] (got {c.masking_ratio}).")
         if c.lambda_weight < 0:
             raise ConfigError(f"diffcse: option 'lambda_weight' must be >= 0 (got {c.lambda_weight}).")
+        if is_decoder_name(str(ctx.model)):
+            raise ConfigError(
+                f"diffcse: base model {ctx.model!r} is a decoder-only LLM, and DiffCSE cannot start from one: its "
+                f"generator is a masked LM over the ENCODER's vocabulary that fills [MASK] tokens (a decoder has no "
+                f"mask token and no masked-LM generator), and its discriminator reads the [CLS] position the "
+                f"sentence vector replaces. Start DiffCSE from an encoder (e.g. all-MiniLM-L6-v2); for a decoder "
+                f"start use llm2vec or simcse."
+            )
         seed_everything(ctx.seed)
         # max_seq_length: the reference's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)

@@ -43,6 +43,7 @@ from benchbench_plugins._contrastive import (
 
 from benchbench import (
     ConfigError,
+    DecoderEncoder,
     LoopConfig,
     Method,
     Objective,
@@ -51,6 +52,7 @@ from benchbench import (
     fit,
     hash_weights,
     hookimpl,
+    is_decoder_name,
     resolve_steps,
     seed_everything,
     trainer_defaults,
@@ -224,6 +226,8 @@ class SimCSE(Method):
         if c.mlp not in MLP_KINDS:
             raise ConfigError(f"simcse: option 'mlp' must be one of {MLP_KINDS} (got {c.mlp!r}).")
         check_ingredients(self.name, c.off_dropout_negatives, c.dcl_weight, c.dcl_temperature)
+        if is_decoder_name(str(ctx.model)):
+            _check_decoder_start(c, str(ctx.model))
         seed_everything(ctx.seed)
         # max_seq_length: SimCSE's training truncation only (the saved encoder keeps the start's)
         encoder = ctx.load_encoder(pooling=c.pooling, train_max_seq_length=c.max_seq_length)
@@ -279,6 +283,22 @@ class SimCSE(Method):
         ctx.monitor = monitor
         ctx.monitor_every = math.gcd(c.eval_every, outer_every) if outer is not None and outer_every else c.eval_every
         return best
+
+
+def _check_decoder_start(c: SimCSEConfig, model: str) -> None:
+    """A decoder-only start (``DecoderEncoder``: causal attention, its own poolings) trains as any other
+    (dropout views of one pooled vector); what it cannot take is named: a [CLS] pooling (a decoder has no
+    [CLS]) and the MLP kept at test time (``MLPEncoder`` saves a sentence-transformers folder, not a decoder's)."""
+    if c.pooling not in DecoderEncoder.poolings:
+        raise ConfigError(
+            f"simcse: option 'pooling' = {c.pooling!r} cannot read decoder-only model {model!r} (it has no [CLS] "
+            f"token); a decoder pools with one of {DecoderEncoder.poolings}: pass --set pooling=mean."
+        )
+    if c.mlp == "train_and_test":
+        raise ConfigError(
+            f"simcse: option 'mlp' = 'train_and_test' keeps the MLP in the saved encoder, which a decoder-only start "
+            f"({model!r}) cannot carry; pass --set mlp=train_only (SimCSE's mlp_only_train) or mlp=none."
+        )
 
 
 @hookimpl

@@ -54,6 +54,7 @@ from benchbench import (
     adamw,
     fit,
     hookimpl,
+    is_decoder_name,
     length_groups,
     load_pretrained_head,
     register_noise,
@@ -284,6 +285,14 @@ class TSDAE(Method):
         c = self.config
         if c.noise not in NOISE_KINDS:
             raise ConfigError(f"tsdae: option 'noise' must be one of {NOISE_KINDS} (got {c.noise!r}).")
+        if is_decoder_name(str(ctx.model)):
+            raise ConfigError(
+                f"tsdae: base model {ctx.model!r} is a decoder-only LLM, and TSDAE cannot start from one: its "
+                f"decoder is a BERT-style transformer that CROSS-ATTENDS to the encoder's sentence vector and is "
+                f"tied to the encoder (built from the encoder's own config and weights); a decoder-only model has "
+                f"no cross-attention to read the vector through. Start TSDAE from an encoder (e.g. all-MiniLM-L6-v2); "
+                f"for a decoder start use llm2vec or simcse."
+            )
         seed_everything(ctx.seed)
         encoder = ctx.load_encoder(pooling=c.pooling, max_seq_length=c.max_seq_length)
         # the decoder's LM head from the checkpoint for every model source (hub id, local dir,

@@ -61,6 +61,8 @@ FIXTURE_OPTIONS: dict[str, dict[str, str]] = {
 }
 # methods the kit cannot run on a tiny random BERT alone, with why (reported, never silently passed)
 NOT_HERE: dict[str, str] = {}
+# methods that start from another kind of model than the kit's tiny BERT: method -> tiny model name
+MODELS: dict[str, str] = {"llm2vec": "tiny-qwen2"}  # a decoder-only LLM
 
 _REG = load_registry()
 
@@ -75,7 +77,9 @@ def test_builtin_method_conforms(name, tmp_path, request):
     for option, fixture in FIXTURE_OPTIONS.get(name, {}).items():
         assert option in fields, f"{name} has no option {option!r}"
         budget[option] = str(request.getfixturevalue(fixture))
-    report = check_method(cls, overrides=budget, tmp_dir=tmp_path)
+    report = check_method(
+        cls, overrides=budget, tmp_dir=tmp_path, **({"model": MODELS[name]} if name in MODELS else {})
+    )
     assert {"Config dataclass", "encoder contract", "finiteness", "determinism"} <= set(report["passed"])
     if cls.trains and "checkpoint_every" in fields:
         assert "resume equality" in report["passed"], report

@@ -218,6 +218,7 @@ EXTRA = {  # options a method needs on tiny-bert (16 dims), besides its step-0 o
     "trans-encoder": {"max_pairs": "8"},
 }
 OFFLINE_MISSING = {"trans-encoder-mutual": "its second base model (all-mpnet-base-v2) is not available offline"}
+MODELS = {"llm2vec": "tiny-llama"}  # methods that start from a decoder-only LLM, not tiny BERT
 
 
 def _trainable():
@@ -267,6 +268,7 @@ def test_every_trainable_method_has_a_step0_row_or_says_why(name, tmp_path, gene
     if "batch_size" in fields:
         extra.setdefault("batch_size", "4")
     ctx = _ctx(tmp_path, registry=reg)
+    ctx.model = MODELS.get(name, ctx.model)
     ctx.pairs = list(zip(CORPUS[::2], CORPUS[1::2], strict=True))
     enc = cls(build_config(cls, {**extra, **options})).train(CORPUS, ctx)
     assert ctx.accounting["steps"] == 0 and ctx.accounting["step0_row"] is True

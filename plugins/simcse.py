@@ -20,6 +20,7 @@ official HF-Trainer default), max length 32 (training only: the saved encoder ke
 | gradient clipping | not stated | HF Trainer: global norm 1.0 | ``max_grad_norm`` 1.0 (0 = off) |
 | MLP init | - | BERT init (normal 0.02, zero bias) | same |
 | two views | - | one forward pass on the doubled batch | same |
+| decoder-only start | - | - | a decoder (``--model smollm2-135m-instruct``, ``DecoderEncoder``: causal attention) with ``pooling`` mean, last or weighted-mean and ``mlp`` train_only or none; ``cls`` (no [CLS]) and the MLP kept at test time are refused by name |
 | SimCSE++ ingredients | - | - | ``off_dropout_negatives`` and ``dcl_weight``/``dcl_temperature`` (plugins/_contrastive.py; off by default and then out of the result key); ``simcse-plus-plus`` is this method with both on |
 """
 

@@ -162,8 +162,9 @@ class Echo(Method):
             raise ConfigError(f"echo: option 'pooling' must be 'mean' or 'last' (got {c.pooling!r}).")
         return as_readout(
             EchoEncoder,
-            ctx.load_encoder(pooling=c.pooling),
+            ctx,
             self.name,
+            {"pooling": c.pooling},
             pooling=c.pooling,
             layer=c.layer,
             padding_side="right",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbench import ConfigError, DecoderEncoder, Method, TrainContext, hookimpl
+from benchbench import ConfigError, DecoderEncoder, Method, TrainContext, hookimpl, is_decoder_name
 
 TEMPLATE = 'This sentence : "{text}" means in one word:"'
 LOADER = "prompteol"
@@ -67,22 +67,17 @@ class PromptEOLEncoder(DecoderEncoder):
         return path
 
 
-def as_readout(cls: type[DecoderEncoder], base: Any, method: str, **kw: Any) -> DecoderEncoder:
-    """``base`` (what ``ctx.load_encoder`` gave) read out by ``cls``; a start that is not a decoder is refused."""
-    if not isinstance(base, DecoderEncoder):
+def as_readout(cls: type[DecoderEncoder], ctx: TrainContext, method: str, load: dict[str, Any], **kw: Any) -> Any:
+    """The base model (``ctx.load_encoder(**load)``) read out by ``cls``; a start that is not a decoder-only
+    LLM is refused before it loads."""
+    if not is_decoder_name(ctx.model or ""):
         raise ConfigError(
             f"{method}: the base model must be a decoder-only LLM (e.g. --model smollm2-135m-instruct, tiny-llama, "
-            f"a Llama/Qwen2 folder); got {getattr(base, 'name', base)!r}, an encoder."
+            f"a Llama/Qwen2 folder or hub id); got {ctx.model!r}."
         )
+    base = ctx.load_encoder(**load)
     kw.setdefault("max_seq_length", base.max_seq_length)
-    return cls(
-        base.model,
-        base.tokenizer,
-        name=base.name,
-        attention=base.attention,
-        normalize=False,
-        **kw,
-    )
+    return cls(base.model, base.tokenizer, name=base.name, attention=base.attention, normalize=False, **kw)
 
 
 class PromptEOL(Method):
@@ -96,11 +91,11 @@ class PromptEOL(Method):
         c = self.config
         if c.template.count("{text}") != 1:
             raise ConfigError(f"prompteol: option 'template' must hold '{{text}}' once (got {c.template!r}).")
-        base = ctx.load_encoder(pooling="last", max_seq_length=c.max_seq_length)
         return as_readout(
             PromptEOLEncoder,
-            base,
+            ctx,
             self.name,
+            {"pooling": "last", "max_seq_length": c.max_seq_length},
             pooling="last",
             template=c.template,
             layer=c.layer,

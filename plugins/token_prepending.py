@@ -144,8 +144,9 @@ class TokenPrepending(Method):
         c = self.config
         return as_readout(
             TokenPrependingEncoder,
-            ctx.load_encoder(pooling="last", max_seq_length=c.max_seq_length),
+            ctx,
             self.name,
+            {"pooling": "last", "max_seq_length": c.max_seq_length},
             pooling="last",
             template=c.template,
             layer=c.layer,

@@ -559,6 +559,8 @@ class DecoderEncoder(TransformerEncoder):
 
     @property
     def fingerprint(self) -> str:
+        """Hash of the weights' bytes, the readout (kind, pooling, template, layer, attention, padding side,
+        max length) and the tokenizer, computed afresh at each call: equal fingerprints, equal vectors."""
         h = hash_weights(hashlib.blake2b(digest_size=16), self.model.state_dict())
         tok = f"|{type(self.tokenizer).__name__}|{len(self.tokenizer)}|{self.tokenizer.pad_token_id}|"
         h.update((json.dumps(self.readout(), sort_keys=True) + tok + "decoder-v1").encode())

@@ -207,6 +207,11 @@ def check_model_fits(name: str, shape: Shape) -> None:
         )
 
 
+# the papers' base model: tables label a row by the options that differ from the method's defaults as the
+# paper states them, i.e. with the model-relative ones resolved for BERT-base (``report.aggregate.method_defaults``)
+BERT_BASE = Shape(768, 12, 12, 3072, BERT_VOCAB, BERT_POSITIONS)
+
+
 def resolve_for_model(method_cls: type, config: Any, model: str) -> Any:
     """``config`` with its model-relative defaults (``Method.model_defaults``) resolved against
     ``model``'s shape, read from its name or its folder's config.json; unchanged when that shape is

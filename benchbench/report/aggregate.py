@@ -308,15 +308,20 @@ def contamination(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def method_defaults(method: str) -> dict[str, Any] | None:
-    """The method's default config (its ``Config`` dataclass) as JSON values, or None when the method's
-    plugin is not installed (the row is then labelled with its config hash)."""
+    """The method's default config (its ``Config`` dataclass) as JSON values, model-relative defaults at
+    the paper's BERT-base values (WhitenedCSE's 128 groups, InfoCSE's 6 frozen layers: a label names an
+    option where it differs from the paper's), or None when the method's plugin is not installed (the row
+    is then labelled with its config hash)."""
     try:
+        from benchbench.core.methods import resolve_model_defaults
         from benchbench.core.registry import get_registry
+        from benchbench.encode.sizes import BERT_BASE
 
         m = get_registry().methods.get(method)
         if m is None:
             return None
-        return json.loads(json.dumps(dataclasses.asdict(m.Config()), default=str))
+        config = resolve_model_defaults(m, m.Config(), BERT_BASE)
+        return json.loads(json.dumps(dataclasses.asdict(config), default=str))
     except Exception:  # a broken plugin must not break a table: fall back to the hash label
         return None
 

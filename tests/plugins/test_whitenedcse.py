@@ -89,6 +89,36 @@ def test_a_default_run_keeps_the_key_of_the_stored_minilm_records():
         assert config_hash(resolved) == config_hash(WhitenedCSEConfig(num_groups=value))
 
 
+def test_the_studies_stored_whitenedcse_and_infocse_cells_keep_their_keys():
+    """A study's row key resolves the defaults against its base model as the runner does: the stored
+    post-training-minilm cells (all-MiniLM-L6-v2: the old default 128 groups; InfoCSE's explicit 3 layers)
+    are still the rows' cells."""
+    from pathlib import Path
+
+    from benchbench.run.study import load_study
+
+    st = load_study("post-training-minilm")
+    got = {r.name: st.record_hash(r) for r in st.rows() if r.method in ("whitenedcse", "infocse")}
+    assert got["whitenedcse (step 0)"] == "f031a87b183d"
+    assert got["infocse (step 0)"] == "d553640d5b25" and got["infocse"] == "9c8e228a824f"
+    root = Path(__file__).resolve().parents[2] / "leaderboards" / "studies" / "post-training-minilm"
+    stored = {p.parent.parent.name for p in root.glob("whitenedcse/*/unsupervised/*/seed1/twitterpara.json")}
+    assert stored == {"f031a87b183d"}
+
+
+def test_table_labels_name_a_model_relative_option_where_it_differs_from_the_papers_value():
+    """A row's label lists the options that differ from the method's defaults as the paper states them
+    (BERT-base's 128 groups, 6 frozen layers): the stored all-MiniLM-L6-v2 rows keep their labels."""
+    from benchbench.report.aggregate import method_defaults, row_label
+
+    def label(method, **config):
+        return row_label({"method": method, "config": config}, method_defaults(method))
+
+    assert label("whitenedcse", num_groups=128, steps=0) == "whitenedcse steps=0"
+    assert label("whitenedcse", num_groups=8) == "whitenedcse num_groups=8"
+    assert label("infocse", skip_from=6) == "infocse" and label("infocse", skip_from=3) == "infocse skip_from=3"
+
+
 @pytest.mark.parametrize("groups", [1, 3, 4])
 def test_each_shuffled_group_is_white_and_the_groups_stay_correlated(groups):
     x = _correlated()

@@ -369,7 +369,8 @@ def test_simcse_step_equals_the_reference_compute_loss(arch, pool):
     set_attention_dropout(lm, 0.3)
     _perturb_lora_b(ref_model)
     _perturb_lora_b(lm.model)
-    texts = [t.strip() for t in CORPUS[:6]]
+    items = TEXTS + CORPUS[:2]  # of different lengths: left padding in the batch
+    texts = [t.strip() for t in items]
     ref = RefLLM2Vec(ref_model, tok, max_length=128, arch=arch)
     feed = texts if pool == "padded-row" else [SEPARATOR + t for t in texts]
     ref_model.train()
@@ -380,7 +381,8 @@ def test_simcse_step_equals_the_reference_compute_loss(arch, pool):
     want.backward()
     obj = SimCSEStageObjective(lm, tok, 20.0, 128, pool, None)
     obj.train()
-    batch = obj.collate(CORPUS[:6], np.random.default_rng(0))
+    batch = obj.collate(items, np.random.default_rng(0))
+    assert (batch["attention_mask"] == 0).any()
     batch.pop("n_tokens")
     torch.manual_seed(5)
     got = obj(**batch)

@@ -713,11 +713,11 @@ def run(
     from benchbench.core.registry import get_registry
     from benchbench.run.sweep import base_options, run_sweep
 
-    absent = missing_local(study)
-    if absent:
-        raise ConfigError(f"study {study.name!r} needs local folders this machine lacks: {'; '.join(absent)}.")
     if cells is None:
         cells = plan(study, get_registry().expand(list(study.tasks)))
+    absent = missing_local(study) if cells else []  # nothing to run needs nothing
+    if absent:
+        raise ConfigError(f"study {study.name!r} needs local folders this machine lacks: {'; '.join(absent)}.")
     base = base_options(model=study.model, output=output, progress=False, store_items=True, **dict(encode or {}))
     return run_sweep(list(cells), base, executor, **sweep_kw)
 

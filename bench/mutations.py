@@ -121,7 +121,7 @@ MUTATIONS: list[tuple[str, str, list[tuple[str, str]], list[str]]] = [
     (
         "SimCSE MLP never used at test time (paper's setting)",
         "plugins/simcse.py",
-        [('if c.mlp == "train_and_test":', "if False:")],
+        [('if c.mlp == "train_and_test":\n            return MLPEncoder', "if False:\n            return MLPEncoder")],
         [F + "test_simcse_keeps_the_mlp_at_test_time_and_not_the_training_length"],
     ),
     (

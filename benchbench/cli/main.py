@@ -226,12 +226,12 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
     _add_encode_arguments(r)
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
     r.add_argument(
-        "--no-reference",
+        "--reference",
         action="store_true",
-        help="leave out the reference rows a training method's table shows by default: the start read untrained "
-        "with its own mean pooling (plm-mean) and the method at step 0 (its pooling and head before any update). "
-        "Each costs one evaluation of the tasks the first time (no training) and nothing once stored; --json "
-        "computes none",
+        help="also show reference rows beside a training method's row: the start read untrained with its own mean "
+        "pooling (plm-mean) and the method at step 0 (its pooling and head before any update), stored as runs of "
+        "their own in --output. Each costs one evaluation of the tasks the first time (no training) and nothing "
+        "once stored; --json computes none",
     )
 
 
@@ -433,11 +433,11 @@ class _References:
 
 
 def _reference_rows(args, opts, reg) -> tuple[_References, list[str], str]:
-    """``run``'s reference rows (``benchbench.run.references``) unless --no-reference: their records
+    """``run``'s reference rows (``benchbench.run.references``) with --reference: their records
     and table rows, the notes that say what each row means, and the stderr text of what they cost."""
     from benchbench.run.references import records_of, reference_rows, references_for, run_references
 
-    if args.no_reference:
+    if not args.reference:  # opt-in: they add records (and, for a step-0 row, an encoder) to --output
         return _References(), [], ""
     planned, why = references_for(opts, reg)
     notes = [f"reference rows: {why}"] if why else []
@@ -448,15 +448,13 @@ def _reference_rows(args, opts, reg) -> tuple[_References, list[str], str]:
     spent = time.perf_counter() - t0
     refs = _References(records_of(done), reference_rows(done))
     notes = [f"{ref.label}: {ref.means}" for ref, _ in done] + notes
-    notes.append(
-        "reference rows: computed as ordinary runs under their own keys and reused once stored; --no-reference skips them"
-    )
+    notes.append("reference rows: computed as ordinary runs under their own keys and reused once stored")
     n_new = sum(len(r.records) - len(r.skipped) for _, r in done)
     n_old = sum(len(r.skipped) for _, r in done)
     return (
         refs,
         notes,
-        f"; reference rows: {n_new} evaluated, {n_old} already stored in {spent:.1f}s (--no-reference skips them)",
+        f"; reference rows: {n_new} evaluated, {n_old} already stored in {spent:.1f}s",
     )
 
 

@@ -172,6 +172,6 @@ def test_cli_run_on_the_fixture_task(env, monkeypatch):
 
     monkeypatch.chdir(env)
     args = ["run", "--method", "prompteol", "--model", "tiny-llama", "--tasks", "sts-mini"]
-    assert main([*args, "--output", "out", "--json", "--no-reference"]) == 0
+    assert main([*args, "--output", "out", "--json"]) == 0
     rec = next(json.loads(p.read_text()) for p in (env / "out").rglob("sts-mini.json"))
     assert rec["method"] == "prompteol" and rec["model"] == "tiny-llama"

@@ -408,7 +408,7 @@ def test_cli_run_on_tiny_bert_with_the_defaults(env, monkeypatch):
 
     monkeypatch.chdir(env)
     args = ["run", "--method", "whitenedcse", "--model", "tiny-bert", "--tasks", "sts-mini", "--steps", "2"]
-    assert main([*args, "--output", "out", "--json", "--no-reference"]) == 0
+    assert main([*args, "--output", "out", "--json"]) == 0
     rec = next(json.loads(p.read_text()) for p in (env / "out").rglob("sts-mini.json"))
     assert rec["config"]["num_groups"] == 8 and rec["train"]["num_groups"] == 8
     assert rec["config_hash"] == config_hash(WhitenedCSEConfig(steps=2, num_groups=8))

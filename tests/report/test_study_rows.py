@@ -25,6 +25,7 @@ DOC = {
     "step0_rows": True,
     "random_init": "tiny-bert:16:1:2:32",
     "curves": {"every": 25, "task": "stsb"},
+    "obtain": {"~/no-such-folder/base": "python bench/build_base.py --out ~/no-such-folder/base"},  # a local start
 }
 BASE = "base@000000000000"
 

@@ -28,6 +28,8 @@ _TINY_TENC = {
 # per-method tiny budgets (options by name, as --set gives them); a method not listed gets the
 # generic budget for the options it has
 BUDGETS: dict[str, dict] = {
+    # the published read-out layer (27 of Llama-2-7B's 32) does not exist in the 2-layer tiny decoder
+    "token-prepending": {"layer": "2", "tp_start": "1", "tp_exit": "2"},
     "qt": _TINY_RNN,
     "mc-qt": _TINY_RNN,
     "combine-qt": _TINY_RNN,
@@ -62,7 +64,7 @@ FIXTURE_OPTIONS: dict[str, dict[str, str]] = {
 # methods the kit cannot run on a tiny random BERT alone, with why (reported, never silently passed)
 NOT_HERE: dict[str, str] = {}
 # methods that start from another kind of model than the kit's tiny BERT: method -> tiny model name
-MODELS: dict[str, str] = {"llm2vec": "tiny-qwen2"}  # a decoder-only LLM
+MODELS: dict[str, str] = dict.fromkeys(("llm2vec", "prompteol", "echo", "token-prepending"), "tiny-qwen2")
 
 _REG = load_registry()
 

@@ -1,7 +1,7 @@
 """``benchbench run``'s reference rows: beside a trained row, the start read untrained with its own
 mean pooling (plm-mean) and the method's own step 0, each an ordinary run under its own key (reused
 once stored, so a second run costs nothing), first in the table under a label that says what it is;
-none for a training-free method, none with --no-reference or --json."""
+opt-in (--reference): none without it, none for a training-free method, none with --json."""
 
 from __future__ import annotations
 
@@ -35,16 +35,16 @@ def _table_rows(out: str) -> list[str]:
 
 def test_a_trained_run_shows_the_start_and_its_step_0_first_and_reuses_them(env, monkeypatch, capsys):
     monkeypatch.chdir(env)
-    _run()
+    _run("--reference")
     out, err = capsys.readouterr()
     assert _table_rows(out) == [START, STEP0, "tsdae batch_size=4 steps=2"]
-    assert "reference rows: 2 evaluated, 0 already stored" in err and "--no-reference skips them" in err
+    assert "reference rows: 2 evaluated, 0 already stored" in err
     by_method = {(r["method"], r["config"].get("steps")): r for r in _stored(env / "out")}
     assert set(by_method) == {("plm-mean", None), ("tsdae", 0), ("tsdae", 2)}
     assert by_method[("tsdae", 0)]["train"]["step0_row"] is True  # the loop's step 0, not another encoder
     assert by_method[("tsdae", 0)]["config"]["batch_size"] == 4  # the run's options, stopped at step 0
     assert by_method[("plm-mean", None)]["model"] == by_method[("tsdae", 2)]["model"]  # the same start
-    _run()  # stored: nothing is evaluated again, the rows are the same
+    _run("--reference")  # stored: nothing is evaluated again, the rows are the same
     out, err = capsys.readouterr()
     assert _table_rows(out) == [START, STEP0, "tsdae batch_size=4 steps=2"]
     assert "0 evaluated, 1 already stored" in err and "reference rows: 0 evaluated, 2 already stored" in err
@@ -52,17 +52,20 @@ def test_a_trained_run_shows_the_start_and_its_step_0_first_and_reuses_them(env,
 
 def test_no_reference_and_json_compute_none(env, monkeypatch, capsys):
     monkeypatch.chdir(env)
-    _run("--no-reference")
+    _run()
     out, err = capsys.readouterr()
     assert _table_rows(out) == ["tsdae batch_size=4 steps=2"] and "reference rows" not in out + err
-    _run("--json")
+    _run("--json", "--reference")
     assert [r["method"] for r in json.loads(capsys.readouterr().out)] == ["tsdae"]
     assert [r["method"] for r in _stored(env / "out")] == ["tsdae"]  # no reference was computed
 
 
 def test_a_training_free_method_has_no_reference_rows(env, monkeypatch, capsys):
     monkeypatch.chdir(env)
-    assert main(["run", "--method", "plm-cls", "--model", TINY, "--tasks", "sts-mini", "--output", "out"]) == 0
+    assert (
+        main(["run", "--method", "plm-cls", "--model", TINY, "--tasks", "sts-mini", "--output", "out", "--reference"])
+        == 0
+    )
     out, err = capsys.readouterr()
     assert _table_rows(out) == ["plm-cls"] and "reference rows" not in out + err
 

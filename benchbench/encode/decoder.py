@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from benchbench.core.errors import ConfigError
@@ -530,18 +529,6 @@ class DecoderEncoder(TransformerEncoder):
             "sentence_embedding": self.pool(tokens, attention_mask),
             "attention_mask": attention_mask,
         }
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """float32 vectors of shape (len(texts), d), in input order, computed in eval mode without
-        gradients; the module's training mode is restored afterwards."""
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode():
-                feats = {k: v.to(self.device) for k, v in self.tokenize(texts).items()}
-                return self.forward(**feats)["sentence_embedding"].float().cpu().numpy()
-        finally:
-            self.train(was_training)
 
     # ---- identity and persistence -----------------------------------------------------------------
     def readout(self) -> dict[str, Any]:

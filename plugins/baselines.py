@@ -34,6 +34,26 @@ class PLMCls(PLMMean):
     pooling = "cls"
 
 
+class PLMLast(PLMMean):
+    """The last real token's last-layer state of a decoder LLM (the causal model's classic readout: the only
+    token that has read the whole sentence; Echo embeddings' and PromptEOL's point of comparison). Decoder
+    starts only: an encoder's last token is its [SEP], which the encoder pools by other means."""
+
+    name = "plm-last"
+    description = "pretrained decoder LLM, last-token state, no training"
+    pooling = "last"
+
+    def train(self, corpus: list[str], ctx: TrainContext):
+        from benchbench import ConfigError, is_decoder_name
+
+        if not is_decoder_name(ctx.model or ""):
+            raise ConfigError(
+                f"plm-last reads a decoder LLM's last token; {ctx.model!r} is not a decoder-only model "
+                "(use plm-mean or plm-cls for an encoder, or a decoder such as smollm2-135m-instruct)."
+            )
+        return super().train(corpus, ctx)
+
+
 class SBERT(Method):
     """An off-the-shelf sentence-transformers model used as it ships (its own pooling and normalisation)."""
 
@@ -118,5 +138,5 @@ class GloveAvg(Method):
 
 @hookimpl
 def benchbench_register_methods(register):
-    for cls in (PLMMean, PLMCls, SBERT, GloveAvg):
+    for cls in (PLMMean, PLMCls, PLMLast, SBERT, GloveAvg):
         register(cls.name, cls)

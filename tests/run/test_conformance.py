@@ -64,7 +64,7 @@ FIXTURE_OPTIONS: dict[str, dict[str, str]] = {
 # methods the kit cannot run on a tiny random BERT alone, with why (reported, never silently passed)
 NOT_HERE: dict[str, str] = {}
 # methods that start from another kind of model than the kit's tiny BERT: method -> tiny model name
-MODELS: dict[str, str] = dict.fromkeys(("llm2vec", "prompteol", "echo", "token-prepending"), "tiny-qwen2")
+MODELS: dict[str, str] = dict.fromkeys(("llm2vec", "prompteol", "echo", "token-prepending", "plm-last"), "tiny-qwen2")
 
 _REG = load_registry()
 

@@ -9,6 +9,7 @@ import pytest
 
 from benchbench.core.errors import ConfigError
 from benchbench.run import study
+from benchbench.core.registry import get_registry
 from benchbench.run.study import load_study
 
 # Each built-in study file's sha256 per version. Editing a file changes its hash: bump its `version`
@@ -16,6 +17,7 @@ from benchbench.run.study import load_study
 VERSIONS = {
     "domain-adaptation-minilm": {1: "6462fb034cf9"},
     "generic-text-minilm": {1: "cb1d5b084e16"},
+    "decoder-readouts-smollm2": {1: "b267ff58fa4c"},
     "post-training-minilm": {
         2: "030234fef3c6",
         3: "8fe2c5762a27",
@@ -110,6 +112,8 @@ def test_builtin_studies_load_and_three_seed_ones_are_preliminary():
             o = st.overrides(m)
             if m == "plm-mean":  # the start: no training, no budget
                 assert o == {}
+            elif not get_registry().method(m).trains:  # a training-free readout: at most its encoding batch
+                assert "steps" not in o and set(o) <= {"batch_size"}, (name, m, o)
             elif m == "trans-encoder":  # its budget in pairs and epochs: as many bi and cross steps as the budget
                 n, bs = int(o["max_pairs"]), int(o["bi_batch_size"])
                 assert n // bs * int(o["bi_epochs"]) == st.steps and 2 * n // int(o["cross_batch_size"]) == st.steps

@@ -8,8 +8,8 @@ import hashlib
 import pytest
 
 from benchbench.core.errors import ConfigError
-from benchbench.run import study
 from benchbench.core.registry import get_registry
+from benchbench.run import study
 from benchbench.run.study import load_study
 
 # Each built-in study file's sha256 per version. Editing a file changes its hash: bump its `version`

@@ -67,13 +67,9 @@ class TaskAdapter:
         return self.spec.params.get(key, default)
 
     def file(self, rel: str) -> Path:
-        """Path of a data file declared in the spec, verified against its sha256 (or downloaded). Every
-        file handed out is named in ``files_read``: the record stores each one's sha256, declared or not,
-        so a stored result is reused only while the files it was computed from are unchanged."""
+        """Path of a data file declared in the spec, verified against its sha256 (or downloaded)."""
         entry = self.spec.files.get(rel, FileEntry(self._inside(rel)))
-        path = self.data.fetch(entry)
-        self.__dict__.setdefault("files_read", set()).add(entry.path)
-        return path
+        return self.data.fetch(entry)
 
     def _inside(self, rel: str) -> str:
         """``rel``, a path an adapter built from the spec's params (``dir``, ``input``...), if it stays

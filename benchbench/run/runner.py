@@ -399,6 +399,16 @@ def _run_task(
     report.records.append(record)
 
 
+def _file_sha256(plan: _RunPlan, name: str) -> str | None:
+    """The sha256 of data file ``name`` as it is now; None when it is not here (or the name, read from a
+    stored record, is not a data path): then it cannot be compared."""
+    try:
+        path = plan.data.locate(name)
+    except DataError:
+        return None
+    return sha256_file(path) if path is not None else None
+
+
 def _stored_record(plan: _RunPlan, key: ResultKey, report: RunReport) -> dict | None:
     """The stored record of ``key``, or None. A damaged one (truncated, conflict markers, edited, or
     another key's) is moved to the store's quarantine folder with its per-item files, named in a
@@ -429,10 +439,9 @@ def _data_changed(plan: _RunPlan, adapter: TaskAdapter, existing: dict) -> bool:
     for name, was in stored.items():
         if hf is not None and name == hf.key:
             now = hf.fingerprint()
-        elif name in adapter.spec.files:
-            entry = adapter.spec.files[name]
-            path = None if entry.sha256 else plan.data.locate(name)
-            now = entry.sha256 or (sha256_file(path) if path is not None else None)
+        elif not name.startswith("hf:"):  # a data file, declared in the spec or found through its params
+            entry = adapter.spec.files.get(name)
+            now = entry.sha256 if entry is not None and entry.sha256 else _file_sha256(plan, name)
         else:
             continue
         if now is not None and now != was:
@@ -708,7 +717,8 @@ def _record(
         "encoder_fingerprint": getattr(encoder, "fingerprint", None),
         "transductive": bool(getattr(plan.method_cls, "transductive", False)),
         "scored_by": "cross" if embedder.has_cross_encoder else "bi",
-        "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))},
+        "data": {k: v for k, v in data.used.items() if k in adapter.spec.files or k.startswith(_prefix(adapter))}
+        | {k: data.used[k] for k in sorted(getattr(adapter, "files_read", ())) if k in data.used},
         "unavailable_splits": report.unavailable.get(task, []),
         **({"init_seed": seed} if opts.seeded_init else {}),  # the random init's draw (absent: seed 0)
         **_zero_shot(plan, task, adapter, train_info),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import urllib.error
 import urllib.request
@@ -84,11 +85,13 @@ def declare_size(path, size: int) -> None:
     _DECLARED_SIZES[os.path.abspath(path)] = int(size)
 
 
-def _too_big(path, limit: int, why: str, size: int | None = None, so_far: int | None = None) -> DataError:
+def _too_big(
+    path, limit: int, why: str, size: int | None = None, so_far: int | None = None, at_least: bool = False
+) -> DataError:
     """The one message of a read over the limit: the file, its size (or what it inflated to before the
     read stopped), the limit and its source, and the variable to raise."""
     if size is not None:
-        got = f"holds {size:,} bytes, over"
+        got = f"holds {'at least ' if at_least else ''}{size:,} bytes, over"
     else:
         got = f"inflates past {so_far:,} bytes (reading stopped there), over" if so_far else "inflates past"
     return DataError(
@@ -97,6 +100,58 @@ def _too_big(path, limit: int, why: str, size: int | None = None, so_far: int | 
         f"is genuine, raise the limit: set {READ_LIMIT_ENV} (e.g. 8G) or declare its size in the task spec "
         f"(files.<path>.size)."
     )
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path, mode: int) -> DataError:
+    """The one message of a data file that is not a regular file (``/dev/zero`` behind a link, a FIFO):
+    it has no size to check against the limit, and reading it never ends (or blocks)."""
+    kind = next((what for test, what in _KINDS if test(mode)), "not a regular file")
+    link = f", through a link to {os.readlink(path)}" if os.path.islink(path) else ""
+    return DataError(
+        f"{path}: is {kind}{link}, not a regular file. benchbench reads data only from regular files (a "
+        f"device or a pipe has no size to bound the read: it reads forever or blocks). Put the file itself there."
+    )
+
+
+def _regular_size(path) -> int:
+    """``path``'s size, after proving it is a regular file (links followed): else the ``DataError`` of
+    :func:`_not_regular`, before anything opens it."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        if not os.path.islink(path):
+            raise
+        raise DataError(
+            f"{path}: is a link to {os.readlink(path)}, which cannot be read ({e.strerror or e}). Put the file "
+            f"itself there."
+        ) from e
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode)
+    return st.st_size
+
+
+def _open_regular(path):
+    """``path`` opened for binary reading, proven a regular file on the open descriptor (opened
+    non-blocking, so a FIFO swapped in after any check cannot hang the open); the caller reads it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _decompressor(path):
@@ -132,7 +187,7 @@ def _stream(path, limit: int, why: str, sink=None) -> int:
         if str(path).lower().endswith(".zip"):
             import zipfile
 
-            with zipfile.ZipFile(path) as z:
+            with _open_regular(path) as raw, zipfile.ZipFile(raw) as z:
                 declared = sum(i.file_size for i in z.infolist())
                 if declared > limit:  # the central directory already says so: nothing inflated
                     raise _too_big(path, limit, why, size=declared)
@@ -140,7 +195,7 @@ def _stream(path, limit: int, why: str, sink=None) -> int:
                     with z.open(info) as f:
                         drain(f)
             return total
-        with _decompressor(path)(path, "rb") as f:
+        with _open_regular(path) as raw, _decompressor(path)(raw, "rb") as f:
             drain(f)
     except DataError:
         raise
@@ -199,12 +254,34 @@ def check_size(path, limit: int | None = None, default: tuple[int, str] | None =
     p = Path(path)
     if _compressed(p):
         return _stream(p, limit, why)
-    size = p.stat().st_size
+    size = _regular_size(p)
     if size > limit:
         raise _too_big(path, limit, why, size)
     if p.name.lower().endswith(COLUMNAR):
         return max(size, _columnar_size(p, limit, why) or 0)
     return size
+
+
+def entries_under(folder) -> list[Path]:
+    """Every entry under ``folder`` that is not a folder (files, links to files, and anything else a
+    reader must refuse: a device, a FIFO, a dangling link), by its path inside ``folder``, symlinked
+    subfolders followed: ``datasets`` reads through them, and ``Path.rglob`` does not descend into them,
+    so a copy whose ``default/`` is a link had neither its rows fingerprinted nor their size checked (its
+    rows changed, the old score and the old ``datasets`` cache were served). A link to a folder on its own
+    way or above it (``..``, ``/``: a loop, or the whole disk) is not entered."""
+    out: list[Path] = []
+
+    def walk(d: Path, above: frozenset[str]) -> None:
+        for q in d.rglob("*"):
+            if q.is_symlink() and q.is_dir():
+                real = os.path.realpath(q)
+                if not any(a == real or a.startswith(real.rstrip(os.sep) + os.sep) for a in above):
+                    walk(q, above | {real})
+            elif not q.is_dir():
+                out.append(q)
+
+    walk(Path(folder), frozenset({os.path.realpath(folder)}))
+    return out
 
 
 _CHECKED: dict[tuple[str, int, int, str], int] = {}  # (path, size, mtime, limit source) -> size as read
@@ -216,7 +293,11 @@ def check_folder(folder, skip: tuple[str, ...] = (".cache",)) -> int:
     own cache) are passed over. Returns the total size as read."""
     folder = Path(folder)
     total = 0
-    for p in sorted(q for q in folder.rglob("*") if q.is_file() and not set(skip) & set(q.relative_to(folder).parts)):
+    # every entry but a folder: a link to a device or a FIFO among the files is refused, never skipped
+    # (``datasets`` would list it and read it without end)
+    entries = [q for q in entries_under(folder) if not set(skip) & set(q.relative_to(folder).parts)]
+    for p in sorted(entries):
+        _regular_size(p)
         st = p.stat()
         key = (str(p), st.st_size, st.st_mtime_ns, os.environ.get(READ_LIMIT_ENV, ""))
         if key not in _CHECKED:
@@ -234,10 +315,14 @@ def read_bytes(path, limit: int | None = None, default: tuple[int, str] | None =
         limit, why = read_limit(path, default)
     p = Path(path)
     if not _compressed(p):
-        size = p.stat().st_size
-        if size > limit:
-            raise _too_big(path, limit, why, size)
-        return p.read_bytes()
+        with _open_regular(p) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise _too_big(path, limit, why, size)
+            data = f.read(limit + 1)  # never more than the limit, whatever the size said
+        if len(data) > limit:  # its size said less (procfs, a file growing as it is read)
+            raise _too_big(path, limit, why, len(data), at_least=True)
+        return data
     chunks: list[bytes] = []
     _stream(p, limit, why, chunks.append)
     return b"".join(chunks)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.core.errors import ConfigError, DataError
-from benchbench.store.data import DataStore, check_folder, sha256_file
+from benchbench.store.data import DataStore, check_folder, entries_under, sha256_file
 from benchbench.store.files import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -48,9 +48,10 @@ def copy_folder(data: DataStore, dataset: str, revision: str) -> Path | None:
 def folder_fingerprint(folder: Path) -> str:
     """sha256 over every file of the copy (relative path and its sha256, in the order of the relative
     paths, whatever order the file system lists them in): the same rows in the same files give the
-    same fingerprint wherever the folder lies."""
+    same fingerprint wherever the folder lies. Files under a symlinked subfolder count, by their path
+    through the link (``datasets`` reads them there)."""
     h = hashlib.sha256()
-    files = {q.relative_to(folder).as_posix(): q for q in folder.rglob("*") if q.is_file()}
+    files = {q.relative_to(folder).as_posix(): q for q in entries_under(folder) if q.is_file()}
     for rel in sorted(r for r in files if ".cache" not in r.split("/")):
         h.update(f"{rel}\0{sha256_file(files[rel])}\n".encode())
     return h.hexdigest()

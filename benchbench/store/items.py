@@ -53,9 +53,10 @@ def write_items(path: Path, items: dict[str, Any], *, root: Path | None = None) 
 
 
 def read_items(path: Path) -> dict[str, Any]:
-    try:
-        with gzip.open(path, "rb") as f:
-            items = json.loads(f.read())
+    from benchbench.store.data import read_bytes
+
+    try:  # inflated as a stream under the read limit: a crafted items file cannot inflate whole into memory
+        items = json.loads(read_bytes(path))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path}: not a readable per-item score file ({type(e).__name__}: {e}).") from e
     if not isinstance(items, dict) or items.get("format") != ITEMS_FORMAT or items.get("unit") not in ("pair", "query"):

@@ -64,6 +64,10 @@ CHECKSUMS_SINCE = "2026-11-23T17:16:45+0000"
 QUARANTINE = ".quarantine"  # damaged records are moved here (under the store's root), never deleted
 # records another code version wrote, set aside by ``study run --supersede`` (kept, never read as cells)
 SUPERSEDED = ".superseded"
+# the most bytes a file read as a record may hold: a record is a few KB (the largest committed ~15 KB; a JSON
+# file the scan reads, such as a POS tag list, 115 KB). A larger one, or one that is not a regular file (a link
+# to /dev/zero), is damaged and named; it is never read whole (BENCHBENCH_MAX_READ_BYTES overrides, as for data)
+RECORD_BYTES = 64 << 20
 STATS_CACHE = ".stats-cache"  # a study's cached column statistics, kept beside its records (JSON, not records)
 # folders of a store that hold no records (runs: trained encoders)
 NOT_RECORDS = (".locks", QUARANTINE, SUPERSEDED, "runs", STATS_CACHE)
@@ -186,11 +190,15 @@ def read_record(path: Path) -> dict[str, Any] | None:
     """The record in ``path``, migrated to the current schema; None for a JSON file that is not a
     record (bench logs, encoder configs). A damaged one raises ``DamagedRecord`` saying what is wrong,
     so no caller ever skips it silently or shows a traceback that names no file."""
+    from benchbench.store.data import read_bytes
+
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_bytes(path, default=(RECORD_BYTES, "a result record's limit")).decode("utf-8")
     except OSError as e:
         raise DamagedRecord(path, f"cannot be read ({e.strerror or e})") from e
+    except DataError as e:  # over the limit, or not a regular file: named, left out, never read whole
+        raise DamagedRecord(path, str(e).removeprefix(f"{path}: ")) from e
     except UnicodeDecodeError as e:
         raise DamagedRecord(path, f"is not UTF-8 text (bad byte at offset {e.start}): the file is damaged") from e
     try:

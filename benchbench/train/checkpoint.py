@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -214,31 +215,58 @@ def _set_rng_state(st: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(st["cuda"])
 
 
-def remove_checkpoints(root: Path) -> None:
+def check_root(root: Path, within: Path | None = None) -> Path:
+    """The folder checkpoints under ``root`` are checked against: ``within`` (the run's ``--output``),
+    default ``root``'s parent (the run folder); an ``UnsafePathError`` naming the link when ``root``
+    (the checkpoints folder) is a link or is reached through one below that folder. Resuming from, writing
+    into or pruning a linked checkpoints folder would read or change the link target's files."""
+    top = Path(root).parent if within is None else Path(within)
+    check_inside(Path(root) / "step-0", top)
+    return top
+
+
+def remove_checkpoints(root: Path, within: Path | None = None) -> None:
     """Delete a run's checkpoints (after its result is safely stored, or on ``--retrain``), those of
-    the loops a method runs in sub-folders too (Trans-Encoder's phases)."""
+    the loops a method runs in sub-folders too (Trans-Encoder's phases). ``root`` is checked against
+    ``within`` (the run's ``--output``; default ``root``'s parent, the run folder) first: a checkpoints
+    folder that is a link, or is reached through one, is refused (``UnsafePathError``), never walked,
+    since deleting "its" ``step-*`` folders would delete the link target's."""
+    check_root(root, within)
     if Path(root).is_dir():
         for d in list(Path(root).rglob("step-*")) + list(Path(root).rglob(".tmp-step-*")):
             if d.is_dir() and re.fullmatch(r"(\.tmp-)?step-\d+", d.name):
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopState, fingerprint: str) -> None:
+def save_checkpoint(
+    acc,
+    model,
+    optimizer,
+    scheduler,
+    root: Path,
+    state: LoopState,
+    fingerprint: str,
+    within: Path | None = None,
+) -> None:
     """Write ``step-N``: the main process writes the model, optimizer and scheduler, every process its
     RNG state, into a temporary folder that the main process renames into place once the state file
     (with every file's checksum, and its own) is written; then all but the KEEP_CHECKPOINTS newest are
-    dropped. A write that fails (a full disk) removes the temporary folder and keeps the others."""
-    final = check_inside(root / f"step-{state.step:09d}", root)  # a linked step folder is refused, never
-    tmp = check_inside(root / f".tmp-step-{state.step:09d}", root)  # written through or deleted through
+    dropped. A write that fails (a full disk) removes the temporary folder and keeps the others.
+    ``within`` is the folder the run writes in (``--output``; default ``root``'s parent, the run folder):
+    the checkpoint folders are checked against it, so a linked ``checkpoints`` folder (or any linked
+    folder between them) is refused before anything is written, renamed or pruned through it."""
+    top = check_root(root, within)
+    final = check_inside(root / f"step-{state.step:09d}", top)  # a linked step folder (or checkpoints folder)
+    tmp = check_inside(root / f".tmp-step-{state.step:09d}", top)  # is refused, never written or deleted through
     try:
-        _write_checkpoint(acc, model, optimizer, scheduler, tmp, state, fingerprint)
+        _write_checkpoint(acc, model, optimizer, scheduler, tmp, state, fingerprint, top)
     except Exception as e:
         if acc.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
         cause = _os_error(e)
         if cause is None:
             raise
-        raise _checkpoint_write_error(root, state.step, cause) from e
+        raise _checkpoint_write_error(root, state.step, cause, lambda: _checkpoint_bytes(acc, model, optimizer)) from e
     if acc.is_main_process:
         if final.exists():
             shutil.rmtree(final)
@@ -247,12 +275,14 @@ def save_checkpoint(acc, model, optimizer, scheduler, root: Path, state: LoopSta
     acc.wait_for_everyone()
 
 
-def _write_checkpoint(acc, model, optimizer, scheduler, tmp: Path, state: LoopState, fingerprint: str) -> None:
+def _write_checkpoint(
+    acc, model, optimizer, scheduler, tmp: Path, state: LoopState, fingerprint: str, top: Path
+) -> None:
     from safetensors.torch import save_model
 
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
-        safe_mkdirs(tmp, tmp.parent)  # through folder descriptors: a link put at its name is refused
+        safe_mkdirs(tmp, top)  # from the run's root through folder descriptors: a link on the way is refused
     acc.wait_for_everyone()
     if acc.is_main_process:
         save_model(acc.unwrap_model(model), str(tmp / "model.safetensors"))  # drops tied duplicates, keeps one
@@ -296,15 +326,32 @@ def _os_error(e: BaseException) -> tuple[int, str] | None:
     return None
 
 
-def _checkpoint_write_error(root: Path, step: int, cause: tuple[int, str]) -> DataError:
-    """What to do when checkpoint ``step`` could not be written under ``root``, and what is kept."""
+def _checkpoint_bytes(acc, model, optimizer) -> int | None:
+    """About what a checkpoint writes: the model's and the optimizer state's tensor bytes."""
+    from benchbench.store.space import tensor_bytes
+
+    return tensor_bytes([acc.unwrap_model(model), optimizer.state_dict()])
+
+
+def _checkpoint_write_error(
+    root: Path, step: int, cause: tuple[int, str], needed: Callable[[], int | None] | None = None
+) -> DataError:
+    """What to do when checkpoint ``step`` could not be written under ``root``, and what is kept; for a
+    full disk, the space a checkpoint needs (``needed``, called only then) and the space free there."""
     root = root.absolute()
     kept = [d for s, d in _checkpoints(root) if s < step and (d / META).is_file()]
     resume = f"it resumes from the last good checkpoint, {kept[0]}" if kept else "no earlier checkpoint was kept"
     code, text = cause
     if code in (errno.ENOSPC, errno.EDQUOT):
+        from benchbench.store.space import free_bytes
+
+        need, free = needed() if needed is not None else None, free_bytes(root)
+        sizes = ", ".join(
+            ([f"needs about {need / 1e6:,.1f} MB"] if need else []) + ([f"{free / 1e6:,.1f} MB free"] if free else [])
+        )
         return DataError(
-            f"No space left on the device holding {root}: training checkpoint step {step} could not be written "
+            f"No space left on the device holding {root}{f' ({sizes})' if sizes else ''}: training checkpoint "
+            f"step {step} could not be written "
             f"(removed, nothing partial is left). Free space there (old run folders under the results' runs/, "
             f"embedding caches under $BENCHBENCH_CACHE or ~/.cache/benchbench) or choose another --output, then "
             f"run the same command: {resume}."

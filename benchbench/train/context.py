@@ -38,6 +38,10 @@ class TrainContext:
     # the curve's step-0 point (the start before any update), scored once by the loop when ``monitor``
     # is set; apart from ``monitor`` because methods wrap that one for their own dev selection
     monitor_start: Callable[[int, Any], dict[str, float]] | None = None
+    # the folder every write of this training must stay under (the run's --output, set by the runner):
+    # the loop's checkpoints are made, renamed and pruned only through folders checked against it
+    # (no link on the way); None: the run folder (``output_dir``) itself
+    write_root: Path | None = None
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -316,6 +316,8 @@ def train_loop(
     # the scheduler is stepped by hand once per optimizer step (an Accelerate-prepared scheduler steps
     # once per process, which would run schedules defined in optimizer steps too fast under DDP)
     ckpt_root = Path(ctx.checkpoint_dir)
+    within = getattr(ctx, "write_root", None)  # --output: checkpoints never leave it (None: the run folder)
+    checkpoint.check_root(ckpt_root, within)  # a linked checkpoints folder: refused before any step, not resumed from
     state = _resume(acc, model, optimizer, scheduler, ckpt_root, fingerprint, loop.steps, desc)
     stream = ItemStream(len(items), seed, shuffle=shuffle)
     log_every = loop.log_every or max(1, loop.steps // 20)
@@ -343,14 +345,16 @@ def train_loop(
             cheap = stop.signum is not None and _cheap_to_save(model, save_seconds)
             save, signum = _next_move(acc, loop, state, last_save, stop.signum, cheap)
             if save:
-                last_save, save_seconds = _timed_save(acc, model, optimizer, scheduler, ckpt_root, state, fingerprint)
+                last_save, save_seconds = _timed_save(
+                    acc, model, optimizer, scheduler, ckpt_root, state, fingerprint, within
+                )
             if on_step is not None:
                 on_step(state)
             if signum is not None:
                 stop.honoured = True
                 raise TrainingInterrupted(signum, state.step, loop.steps, last_save[0], ckpt_root)
         bar.close()
-        _last_checkpoint(acc, ctx, loop, (model, optimizer, scheduler), ckpt_root, state, fingerprint)
+        _last_checkpoint(acc, ctx, loop, (model, optimizer, scheduler), ckpt_root, state, fingerprint, within)
     _account(ctx, acc, state, loop)
     unwrapped = acc.unwrap_model(model)
     _release(acc)
@@ -365,16 +369,18 @@ def _release(acc) -> None:
         acc.free_memory()
 
 
-def _last_checkpoint(acc, ctx, loop: LoopConfig, parts: tuple, root: Path, state: LoopState, fingerprint: str) -> None:
+def _last_checkpoint(
+    acc, ctx, loop: LoopConfig, parts: tuple, root: Path, state: LoopState, fingerprint: str, within: Path | None
+) -> None:
     """After the last step: the checkpoints removed, unless the run keeps them or the runner defers
     that until the trained encoder is saved and marked complete (then the last step is written, so
     that a kill between here and the encoder being marked complete redoes no training)."""
     defer_cleanup = bool(getattr(ctx, "defer_checkpoint_cleanup", False))
     if defer_cleanup and not (root / f"step-{state.step:09d}" / checkpoint.META).is_file():
-        checkpoint.save_checkpoint(acc, *parts, root, state, fingerprint)
+        checkpoint.save_checkpoint(acc, *parts, root, state, fingerprint, within)
     acc.wait_for_everyone()
     if not loop.keep_checkpoints and not defer_cleanup and acc.is_main_process:
-        remove_checkpoints(root)
+        remove_checkpoints(root, within)
 
 
 def _untrained(objective: Objective, ctx, acc, loop: LoopConfig, desc: str) -> torch.nn.Module:
@@ -401,11 +407,13 @@ def _start_point(ctx, monitor, acc, model, state: LoopState) -> None:
         _run_monitor(start, acc, model, state)
 
 
-def _timed_save(acc, model, optimizer, scheduler, root, state, fingerprint) -> tuple[tuple[int, float], float]:
+def _timed_save(
+    acc, model, optimizer, scheduler, root, state, fingerprint, within=None
+) -> tuple[tuple[int, float], float]:
     """Save a checkpoint; returns (its step, when) and how long it took (which says whether one more
     is cheap enough to write on SIGINT/SIGTERM)."""
     t0 = time.perf_counter()
-    checkpoint.save_checkpoint(acc, model, optimizer, scheduler, root, state, fingerprint)
+    checkpoint.save_checkpoint(acc, model, optimizer, scheduler, root, state, fingerprint, within)
     return (state.step, time.monotonic()), time.perf_counter() - t0
 
 

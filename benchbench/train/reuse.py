@@ -79,6 +79,7 @@ def train_or_reuse(
     # one training per run folder at a time (two identical runs, or two tasks sharing a corpus): the
     # second waits, then reuses the encoder the first marked complete
     root = Path(seed_dir if root is None else root)
+    ctx.write_root = root  # the loop's checkpoints are checked against --output too
     lock = run_dir.parent / f".{run_dir.name}.lock"
     with hold(lock, f"run folder {run_dir}", root=root) if main else contextlib.nullcontext():
         run = _Training(method, adapter, ctx, plugin, run_dir, data_id, corpus, meter, root)
@@ -114,7 +115,7 @@ def _train_in(
         trained[run.data_id] = (enc, info)
         return enc, {**info, "reused_from_disk": True}
     if main and force:  # --retrain: the stored encoder and any checkpoint of this run are discarded
-        remove_checkpoints(ctx.checkpoint_dir)
+        remove_checkpoints(ctx.checkpoint_dir, run.root)  # a linked checkpoints folder is refused, not emptied
     if main and (run_dir / "encoder").exists():
         shutil.rmtree(check_inside(run_dir / "encoder", run.root))  # never through a link
     safe_mkdirs(run_dir, run.root)  # checked against --output, made through folder descriptors
@@ -142,7 +143,7 @@ def _train_in(
         ):
             encoder.save(folder)
         mark_complete(run_dir / "encoder", json.dumps(info, default=str), root=run.root)  # then checkpoints go
-        remove_checkpoints(ctx.checkpoint_dir)
+        remove_checkpoints(ctx.checkpoint_dir, run.root)
     trained[run.data_id] = (encoder, info)
     return encoder, info
 

@@ -301,3 +301,56 @@ def test_an_overflowing_limit_is_the_variables_error_not_the_tasks(workdir, monk
     err = capsys.readouterr().err
     assert f"{ENV}='1e400' is not allowed" in err and "OverflowError" not in err and "failed on split" not in err, err
     assert _no_record(workdir)
+
+
+# --- drills (session 22): a file with no size to bound it (a device behind a link, a FIFO), or a size that lies --
+DEVICE = Path("/dev/null")  # stands in for /dev/zero: the same refusal (a character device), and a test run
+# against code without it ends at once instead of reading zeros without end
+
+
+@pytest.mark.skipif(not DEVICE.exists(), reason="no /dev/null")
+def test_a_record_that_is_a_device_or_over_the_limit_is_left_out_and_named(workdir, monkeypatch, capsys, caplog):
+    """Drill: among good records, ``x.json -> /dev/zero`` and a 3 GB (sparse) ``y.json``. The bug: the record
+    reader read any ``*.json`` under the results whole, with no limit: ``benchbench table`` read /dev/zero
+    until memory ran out, and 3 GB into memory. Now a record is read through the bounded reader (64 MiB, or
+    the variable): both are left out with a warning naming each file and why, and the good rows stay."""
+    import logging
+
+    _spec(workdir, "d/pairs.tsv", b"a0\tb0\t1\na1\tb1\t2\na3\tb3\t3\n")  # the fixture encoder's texts
+    assert _run(workdir, monkeypatch) == 0
+    bad = workdir / "out" / "fixed" / "bad"
+    bad.mkdir()
+    (bad / "x.json").symlink_to(DEVICE)
+    with open(bad / "y.json", "wb") as f:
+        f.truncate(100 << 20)  # sparse: over the 64 MiB a record may hold, on no disk space
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING):
+        assert main(["table", "--output", str(workdir / "out"), "--resamples", "0"]) == 0
+    assert "| fixed " in capsys.readouterr().out  # the good record's row
+    assert f"{bad / 'x.json'}: is a character device, through a link to {DEVICE}" in caplog.text, caplog.text
+    assert f"{bad / 'y.json'}: holds 104,857,600 bytes, over the read limit of 67,108,864" in caplog.text
+
+
+@pytest.mark.skipif(not DEVICE.exists(), reason="no /dev/null")
+def test_an_hf_copy_file_that_is_a_device_is_refused_naming_it(tmp_path, monkeypatch):
+    """Drill: an ``hf-*`` copy's ``default/test.jsonl -> /dev/zero``. The bug: the copy's size check and its
+    fingerprint passed over anything that is not a regular file, and ``datasets`` read it without end (a
+    FIFO there: blocked for ever). Now every entry of the copy but a folder must be a regular file."""
+    root = tmp_path / "data"
+    folder = _hf_copy(root, {"default/test.jsonl": ROW * 5})
+    (folder / "default" / "test.jsonl").unlink()
+    (folder / "default" / "test.jsonl").symlink_to(DEVICE)
+    with pytest.raises(DataError, match=rf"test\.jsonl: is a character device, through a link to {DEVICE}"):
+        _hf_split(root, tmp_path, monkeypatch)
+    with pytest.raises(DataError, match="not a regular file"):
+        data.read_bytes(folder / "default" / "test.jsonl")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no procfs")
+def test_a_read_never_returns_more_than_the_limit_whatever_the_size_said():
+    """A file whose size says 0 yet holds bytes (procfs; a file growing as it is read) was read whole once
+    its size passed the check: the read itself now stops one byte past the limit."""
+    assert Path("/proc/self/status").stat().st_size == 0
+    with pytest.raises(DataError, match=r"status: holds at least 101 bytes, over the read limit of 100 bytes"):
+        data.read_bytes("/proc/self/status", limit=100)
+    assert data.read_bytes("/proc/self/status", limit=1 << 20).startswith(b"Name:")

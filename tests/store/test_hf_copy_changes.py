@@ -166,3 +166,74 @@ def test_a_file_task_without_declared_sha256s_is_rescored_after_a_file_changes(t
     assert main(args) == 0
     (again,) = list(ResultStore(tmp_path / "o").records())
     assert again["data"]["sts_mini/STS.gs.A.txt"] != first["data"]["sts_mini/STS.gs.A.txt"]  # re-evaluated
+
+
+def test_rows_behind_a_symlinked_subfolder_of_a_copy_are_fingerprinted(copy, tmp_path, monkeypatch):
+    """Drill (session 22): the copy's ``default/`` is a link to a folder outside it (a user sharing rows
+    between copies), and its rows change after a run. The bug: the fingerprint (``Path.rglob``) never
+    entered the linked folder, so it covered README.md alone: the stored 20.0 was reused, and even a fresh
+    ``--output`` got 20.0 (the ``datasets`` cache, named by that fingerprint, served the old rows) for a
+    true -20.0. Now files under a linked subfolder count by their path through the link."""
+    from benchbench.cli.main import main
+    from benchbench.store.results import ResultStore
+
+    shutil.move(copy / "default", tmp_path / "shared-rows")
+    (copy / "default").symlink_to(tmp_path / "shared-rows", target_is_directory=True)
+    (tmp_path / "my-sts.toml").write_text(SPEC)
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "my-sts.toml"))
+    monkeypatch.setenv("BENCHBENCH_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(registry, "_REGISTRY", None)
+    args = ["run", "--method", "plm-mean", "--model", "tiny-bert:16:1:2:32", "--tasks", "my-sts", "--output"]
+
+    def score(out: str) -> float:
+        assert main([*args, out]) == 0
+        (rec,) = list(ResultStore(tmp_path / out).records())
+        return rec["splits"]["test"]["main_score"]
+
+    first = score("out")
+    assert "default/test.jsonl" in _fingerprinted(copy)
+    _flip_scores(copy)
+    assert score("out") == pytest.approx(-first) and first != 0  # the stored record is not reused
+    assert score("fresh") == pytest.approx(-first)  # nor the datasets cache built from the old rows
+
+
+def _fingerprinted(folder: Path) -> set[str]:
+    """The relative paths ``folder_fingerprint`` hashes (each file's path goes into the digest)."""
+    from benchbench.store import hf
+
+    seen: set[str] = set()
+    real = hf.sha256_file
+    try:
+        hf.sha256_file = lambda p: seen.add(Path(p).relative_to(folder).as_posix()) or real(p)
+        folder_fingerprint(folder)
+    finally:
+        hf.sha256_file = real
+    return seen
+
+
+def test_a_file_task_with_no_files_table_is_rescored_after_a_file_changes(tmp_path, monkeypatch, tmp_cache):
+    """Drill (session 22): a hand-made spec with no ``[task.files]`` at all (its adapter finds the files by
+    its params). The bug: the record stored no sha256 of them (only declared files, or files under
+    ``params.root``, were recorded), so after the gold file was reversed the stored score was served."""
+    from benchbench.cli.main import main
+    from benchbench.store.results import ResultStore
+
+    shutil.copytree(FIXTURES / "sts_mini", tmp_path / "data" / "sts_mini")
+    spec = (FIXTURES / "sts_mini.toml").read_text()
+    (tmp_path / "mini.toml").write_text(spec[: spec.index("[task.files]")])
+    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "mini.toml"))
+    monkeypatch.setenv("BENCHBENCH_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(registry, "_REGISTRY", None)
+    args = ["run", "--method", "plm-mean", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--output", "o"]
+    assert main(args) == 0
+    (first,) = list(ResultStore(tmp_path / "o").records())
+    assert sorted(first["data"]) == sorted(f"sts_mini/STS.{k}.{s}.txt" for s in "AB" for k in ("gs", "input"))
+    gs = tmp_path / "data" / "sts_mini" / "STS.gs.A.txt"
+    gs.write_text("".join(f"{6 - float(x)}\n" for x in gs.read_text().split()))  # reversed gold
+    assert main(args) == 0
+    (again,) = list(ResultStore(tmp_path / "o").records())
+    assert again["data"]["sts_mini/STS.gs.A.txt"] != first["data"]["sts_mini/STS.gs.A.txt"]  # re-evaluated
+    s1, s2 = first["splits"]["test"]["main_score"], again["splits"]["test"]["main_score"]
+    assert s2 != s1  # the reversed gold's score, not the stored one (40.0 -> 79.06 on tiny-bert)

@@ -239,3 +239,29 @@ def test_a_run_folder_swapped_for_a_link_while_the_encoder_is_saved_keeps_it_ins
         )
         (moved,) = (tmp_path / "out").glob("runs/*/*/*/*/seed1.moved")
         assert [p.read_bytes() for p in moved.rglob("weights.bin")] == [b"trained weights"]
+
+
+@pytest.mark.parametrize("how", ["--retrain", "unfinished encoder"])
+def test_a_checkpoints_folder_swapped_for_a_link_is_refused_and_its_target_untouched(workdir, capsys, how):
+    """Drill (session 22): a trained run's ``checkpoints`` folder replaced by a link to ``elsewhere``, then
+    trained again (``--retrain``, or ``--force`` when the encoder was never marked complete). The bug: rc 0; the
+    loop wrote its checkpoints through the link (checked only against the checkpoints folder itself), and
+    ``remove_checkpoints`` walked the link and deleted ``elsewhere``'s own ``step-*`` folder."""
+    argv = ["run", "--method", "simcse", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--steps", "2"]
+    argv += ["--batch-size", "4", "--output", "out"]
+    assert main(argv) == 0
+    (encoder,) = (workdir / "out" / "runs").rglob("encoder")
+    checkpoints = encoder.parent / "checkpoints"
+    if checkpoints.exists():
+        checkpoints.rmdir()  # emptied once the encoder was marked complete
+    if how != "--retrain":
+        (encoder / ".complete").unlink()
+    elsewhere = workdir / "elsewhere"
+    (elsewhere / "step-000000001").mkdir(parents=True)
+    (elsewhere / "step-000000001" / "theirs.txt").write_text("not benchbench's")
+    checkpoints.symlink_to(elsewhere, target_is_directory=True)
+    capsys.readouterr()
+    assert main([*argv, "--retrain" if how == "--retrain" else "--force"]) == 2  # --force: re-evaluated, so trained
+    _refused(capsys, checkpoints)
+    assert _tree(elsewhere) == ["step-000000001", "step-000000001/theirs.txt"]
+    assert checkpoints.is_symlink()

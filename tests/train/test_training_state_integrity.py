@@ -306,6 +306,8 @@ def test_a_full_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_goo
     # before: "Method 'simcse' (plugin 'simcse') raised while training ...: OSError: [Errno 28] No space
     # left on device", no folder named, .tmp-step-000000012 left behind
     assert f"No space left on the device holding {root.absolute()}" in err and "Free space there" in err
+    # drill (session 22): one line naming the path AND the space, as for an encoder save (was: no sizes)
+    assert re.search(r"holding \S+ \(needs about [\d.,]+ MB, [\d.,]+ MB free\): training checkpoint", err), err
     assert "checkpoint step 12" in err and str((root / "step-000000008").absolute()) in err
     assert "Method 'simcse'" not in err and "run the same command" in err
     assert not list(out.rglob(".tmp-step-*"))

@@ -67,9 +67,13 @@ class TaskAdapter:
         return self.spec.params.get(key, default)
 
     def file(self, rel: str) -> Path:
-        """Path of a data file declared in the spec, verified against its sha256 (or downloaded)."""
+        """Path of a data file declared in the spec, verified against its sha256 (or downloaded). Every
+        file handed out is named in ``files_read``: the record stores each one's sha256, declared or not,
+        so a stored result is reused only while the files it was computed from are unchanged."""
         entry = self.spec.files.get(rel, FileEntry(self._inside(rel)))
-        return self.data.fetch(entry)
+        path = self.data.fetch(entry)
+        self.__dict__.setdefault("files_read", set()).add(entry.path)
+        return path
 
     def _inside(self, rel: str) -> str:
         """``rel``, a path an adapter built from the spec's params (``dir``, ``input``...), if it stays

@@ -224,6 +224,7 @@ def _add_run_arguments(r: argparse.ArgumentParser) -> None:
         "per seed): e.g. adapt to twitterpara, then read the STS tasks; part of the result key",
     )
     _add_encode_arguments(r)
+    _add_train_precision_argument(r)
     r.add_argument("--format", default="github", help="table format (tabulate): github, latex, html, ...")
     r.add_argument(
         "--reference",
@@ -257,6 +258,25 @@ def _add_encode_arguments(r: argparse.ArgumentParser) -> None:
 def encode_options(args: argparse.Namespace) -> dict[str, str]:
     """The RunOptions fields of :func:`_add_encode_arguments`' options."""
     return {"encode_backend": args.encode_backend, "encode_dtype": args.encode_dtype}
+
+
+def _add_train_precision_argument(r: argparse.ArgumentParser) -> None:
+    """The number format training runs in (``benchbench.train.context.TRAIN_PRECISIONS``): ``run``,
+    ``sweep`` and ``study run`` take it (:func:`train_options` reads it)."""
+    r.add_argument(
+        "--train-precision",
+        default="auto",
+        choices=["auto", "fp32", "bf16"],
+        help="number format of training: auto (default: bf16 autocast on a bf16-capable GPU, fp32 on the CPU), "
+        "fp32 (no autocast, the GPU too), bf16 (bf16 autocast on the CPU too: ~2x faster training on a CPU with "
+        "AVX512-BF16, other weights than fp32's). Recorded in the record's train section; fp32 and bf16 are part "
+        "of the result key (auto keeps every stored result's key)",
+    )
+
+
+def train_options(args: argparse.Namespace) -> dict[str, str]:
+    """The RunOptions field of :func:`_add_train_precision_argument`'s option."""
+    return {"train_precision": args.train_precision}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -393,6 +413,7 @@ def cmd_run(args) -> int:
         score=args.score,
         store_items=args.store_items,
         **encode_options(args),
+        **train_options(args),
     )
     report = run(opts, reg)
     elapsed = time.perf_counter() - t0

@@ -41,11 +41,12 @@ def benchbench_register_commands(register: Any) -> None:
         "e.g. to cover every method on one task first",
     )
     r.add_argument("--methods", default=None, help="only the study's cells of these methods (comma list)")
-    from benchbench.cli.main import _add_encode_arguments, _parse_seeds
+    from benchbench.cli.main import _add_encode_arguments, _add_train_precision_argument, _parse_seeds
 
     r.add_argument("--seeds", type=_parse_seeds, default=None, help="only these of the study's seeds (e.g. 1-3)")
 
     _add_encode_arguments(r)  # an exact backend keeps the cells' keys; onnx-int8 (lossy) makes other cells
+    _add_train_precision_argument(r)  # auto keeps the cells' keys; fp32/bf16 make other cells (or [budget] precision)
     r.set_defaults(func=cmd_run)
     d = sub.add_parser(
         "rederive",
@@ -109,8 +110,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(c.label, " ".join(f"{k}={v}" for k, v in c.options["overrides"].items()))
         print(f"{len(cells)} cells")
         return 0
-    from benchbench.cli.main import encode_options
+    from benchbench.cli.main import encode_options, train_options
 
+    if "auto" not in (args.train_precision, st.train_precision) and args.train_precision != st.train_precision:
+        from benchbench.core.errors import ConfigError
+
+        raise ConfigError(
+            f"--train-precision {args.train_precision}: study {st.name!r} trains in {st.train_precision} "
+            "([budget] precision); drop the option or pass that value."
+        )
     if args.supersede:
         moved = studies.supersede(st, args.output)
         if moved:
@@ -128,7 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             "into a fresh --output)."
         )
 
-    out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers, encode=encode_options(args))
+    run_fields = {**encode_options(args), **train_options(args)}  # the RunOptions every cell shares
+    out = studies.run(st, args.output, args.executor, cells=cells, workers=args.workers, encode=run_fields)
     failed = [o for o in out if o.status == "failed"]
     for o in failed:
         print(f"failed {o.run.label}: {(o.error or '').splitlines()[0]}")

@@ -44,9 +44,10 @@ def _add_sweep(register: Any) -> None:
     s.add_argument(
         "--store-items", action="store_true", help="per-item scores beside each record (benchbench significance)"
     )
-    from benchbench.cli.main import _add_encode_arguments
+    from benchbench.cli.main import _add_encode_arguments, _add_train_precision_argument
 
     _add_encode_arguments(s)
+    _add_train_precision_argument(s)
     s.set_defaults(func=cmd_sweep)
 
 
@@ -81,7 +82,7 @@ def _add_labelling_work(register: Any) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from benchbench.cli.main import _parse_set, encode_options
+    from benchbench.cli.main import _parse_set, encode_options, train_options
     from benchbench.train.setups import parse_sizes
 
     runs = expand(
@@ -101,6 +102,7 @@ def cmd_sweep(args) -> int:
         progress=False,
         store_items=args.store_items or None,
         **encode_options(args),
+        **train_options(args),
     )
     out = run_sweep(runs, base, args.executor, args.address, args.workers, args.cpus_per_run, args.gpus_per_run)
     for o in out:

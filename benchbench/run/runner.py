@@ -43,6 +43,7 @@ from benchbench.store.results import (
     read_record,
 )
 from benchbench.train.context import TrainContext
+from benchbench.train.precision import check_train_precision, training_precision
 from benchbench.train.reuse import check_provenance, train_or_reuse, training_folder
 from benchbench.train.setups import (  # --setup pipelines and their supervised stages' options
     PIPELINES,
@@ -96,6 +97,9 @@ class RunOptions:
     # a random-init base model (``tiny-bert:H:L:A:I``) drawn from each cell's own seed, not from seed 0: a
     # study's random-init row then varies its init over its seeds, as a trained row varies its training
     seeded_init: bool = False
+    # --train-precision: auto (bf16 autocast on a bf16-capable GPU, fp32 on the CPU: every stored result's),
+    # fp32 (no autocast, the GPU too), bf16 (bf16 autocast on the CPU too); not auto: part of the result key
+    train_precision: str = "auto"
 
 
 def process_rank() -> tuple[int, int]:
@@ -198,6 +202,7 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     setup = parse_setup(opts.setup)  # ConfigError for an unknown setup / bad @corpus=N, @labelled=N
     seeds = _checked_seeds(opts)
     check_runtime(opts.encode_backend, opts.encode_dtype)  # before any training: a missing runtime fails now
+    check_train_precision(opts.train_precision)
     fields = {f.name for f in dataclasses.fields(method_cls.Config)}
     method_overrides, stage_options = split_stage_options(opts.overrides, fields, setup)
     model, model_label = _model_and_label(method_cls, opts)
@@ -205,7 +210,8 @@ def _plan(opts: RunOptions, registry: Registry | None) -> _RunPlan:
     # and the record name the value that trains
     config = resolve_for_model(method_cls, build_config(method_cls, method_overrides), model)
     stages = stage_configs(setup, stage_options)
-    chash, train_chash = _config_hashes(config, opts, stage_configs_hash(stages))
+    trains = bool(method_cls.trains) or str(setup) != "unsupervised"  # whether a precision can change anything
+    chash, train_chash = _config_hashes(config, opts, stage_configs_hash(stages), trains)
     # max length against the model's positions, memory estimate against the machine: before anything loads
     check_sizes(model, config, trains=method_cls.trains, device=opts.device, encode_batch=opts.encode_batch_size)
     requested = [n.strip() for n in opts.tasks.split(",")] if isinstance(opts.tasks, str) else list(opts.tasks)
@@ -272,10 +278,21 @@ def with_train_task(chash: str, train_task: str | None) -> str:
     return hashlib.sha256(f"{chash}|train_task={train_task}".encode()).hexdigest()[:12] if train_task else chash
 
 
-def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tuple[str, str]:
-    """(result-key hash, training-folder hash). A non-default --corpus or non-default supervised stage
-    options change both (other training); --score cross changes only the result key (other scores
-    from the same trained encoder)."""
+def with_train_precision(chash: str, precision: str) -> str:
+    """The config hash of a run trained in ``precision`` (``--train-precision``): another training, so
+    another key; unchanged at "auto", the precision every record stored before the option was trained
+    in. The study view computes its rows' keys with this too."""
+    import hashlib
+
+    if precision == "auto":
+        return chash
+    return hashlib.sha256(f"{chash}|train_precision={precision}".encode()).hexdigest()[:12]
+
+
+def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "", trains: bool = True) -> tuple[str, str]:
+    """(result-key hash, training-folder hash). A non-default --corpus, --train-precision (``trains``: a
+    run that trains) or non-default supervised stage options change both (other training); --score
+    cross changes only the result key (other scores from the same trained encoder)."""
     import hashlib
 
     chash = config_hash(config)
@@ -284,6 +301,7 @@ def _config_hashes(config: Any, opts: RunOptions, stages_hash: str = "") -> tupl
     if opts.corpus:
         chash = hashlib.sha256(f"{chash}|corpus={Path(opts.corpus).resolve()}".encode()).hexdigest()[:12]
     chash = with_train_task(chash, opts.train_task)
+    chash = with_train_precision(chash, opts.train_precision if trains else "auto")
     train_chash = chash
     if opts.score == "cross":
         chash = hashlib.sha256(f"{chash}|score=cross".encode()).hexdigest()[:12]
@@ -368,10 +386,13 @@ def _run_task(
         folder = safe_mkdirs(plan.store.path(key).parent, plan.store.root)  # nothing made outside --output
         ensure_writable_dir(folder, f"--output: the folder of this run's {task!r} record")
     ctx = _train_context(plan, seed, task, adapter)
-    got = _encoder(plan, adapter, ctx, seed, task, trained)
+    with training_precision(opts.train_precision):  # every train_loop of this training (make_accelerator)
+        got = _encoder(plan, adapter, ctx, seed, task, trained)
     if got is None:
         return  # a non-zero rank only trains: rank 0 evaluates and stores
     encoder, train_info = got
+    if train_info is not None:  # the precision asked; the loop's own ``mixed_precision`` says what it ran in
+        train_info["train_precision"] = opts.train_precision
     scoring, encode_info = evaluation_encoder(
         _scoring_encoder(encoder, opts.score, opts.method), opts.encode_backend, opts.encode_dtype, opts.device
     )

@@ -23,6 +23,7 @@ Built-in study files live in ``benchbench/run/studies/`` (``name.toml``) or are 
     batch_size = 16
     lr = "method"                            # the method's own default, or a number for every method
     selection = "last"                       # "last": the encoder at the end of the budget
+    precision = "auto"                       # optional: --train-precision of the trained cells (auto, fp32, bf16)
     [statistics]                             # optional (defaults shown)
     margin = 1.0                             # the equivalence margin of "≈ start", in points of the metric (x100)
     resamples = 10000                        # hierarchical bootstrap resamples
@@ -85,7 +86,7 @@ COST_KEYS = {"cpu_hours", "measured"}
 # (issue 47); a design that needs more is "extended" and waits for a lent GPU.
 CORE_MAX_CPU_HOURS = 2.5
 CURVES_KEYS = {"every", "split", "task", "per_task"}
-BUDGET_KEYS = {"steps", "batch_size", "lr", "selection"}
+BUDGET_KEYS = {"steps", "batch_size", "lr", "selection", "precision"}
 STATISTICS_KEYS = {"margin", "resamples"}
 SELECTIONS = ("last",)  # the encoder at the end of the budget; a method that selects on labels is flagged
 MIN_SEEDS = 3  # a study file with fewer does not load: two seeds give no seed variance worth the name
@@ -147,6 +148,9 @@ class Study:
     # {local path as the file writes it: the one command that builds it}: every local folder the study names
     # (its model, a generator or teacher in [set.*]) says how a fresh clone gets it; a core study names none
     obtain: Mapping[str, str] = field(default_factory=dict)
+    # [budget] precision: the trained cells' --train-precision ("auto": every committed study's; another
+    # value is part of their keys, ``runner.with_train_precision``)
+    train_precision: str = "auto"
 
     @property
     def builtin(self) -> bool:
@@ -219,15 +223,17 @@ class Study:
         return self.train_task if self.train_task and self.trains(row) else None
 
     def record_hash(self, row: StudyRow) -> str:
-        """The ``config_hash`` the records of ``row``'s cells carry: the row's options, and its train task."""
+        """The ``config_hash`` the records of ``row``'s cells carry: the row's options, its train task and
+        its training precision (a training method's, as the runner folds it in)."""
         from benchbench.core.methods import build_config, config_hash
         from benchbench.core.registry import get_registry
         from benchbench.encode.sizes import resolve_for_model
-        from benchbench.run.runner import with_train_task
+        from benchbench.run.runner import with_train_precision, with_train_task
 
         cls = get_registry().method(row.method)
         chash = config_hash(resolve_for_model(cls, build_config(cls, self.row_overrides(row)), row.model or self.model))
-        return with_train_task(chash, self.row_train_task(row))
+        chash = with_train_task(chash, self.row_train_task(row))
+        return with_train_precision(chash, self.train_precision if cls.trains else "auto")
 
     def row_overrides(self, row: StudyRow) -> dict[str, str]:
         """The method options of ``row``'s cells (its step-0 options for a step-0 row)."""
@@ -390,6 +396,16 @@ def _budget(doc: Mapping[str, Any], where: str) -> tuple[int, int, str | float, 
     if selection not in SELECTIONS:
         raise _bad(where, "budget.selection", f"must be one of {SELECTIONS} (got {selection!r}).")
     return steps, batch, lr, selection
+
+
+def _precision(doc: Mapping[str, Any], where: str) -> str:
+    """[budget] precision: the trained cells' ``--train-precision`` ("auto" when absent)."""
+    from benchbench.train.precision import TRAIN_PRECISIONS
+
+    precision = doc["budget"].get("precision", "auto")
+    if precision not in TRAIN_PRECISIONS:
+        raise _bad(where, "budget.precision", f"must be one of {TRAIN_PRECISIONS} (got {precision!r}).")
+    return precision
 
 
 def _statistics(doc: Mapping[str, Any], where: str) -> tuple[float, int]:
@@ -591,6 +607,7 @@ def parse(doc: dict[str, Any], where: str, sha256: str = "") -> Study:
         random_init=random_init,
         train_task=_str(doc, "train_task", where, required=False),
         obtain=_obtain(doc, where, str(doc.get("tier", "extended"))),
+        train_precision=_precision(doc, where),
         **_preregistration(doc, where, seeds),
     )
 
@@ -677,6 +694,7 @@ def plan(study: Study, task_names: Sequence[str], seeds: Sequence[int] | None = 
                     "overrides": study.row_overrides(row),
                     **(study.curve_options(t) if trains else {}),
                     **({"train_task": study.train_task} if study.row_train_task(row) else {}),
+                    **({"train_precision": study.train_precision} if study.train_precision != "auto" else {}),
                     **model,
                 },
             )

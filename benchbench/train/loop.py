@@ -201,20 +201,39 @@ def length_groups(lengths: torch.Tensor, overhead: int = 16) -> list[torch.Tenso
 
 
 def make_accelerator(device: str | None, mixed_precision: str | None = None, grad_accum: int = 1):
-    """An Accelerator for ``device`` (None: CUDA when present, else CPU). bf16 autocast on CUDA when
-    the GPU supports it; full precision on CPU. Whether bf16 is faster there depends on the CPU's bf16
-    units (on an AVX512-BF16 EPYC, TSDAE ran 1.4-1.5x faster under it), and it changes the trained
-    weights: CPU results stay comparable with each other in fp32."""
+    """An Accelerator for ``device`` (None: CUDA when present, else CPU). ``mixed_precision`` ("no",
+    "bf16"; a method's own fixed choice) or None: the run's ``--train-precision``
+    (``benchbench.train.precision.training_precision``): "auto" is bf16 autocast on CUDA when the GPU
+    supports it and full precision on CPU; "fp32" no autocast anywhere; "bf16" bf16 autocast on the CPU
+    too (``acc.autocast()`` is ``torch.autocast("cpu", torch.bfloat16)`` there: ~2x faster training on
+    an AVX512-BF16 EPYC, leaderboards/speed/study_train_throughput.md). bf16 changes the trained weights:
+    CPU results stay comparable with each other in fp32, which "auto" keeps."""
     from datetime import timedelta
 
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    from benchbench.train.precision import train_precision
 
     cpu = device is not None and device.startswith("cpu")
     if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device {device}: CUDA is not available on this machine.")
-    if mixed_precision is None:
-        mixed_precision = "bf16" if (not cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()) else "no"
+    on_cuda = not cpu and torch.cuda.is_available()
+    requested = train_precision()
+    if mixed_precision is None and requested == "fp32":
+        mixed_precision = "no"
+    elif mixed_precision is None and requested == "bf16":
+        if on_cuda and not torch.cuda.is_bf16_supported():
+            raise ConfigError("--train-precision bf16: this GPU has no bf16 support; use auto or fp32.")
+        mixed_precision = "bf16"
+    elif mixed_precision is None:
+        mixed_precision = "bf16" if (on_cuda and torch.cuda.is_bf16_supported()) else "no"
+    # accelerate keeps one process-wide state that refuses another mixed precision than its first
+    # Accelerator's: a process that trains in two precisions (a fixed-precision method after a bf16 one,
+    # tests) starts that state afresh (the process group, PartialState, is kept)
+    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state()
     # find_unused_parameters: some objectives hold weights that get no gradient by design
     # (TSDAE's cross-attention query/key with a one-vector memory), which plain DDP rejects.
     # a long collective timeout: in a multi-process run the other ranks wait at the next task's first

@@ -45,7 +45,7 @@ after re-reading MNTP's weights from that last checkpoint (no MNTP step is redon
 | pooling in SimCSE training | ``mean`` with ``skip_instruction``: plain Wiki1M lines carry no separator, so ``embed_mask`` is all zero and ``last_hidden_states[i, -0:]`` averages the WHOLE padded row (left padding included) | ``simcse_train_pool="text"`` (default): the sentence's own tokens, as at encoding time; ``"padded-row"`` reproduces the reference (equal, tests) |
 | pooling at encoding | ``LLM2Vec.encode``: ``"!@#$%^&*()" + text``, ``embed_mask`` = the text's tokens without the tokenizer's special tokens; mean | same tokens (tests); max length 512 |
 | schedule | HF Trainer: linear decay over 3 epochs of the corpus, stopped at 1000 steps (lr still >= 95% of its start there) | constant lr (what the reference's lr is within 5% over its 1000 steps; a decay to 0 over our short budget would halve the step) |
-| precision / speed | bf16 weights, flash-attention 2, gradient checkpointing | fp32 weights (CPU) or the loop's bf16 autocast on CUDA; sdpa; no checkpointing |
+| precision / speed | ``torch_dtype`` bfloat16 (the decoder's weights in bf16; no ``bf16`` autocast flag), flash-attention 2, ``gradient_checkpointing`` true (both stages' configs) | ``weights_dtype``: "float32" (default; on CUDA under the loop's bf16 autocast) or "bfloat16" (the reference's: the decoder's weights bf16 in both stages and in the trained encoder; the LoRA adapters stay float32, peft's default since 0.12, where the reference's 2024 peft likely cast them to bf16; a result key of its own; allowed on a CPU with a warning: numbers of their own, speed up to the CPU's bf16 units); ``gradient_checkpointing`` (off by default; torch's non-reentrant checkpoint per decoder layer, which restores the RNG state: the same loss and LoRA gradients with dropout on, tests, so not in the result key); sdpa attention; a GPU bench: ``bench/gpu_llm_mfu.py`` |
 | model | Llama-2-7B, Mistral-7B, Llama-3-8B, Sheared-LLaMA-1.3B (and Qwen2 in the code) | offline: SmolLM2-135M-Instruct de-quantised from 4 bits (a Llama); any Llama or Qwen2 decoder by name |
 | instructions | task instructions at evaluation (MTEB) | none: STS sentences encoded as themselves (the reference's encode with an empty instruction) |
 """
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,9 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 ENCODE_MAX_LENGTH = 512  # LLM2Vec's ``max_length`` default
 LORA_MODULES = "q_proj,v_proj,k_proj,o_proj,gate_proj,up_proj,down_proj"  # initialize_peft's for Llama/Qwen2
 TRAIN_POOLS = ("text", "padded-row")
+WEIGHTS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -114,6 +118,13 @@ class LLM2VecConfig:
     grad_accum: int = 1
     max_grad_norm: float = 1.0  # HF Trainer's clipping
     checkpoint_every: int = field(default=1000, metadata={"hash": False})  # speed knob: not in the result key
+    # the GPU path (issue 48). Activation (gradient) checkpointing of every decoder layer in both trained
+    # stages: a memory knob, proven not to change the loss or the LoRA gradients with dropout on
+    # (tests/plugins/test_llm2vec_gpu_path.py), so not in the result key
+    gradient_checkpointing: bool = field(default=False, metadata={"hash": False})
+    # the decoder's weights in training and in the trained encoder: "bfloat16" is the reference's; it changes
+    # the numbers, so it enters the result key when set (results stored before it existed keep theirs)
+    weights_dtype: str = field(default="float32", metadata={"hash": "unless_default"})
 
 
 # ---- stage 2: MNTP -------------------------------------------------------------------------------
@@ -271,10 +282,10 @@ class DecoderLM(torch.nn.Module):
         return self.model.get_base_model() if isinstance(self.model, PeftModel) else self.model
 
 
-def load_lm(name: str) -> tuple[DecoderLM, Any]:
+def load_lm(name: str, dtype: torch.dtype = torch.float32) -> tuple[DecoderLM, Any]:
     """Stage 1: the decoder ``name`` with bidirectional attention, and its LM head (the checkpoint's, or
-    the tied input embedding of a bare model)."""
-    model, tokenizer = load_decoder(name, attention="bidirectional", lm_head=True, dtype=torch.float32)
+    the tied input embedding of a bare model), its weights in ``dtype``."""
+    model, tokenizer = load_decoder(name, attention="bidirectional", lm_head=True, dtype=dtype)
     head = model.get_output_embeddings()
     if head is not None:
         return DecoderLM(model.model, head), tokenizer
@@ -305,6 +316,28 @@ def merge_lora(lm: DecoderLM) -> DecoderLM:
     if isinstance(lm.model, PeftModel):
         lm.model = lm.model.merge_and_unload()
     return lm
+
+
+def set_gradient_checkpointing(lm: DecoderLM, on: bool) -> None:
+    """Activation checkpointing of every decoder layer of ``lm``'s transformer, on or off. On: transformers'
+    own switch with ``use_reentrant=False`` (torch's non-reentrant checkpoint: it needs no input that
+    requires grad, restores the RNG state for the recomputation, so dropout draws the same masks, and runs
+    under autocast); transformers also hooks the input embedding's output to require grad (its
+    ``enable_input_require_grads``, the peft recipe for frozen weights), harmless here. Off: both undone, so
+    an encoder reads the plain model (the layers only checkpoint in training mode anyway)."""
+    body = lm.body
+    if on:
+        kwargs = {"use_reentrant": False}
+        if hasattr(body, "activation_checkpointing_enable"):  # the new name (the old one warns where both exist)
+            body.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            body.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        return
+    if hasattr(body, "activation_checkpointing_disable"):
+        body.activation_checkpointing_disable()
+    else:
+        body.gradient_checkpointing_disable()
+    body.disable_input_require_grads()
 
 
 def set_attention_dropout(lm: DecoderLM, p: float) -> None:
@@ -400,7 +433,29 @@ class LLM2Vec(Method):
             raise ConfigError(
                 f"llm2vec: option 'pooling' must be 'mean' (LLM2Vec's unsupervised recipe; got {c.pooling!r})."
             )
+        if c.weights_dtype not in WEIGHTS_DTYPES:
+            raise ConfigError(
+                f"llm2vec: option 'weights_dtype' must be one of {tuple(WEIGHTS_DTYPES)} (got {c.weights_dtype!r})."
+            )
         return c.stage.split("+")
+
+    def _precision(self, ctx: TrainContext) -> None:
+        """bf16 weights are the reference's GPU setting. On a CPU they are allowed, and said: the run's numbers
+        are its own (another result key than the fp32 run's), and its speed depends on the CPU's bf16 units
+        (emulated without them). Non-default precision options are written into the record's accounting."""
+        c = self.config
+        if c.weights_dtype != "float32":
+            device = str(ctx.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+            if device.startswith("cpu"):
+                log.warning(
+                    "llm2vec: weights_dtype=%r on the CPU: allowed, but its numbers are a run of their own (not "
+                    "comparable with float32 runs) and it is slow on CPUs without bf16 units; it is the "
+                    "reference's setting for a GPU.",
+                    c.weights_dtype,
+                )
+            ctx.accounting["weights_dtype"] = c.weights_dtype
+        if c.gradient_checkpointing:
+            ctx.accounting["gradient_checkpointing"] = True
 
     def train(self, corpus: list[str], ctx: TrainContext):
         c = self.config
@@ -411,12 +466,16 @@ class LLM2Vec(Method):
                 f"(Llama, Qwen2) bidirectional and trains it with masked NEXT-token prediction through its LM head. "
                 f"Pass a decoder, e.g. --model smollm2-135m-instruct (or tiny-llama in tests)."
             )
+        self._precision(ctx)
         seed_everything(ctx.seed)
-        lm, tokenizer = load_lm(ctx.model)  # stage 1: bidirectional attention
+        lm, tokenizer = load_lm(ctx.model, WEIGHTS_DTYPES[c.weights_dtype])  # stage 1: bidirectional attention
         label = str(ctx.model)
 
         def encoder_of(model: DecoderLM) -> LLM2VecEncoder:  # what a learning-curve monitor scores: a merged copy
-            return LLM2VecEncoder(merge_lora(copy.deepcopy(model)).body, tokenizer, name=label)
+            merged = merge_lora(copy.deepcopy(model))
+            if c.gradient_checkpointing:
+                set_gradient_checkpointing(merged, False)
+            return LLM2VecEncoder(merged.body, tokenizer, name=label)
 
         if c.steps == 0:  # the step-0 row: stage 1 alone (no adapter, no update) through the last stage's objective
             obj = fit(
@@ -433,6 +492,8 @@ class LLM2Vec(Method):
         for i, stage in enumerate(stages):
             seed_everything(ctx.seed)  # each adapter drawn from the run's seed, however the stage before ended
             add_lora(lm, c)
+            if c.gradient_checkpointing:
+                set_gradient_checkpointing(lm, True)
             set_attention_dropout(lm, c.simcse_dropout if stage == "simcse" else own_dropout)
             obj = self._objective(stage, lm, tokenizer, encoder_of)
             lr = self._setting(stage, "lr")
@@ -446,6 +507,8 @@ class LLM2Vec(Method):
             else:
                 obj = self._earlier_stage(stage, obj, corpus, ctx, make_optimizer, done)
             lm = merge_lora(obj.lm)
+            if c.gradient_checkpointing:
+                set_gradient_checkpointing(lm, False)
             set_attention_dropout(lm, own_dropout)
         ctx.accounting["stages"] = done
         for k in ("seconds", "examples", "tokens"):  # the whole training's cost; ``steps`` stays per stage

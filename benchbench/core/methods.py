@@ -253,15 +253,22 @@ def build_options(cfg_cls: type, overrides: dict[str, Any], owner: str, of: str)
         raise ConfigError(f"{owner}: invalid options {overrides}: {e}") from e
 
 
+def hashed_options(config: Any) -> dict[str, Any]:
+    """The options of a dataclass config that name its run (``config_hash``'s and the resume
+    fingerprint's payload): all fields but ``hash: False`` ones and ``hash: "unless_default"`` ones
+    at their default."""
+    d = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):
+        if f.metadata.get("hash") is False or (f.metadata.get("hash") == "unless_default" and d[f.name] == f.default):
+            d.pop(f.name, None)
+    return d
+
+
 def config_hash(config: Any) -> str:
     """Hash of the method's options, except fields declared ``field(metadata={"hash": False})``:
     options that change only speed, never a number (so adding one keeps stored results' keys); and
     fields declared ``field(metadata={"hash": "unless_default"})`` while they hold their default: an
     option added to an existing method later, whose default leaves the training as it was, so results
     stored before it existed keep their keys and a run that sets it gets a new one."""
-    d = dataclasses.asdict(config)
-    for f in dataclasses.fields(config):
-        if f.metadata.get("hash") is False or (f.metadata.get("hash") == "unless_default" and d[f.name] == f.default):
-            d.pop(f.name, None)
-    payload = json.dumps(d, sort_keys=True, default=str)
+    payload = json.dumps(hashed_options(config), sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]

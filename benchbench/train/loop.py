@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from benchbench.core.errors import ConfigError
+from benchbench.core.methods import hashed_options
 from benchbench.train import checkpoint
 from benchbench.train.checkpoint import remove_checkpoints
 
@@ -258,11 +259,9 @@ def run_fingerprint(**parts: Any) -> str:
 def method_fingerprint(method: Any, ctx: Any, items: Sequence[Any]) -> str:
     """The fingerprint of ``method`` (its name and full config) trained from ``ctx.model`` with
     ``ctx.seed`` on ``items``."""
-    cfg = dataclasses.asdict(method.config) if dataclasses.is_dataclass(method.config) else repr(method.config)
-    if isinstance(cfg, dict):  # speed knobs (field(metadata={"hash": False}), e.g. checkpoint_every) name the same run
-        for f in dataclasses.fields(method.config):
-            if f.metadata.get("hash") is False:
-                cfg.pop(f.name, None)
+    # speed knobs (hash False, e.g. checkpoint_every) and later options at their default (hash
+    # "unless_default") name the same run, as in the result key (config_hash)
+    cfg = hashed_options(method.config) if dataclasses.is_dataclass(method.config) else repr(method.config)
     return run_fingerprint(
         method=getattr(method, "name", type(method).__name__),
         config=cfg,

@@ -300,3 +300,35 @@ def test_speed_knobs_do_not_change_the_run_fingerprint(tmp_path):
         _sgd,
     )
     assert ctx3.accounting["resumed_from_steps"] == [2]
+
+
+def test_the_resume_fingerprint_follows_the_result_keys_field_rule():
+    """An option added later with hash "unless_default" keeps an earlier run's resume fingerprint while it
+    holds its default and changes it when set; a speed knob (hash False) never changes it; every other
+    field does (one at a time)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from benchbench.core.methods import config_hash
+    from benchbench.train.loop import method_fingerprint
+
+    @dataclasses.dataclass
+    class Before:
+        lr: float = 1e-4
+
+    @dataclasses.dataclass
+    class After:
+        lr: float = 1e-4
+        batch: int = dataclasses.field(default=8, metadata={"hash": False})
+        dtype: str = dataclasses.field(default="float32", metadata={"hash": "unless_default"})
+
+    ctx = SimpleNamespace(model="m", seed=1)
+
+    def fp(cfg):
+        return method_fingerprint(SimpleNamespace(name="x", config=cfg), ctx, ["a", "b"])
+
+    assert fp(After()) == fp(Before()) and config_hash(After()) == config_hash(Before())
+    assert fp(After(batch=64)) == fp(Before())
+    assert fp(After(dtype="bfloat16")) != fp(Before())
+    assert config_hash(After(dtype="bfloat16")) != config_hash(Before())
+    assert fp(After(lr=2e-4)) != fp(After())

@@ -36,6 +36,7 @@ import argparse
 import ast
 import json
 import os
+import random
 import socket
 import sys
 import time
@@ -333,6 +334,95 @@ MODULES: dict[str, Target] = {
             K + "TestTransEncoder",
         ),
     ),
+    # issue 48: decoder LLM starts and the LLM-era readouts (PromptEOL, echo, token prepending, LLM2Vec,
+    # plm-last). Not mutated: dequantise_gguf (only the slow real-GGUF test runs it) and the plugins'
+    # registration hooks (every test of the module fails without them).
+    "decoder": Target(
+        "benchbench/encode/decoder.py",
+        (
+            "DECODER_POOLINGS",
+            "DECODER_MODEL_TYPES",
+            "ATTENTIONS",
+            "BIDIRECTIONAL_ARCHS",
+            "is_decoder_name",
+            "resolve_decoder",
+            "file_sha256",
+            "gguf_folder",
+            "_convert_gguf",
+            "verify_manifest",
+            "load_decoder",
+            "_tokenizer",
+            "set_pad_token",
+            "make_bidirectional",
+            "is_bidirectional",
+            "tiny_tokenizer",
+            "_tiny_parts",
+            "tiny_decoder",
+            "DecoderEncoder",
+            "last_token_index",
+        ),
+        (
+            "tests/encode/test_decoder.py",
+            "tests/plugins/test_llm_readouts.py",
+            "-k",
+            "not real_smollm2 and not cli_run",
+        ),
+    ),
+    "_readout": Target(
+        "plugins/_readout.py",
+        ("ReadoutEncoder", "as_readout"),
+        ("tests/plugins/test_llm_readouts.py", "-k", "not cli_run"),
+    ),
+    "prompteol": Target(
+        "plugins/prompteol.py",
+        ("TEMPLATE", "PromptEOLConfig", "prompteol_sentence", "PromptEOLEncoder", "PromptEOL"),
+        ("tests/plugins/test_llm_readouts.py", "-k", "not cli_run"),
+    ),
+    "echo": Target(
+        "plugins/echo.py",
+        ("TEMPLATE", "PROMPT", "_BRACES", "EchoConfig", "parse_template", "EchoEncoder", "Echo"),
+        ("tests/plugins/test_llm_readouts.py", "-k", "not cli_run"),
+    ),
+    "token_prepending": Target(
+        "plugins/token_prepending.py",
+        ("TEMPLATE", "PST", "TokenPrependingConfig", "decoder_layers", "TokenPrependingEncoder", "TokenPrepending"),
+        ("tests/plugins/test_llm_readouts.py", "-k", "not cli_run"),
+    ),
+    "llm2vec": Target(
+        "plugins/llm2vec.py",
+        (
+            "STAGES",
+            "ENCODE_MAX_LENGTH",
+            "LORA_MODULES",
+            "TRAIN_POOLS",
+            "WEIGHTS_DTYPES",
+            "LLM2VecConfig",
+            "mntp_tokenizer",
+            "mntp_loss",
+            "MNTPObjective",
+            "text_mask",
+            "mean_pool",
+            "simcse_loss",
+            "encode_tokenizer",
+            "SimCSEStageObjective",
+            "TiedHead",
+            "DecoderLM",
+            "load_lm",
+            "add_lora",
+            "merge_lora",
+            "set_attention_dropout",
+            "LLM2VecEncoder",
+            "load_llm2vec_encoder",
+            "LLM2Vec",
+            "_stage_accounting",
+        ),
+        ("tests/plugins/test_llm2vec.py",),
+    ),
+    "plm_last": Target(
+        "plugins/baselines.py",
+        ("PLMLast",),
+        ("tests/plugins/test_plm_last.py", "tests/run/test_conformance.py", "-k", "plm-last or plm_last"),
+    ),
 }
 
 # Survivors judged equivalent, by "file | operator | original line -> mutated line" (KEY below): the
@@ -565,6 +655,55 @@ EQUIVALENT_RULES += [
         "same whole number as dim // num_groups (the message's // is pinned by "
         "test_a_too_small_batch_is_refused_naming_the_dimensions_per_group)",
     ),
+]
+
+# issue 48: decoder starts and the LLM readouts
+EQUIVALENT_RULES += [
+    (
+        r"(prompteol|echo|token_prepending).py \| NumberReplacer \| +batch_size: int = field\(default=16, "
+        r"metadata=\{\"hash\": False\}\)",
+        "texts per forward pass at encoding: every pooling reads the attention mask, so the same vectors "
+        "(test_the_encoding_batch_size_is_a_speed_knob_outside_the_result_key; not in the result key)",
+    ),
+    (
+        r"decoder.py \| NumberReplacer \| \"seconds\": round\(seconds, 1\),",
+        "the conversion's time in the manifest, for people: only the files' sha256 are ever read back",
+    ),
+    (
+        r"decoder.py \| NumberReplacer \| return \(attention_mask.to\(torch.long\) \* \(pos \+ 1\)\).argmax\(1\)",
+        "any offset >= 0 keeps the largest value at the last real position (a row whose only real token is "
+        "at 0 gives 0 either way: argmax of all zeros)",
+    ),
+    (
+        r"decoder.py \| ReplaceBinaryOperator_Sub_Add \| keep = max\(0, len\(ids\) - \(k - self.seq_length\)\)",
+        "the first guess only: the loop below shortens until the text fits; from a guess above the exact one "
+        "it stops at the longest cut that fits, which is the exact guess whenever decoding gives back the "
+        "same tokens (the tokenizers here): the same cut, more tokenizer calls",
+    ),
+    (
+        r"decoder.py \| NumberReplacer \| return \(token_embeddings \* mask\[\.\.\., None\]\).sum\(1\) / "
+        r"mask.sum\(1, keepdim=True\).clamp\(min=1e-9\) -> .*\.clamp\(min= ?-?\d\.\d+\)$",
+        "a row's weight sum is a whole number >= 1 (every row has a real token), so a floor of 1e-9, "
+        "-0.999999999 or 1.000000001 (1.0 in float32) never acts",
+    ),
+    (
+        r"echo.py \| NumberReplacer \| return \[len\(self._row\(t.strip\(\)\)\[0\]\) for t in texts\] -> .*\[ 1\]\)",
+        "_row returns the ids and one pooled flag per id: the two lists have the same length",
+    ),
+    (
+        r"token_prepending.py \| NumberReplacer \| x = embed\(input_ids.masked_fill\(is_pst, 0\)\)",
+        "the id looked up at the placeholder is never read: the next line puts pst_vector there (torch.where)",
+    ),
+    (
+        r"token_prepending.py \| NumberReplacer \| return \(h, \*args\[1:\]\), kwargs -> return \(h, \*args\[ 2:\]\)",
+        "transformers 5's LlamaModel and Qwen2Model pass a decoder layer its hidden states as the only "
+        "positional argument (the rest by keyword): args[1:] and args[2:] are both empty",
+    ),
+    (
+        r"llm2vec.py \| ReplaceUnaryOperator_Delete_USub \| .*F.normalize\(.*dim=-1\)",
+        "q and d are (batch x dim): dim 1 is dim -1",
+    ),
+    (r"llm2vec.py \| ReplaceOrWithAnd \| +desc=f\"\{self.name\} \{stage\}", "the progress bar's label only"),
 ]
 
 
@@ -922,6 +1061,8 @@ def run(
     rerun: set[str] | None = None,
     kills_too: bool = True,
     skip: frozenset[str] = frozenset(),
+    sample: int = 0,
+    seed: int = 0,
 ) -> int:
     """Copy the package, start the test server, and run each module's in-scope mutants under its
     share of the budget; write the report after each module. Long because: the baseline check, the
@@ -950,9 +1091,13 @@ def run(
                     items = [
                         it for it in items if mutant_key(target.file, dst / target.file, it.mutations[0]) not in skip
                     ]
+                if sample and len(items) > sample:  # a uniform draw without replacement, in the plan's order
+                    chosen = set(random.Random(f"{seed}:{name}").sample(range(len(items)), sample))
+                    items = [it for i, it in enumerate(items) if i in chosen]
                 args = [*PYTEST, *present(target.tests, dst, kills_too)]
                 t_base = time.monotonic()
-                base = ask(sock, {"cwd": str(dst), "timeout": 600, "args": args})
+                # the unmutated run's limit: 600 s, or --timeout when longer (a loaded machine)
+                base = ask(sock, {"cwd": str(dst), "timeout": max(600.0, timeout or 0.0), "args": args})
                 base_s = time.monotonic() - t_base
                 if base.get("rc") != 0:
                     print(f"{name}: the unmutated copy fails its tests:\n{base.get('output', '')[-3000:]}")
@@ -1081,6 +1226,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--without-kill-tests", action="store_true", help=f"leave out {K[:-2]} (what the mechanism tests alone kill)"
     )
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="at most this many mutants a module, drawn uniformly without replacement (random.Random(f'SEED:module'))",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="the --sample draw's seed")
     ap.add_argument("--list", action="store_true", help="print the module sets and their mutant counts, run nothing")
     a = ap.parse_args(argv)
     names = list(MODULES) if a.modules == "all" else [n.strip() for n in a.modules.split(",") if n.strip()]
@@ -1105,7 +1257,17 @@ def main(argv: list[str] | None = None) -> int:
             skip |= {t["key"] for t in json.loads(Path(f).read_text())["tested"]}
         except (OSError, ValueError, KeyError) as e:
             ap.error(f"--skip-tested {f}: not a report this tool wrote ({e})")
-    return run(names, a.timeout, a.budget, Path(a.out).resolve(), rerun, not a.without_kill_tests, frozenset(skip))
+    return run(
+        names,
+        a.timeout,
+        a.budget,
+        Path(a.out).resolve(),
+        rerun,
+        not a.without_kill_tests,
+        frozenset(skip),
+        a.sample,
+        a.seed,
+    )
 
 
 if __name__ == "__main__":

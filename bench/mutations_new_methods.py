@@ -377,6 +377,125 @@ MUTATIONS += [
     ),
 ]
 
+# issue 48: decoder LLM starts and the LLM-era methods (PromptEOL, echo, token prepending, LLM2Vec)
+DE, LR, L2 = "tests/encode/test_decoder.py::", "tests/plugins/test_llm_readouts.py::", "tests/plugins/test_llm2vec.py::"
+DEC = "benchbench/encode/decoder.py"
+MUTATIONS += [
+    (
+        "decoder bidirectional attention left causal in the config (the eager mask)",
+        DEC,
+        [("    model.config.is_causal = False\n", "    model.config.is_causal = True\n")],
+        [DE + "test_bidirectional_attention_lets_position_0_read_a_later_token"],
+    ),
+    (
+        "decoder bidirectional attention left causal in the attention modules (SDPA's is_causal)",
+        DEC,
+        [("            module.is_causal = False\n", "            pass\n")],
+        [DE + "test_bidirectional_attention_lets_position_0_read_a_later_token"],
+    ),
+    (
+        "decoder last token = length - 1 (right padding's rule, wrong under left padding)",
+        DEC,
+        [("return (attention_mask.to(torch.long) * (pos + 1)).argmax(1)", "return attention_mask.sum(1) - 1")],
+        [DE + "test_last_token_index_under_both_paddings", DE + "test_last_token_pooling_reads_the_last_real_token"],
+    ),
+    (
+        "decoder a long text cut at its end (the template's end, read by the last token, is lost)",
+        DEC,
+        [("            if k > self.seq_length:\n", "            if False:\n")],
+        [DE + "test_a_long_text_is_cut_inside_the_text_never_the_template"],
+    ),
+    (
+        "PromptEOL template without the closing quote",
+        "plugins/prompteol.py",
+        [
+            (
+                'TEMPLATE = \'This sentence : "{text}" means in one word:"\'',
+                "TEMPLATE = 'This sentence : \"{text}\" means in one word:'",
+            )
+        ],
+        [LR + "test_defaults_are_the_published_ones"],
+    ),
+    (
+        "PromptEOL read by mean pooling instead of the last token",
+        "plugins/prompteol.py",
+        [('        pooling="last",\n', '        pooling="mean",\n')],
+        [LR + "test_each_method_builds_the_readout_its_reference_comparison_checks"],
+    ),
+    (
+        "PromptEOL sentence rules dropped (no final period, double quotes kept)",
+        "plugins/prompteol.py",
+        [("prompteol_sentence(text.strip())", "text.strip()")],
+        [LR + "test_prompteol_equals_the_reference_batcher"],
+    ),
+    (
+        "echo pools the first copy of the text instead of the second",
+        "plugins/echo.py",
+        [("Query:{!%%text%%}\\nQuery again:{%%text%%}", "Query:{%%text%%}\\nQuery again:{!%%text%%}")],
+        [LR + "test_echo_pools_exactly_the_second_occurrence_and_the_end_token"],
+    ),
+    (
+        "echo's ! (read, not pooled) inverted",
+        "plugins/echo.py",
+        [('keep = 0 if piece.startswith("!") else 1', 'keep = 1 if piece.startswith("!") else 0')],
+        [LR + "test_echo_equals_the_reference_parser_and_pooling"],
+    ),
+    (
+        "token prepending one layer past tp_exit",
+        "plugins/token_prepending.py",
+        [
+            (
+                "for k in range(self.tp_start, min(self.tp_exit, len(layers)))",
+                "for k in range(self.tp_start, min(self.tp_exit + 1, len(layers)))",
+            )
+        ],
+        [LR + "test_token_prepending_overwrites_the_placeholder_in_its_layers_only"],
+    ),
+    (
+        "token prepending prepends the first token's state, not the last's",
+        "plugins/token_prepending.py",
+        [("h[rows, where] = h[:, -1]", "h[rows, where] = h[:, 0]")],
+        [LR + "test_token_prepending_equals_the_reference_forward"],
+    ),
+    (
+        "LLM2Vec stage 1 left causal",
+        "plugins/llm2vec.py",
+        [
+            (
+                'load_decoder(name, attention="bidirectional", lm_head=True, dtype=dtype)',
+                'load_decoder(name, attention="causal", lm_head=True, dtype=dtype)',
+            )
+        ],
+        [L2 + "test_bidirectional_attention_sees_later_tokens"],
+    ),
+    (
+        "LLM2Vec MNTP without the label shift (masked-token prediction at the token itself)",
+        "plugins/llm2vec.py",
+        [
+            ("    target = labels[:, 1:]\n", "    target = labels\n"),
+            ("logits = head(hidden[:, :-1][where])", "logits = head(hidden[where])"),
+        ],
+        [L2 + "test_mntp_loss_and_gradients_equal_the_reference"],
+    ),
+    (
+        "LLM2Vec SimCSE stage without its scale (cosine logits at temperature 1)",
+        "plugins/llm2vec.py",
+        [("@ F.normalize(d.float(), dim=-1).T * scale", "@ F.normalize(d.float(), dim=-1).T")],
+        [L2 + "test_simcse_loss_equals_hard_negative_nll_loss_scale_20"],
+    ),
+    (
+        "LLM2Vec SimCSE stage's two views share one dropout mask (one pass used twice)",
+        "plugins/llm2vec.py",
+        [
+            (
+                "        d = self.embed(input_ids, attention_mask, pool_mask)\n",
+                "        d = q\n",
+            )
+        ],
+        [L2 + "test_simcse_step_equals_the_reference_compute_loss"],
+    ),
+]
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -27,16 +27,14 @@ leaderboards/new_methods/llm_equality.md (``bench/llm_equality.py``).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
-from benchbench_plugins.prompteol import as_readout
+from benchbench_plugins._readout import ReadoutEncoder, as_readout
 
-from benchbench import ConfigError, DecoderEncoder, Method, TrainContext, hookimpl
+from benchbench import ConfigError, Method, TrainContext, hookimpl
 
 TEMPLATE = "<s>Instruct:{!%%prompt%%,}\nQuery:{!%%text%%}\nQuery again:{%%text%%}{</s>}"
 PROMPT = "Retrieve semantically similar text."
@@ -68,10 +66,12 @@ def parse_template(template: str) -> list[tuple[str, bool]]:
     return [(p, var) for p, var in pieces if p]
 
 
-class EchoEncoder(DecoderEncoder):
+class EchoEncoder(ReadoutEncoder):
     """The mean (or last) token state over the template's pooled pieces (``{...}`` without ``!``)."""
 
     kind = "echo"
+    loader = LOADER
+    saved_options = ("echo_template", "prompt", "piece_max_length")
 
     def __init__(
         self, *a: Any, echo_template: str = TEMPLATE, prompt: str = PROMPT, piece_max_length: int = 300, **kw: Any
@@ -130,10 +130,9 @@ class EchoEncoder(DecoderEncoder):
         }
 
     def pool(self, token_embeddings: torch.Tensor, embed_mask: torch.Tensor) -> torch.Tensor:
-        out = super().pool(token_embeddings, embed_mask)
-        if self.pooling == "last":
-            out = out * embed_mask.any(1, keepdim=True)  # the reference's index 0 when nothing is pooled
-        return torch.nan_to_num(out, nan=0.0)
+        """The reference's ``EchoPooling`` over ``embed_mask``: "mean" over the pooled tokens (0 when none),
+        "last" the last pooled token (position 0 when none, as its ``_extract_last_nonzero``); NaN set to 0."""
+        return torch.nan_to_num(super().pool(token_embeddings, embed_mask), nan=0.0)
 
     def readout(self) -> dict[str, Any]:
         return {
@@ -142,11 +141,6 @@ class EchoEncoder(DecoderEncoder):
             "prompt": self.prompt,
             "piece_max_length": self.piece_max_length,
         }
-
-    def save(self, path: str | Path) -> Path:
-        path = super().save(path)
-        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": LOADER}))
-        return path
 
 
 class Echo(Method):
@@ -175,21 +169,7 @@ class Echo(Method):
         )
 
 
-def load_echo(base: DecoderEncoder, path: str | Path) -> EchoEncoder:
-    r = json.loads((Path(path) / "benchbench_decoder.json").read_text(encoding="utf-8"))
-    return EchoEncoder(
-        base.model,
-        base.tokenizer,
-        pooling=r["pooling"],
-        max_seq_length=r["max_seq_length"],
-        name=base.name,
-        layer=r["layer"],
-        attention=r["attention"],
-        padding_side=r["padding_side"],
-        echo_template=r["echo_template"],
-        prompt=r["prompt"],
-        piece_max_length=r["piece_max_length"],
-    )
+load_echo = EchoEncoder.from_saved  # the registered loader of a saved echo readout
 
 
 @hookimpl

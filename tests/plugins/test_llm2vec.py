@@ -249,6 +249,9 @@ def test_mntp_tokenizer_masks_with_blank_when_the_tokenizer_has_no_mask_token():
     t = mntp_tokenizer(bare)
     assert t.mask_token == "_" and t.padding_side == "right" and bare.mask_token is None  # a copy
     assert mntp_tokenizer(tok).mask_token == tok.mask_token  # one it has is kept (the reference's rule)
+    assert tok.pad_token is not None and mntp_tokenizer(tok).pad_token == tok.pad_token  # so is its pad token
+    bare.pad_token = None
+    assert mntp_tokenizer(bare).pad_token == tok.eos_token  # none: EOS, as run_mntp.py
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -432,6 +435,7 @@ def test_defaults_are_the_published_recipe():
         "simcse": {"batch_size": 128, "lr": 3e-5},
     }
     assert c.max_seq_length == 128 and L.ENCODE_MAX_LENGTH == 512
+    assert c.max_grad_norm == 1.0  # HF Trainer's default clipping
     assert config_hash(c) == config_hash(dataclasses.replace(c, checkpoint_every=7))
 
 
@@ -523,6 +527,9 @@ def test_saved_encoder_reloads_with_its_pooling(tmp_path):
         ({"loss_scale": 0.0}, "'loss_scale'"),
         ({"simcse_train_pool": "cls"}, "'simcse_train_pool'"),
         ({"pooling": "last"}, "'pooling'"),
+        ({"simcse_dropout": -0.1}, "'simcse_dropout'"),
+        ({"simcse_dropout": 1.0}, "'simcse_dropout'"),
+        ({"lora_dropout": 1.0}, "'lora_dropout'"),
     ],
 )
 def test_bad_options_are_refused_by_name(tmp_path, kw, match):
@@ -533,3 +540,56 @@ def test_bad_options_are_refused_by_name(tmp_path, kw, match):
 def test_an_encoder_start_is_refused_with_the_reason(tmp_path):
     with pytest.raises(ConfigError, match="llm2vec.*decoder-only"):
         LLM2Vec(LLM2VecConfig(steps=1)).train(CORPUS, _ctx(tmp_path, "b", model="tiny-bert:16:1:2:32"))
+
+
+def test_no_dropout_is_an_allowed_setting():
+    assert LLM2Vec(LLM2VecConfig(simcse_dropout=0.0, lora_dropout=0.0))._check() == ["mntp", "simcse"]
+
+
+def test_mntp_loss_of_a_batch_without_a_mask_is_zero_with_a_gradient():
+    """One-token sentences can draw no masked position: the loss is 0 (not NaN or inf), still a graph."""
+    hidden = torch.randn(2, 3, 8, requires_grad=True)
+    head = torch.nn.Linear(8, 11)
+    loss = L.mntp_loss(hidden, torch.full((2, 3), -100), head)
+    assert float(loss.detach()) == 0.0 and loss.requires_grad
+    loss.backward()
+    assert torch.equal(hidden.grad, torch.zeros_like(hidden))
+
+
+def test_mean_pool_is_the_mean_over_the_pooled_positions():
+    hidden = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    mask = torch.tensor([[0, 0, 1], [0, 0, 0]])
+    assert L.mean_pool(hidden, mask).tolist() == [hidden[0, 2].tolist(), [0.0] * 4]  # one token; none: zeros
+    assert torch.allclose(L.mean_pool(hidden, torch.ones(2, 3)), hidden.mean(1))
+
+
+def test_simcse_collate_cuts_each_text_at_the_training_length():
+    lm, tok = load_lm("tiny-llama")
+    obj = SimCSEStageObjective(lm, tok, 20.0, 8, "text", lambda m: m)
+    long = " ".join(["word"] * 30)
+    batch = obj.collate([long, "a cat"], np.random.default_rng(0))
+    assert batch["input_ids"].shape == batch["attention_mask"].shape == (2, 8)
+
+
+def test_one_step_is_a_trained_row_and_step_0_reads_the_last_stage_setting(tmp_path):
+    """steps=1 trains (only 0 is the step-0 row); the step-0 row runs through the LAST stage's loop (its
+    published batch size: SimCSE's 128 after MNTP's 32)."""
+    _, acc = _train(tmp_path, "one", stage="simcse", steps=1)
+    assert acc["steps"] == 1 and not acc.get("step0_row")
+    _, acc = _train(tmp_path, "zero", steps=0, batch_size=None)
+    assert acc["step0_row"] is True and acc["batch_size"] == L.PUBLISHED["simcse"]["batch_size"]
+
+
+def test_mntp_keeps_the_models_own_attention_dropout(tmp_path, monkeypatch):
+    """MNTP trains with the model's own attention dropout (the SimCSE stage sets 0.3), and the returned
+    model has it back: a model whose config says 0.1 keeps 0.1."""
+    load = L.load_lm
+
+    def with_dropout(name, *a, **kw):
+        lm, tok = load(name, *a, **kw)
+        set_attention_dropout(lm, 0.1)
+        return lm, tok
+
+    monkeypatch.setattr(L, "load_lm", with_dropout)
+    enc, _ = _train(tmp_path, "drop", stage="mntp+simcse", steps=1)
+    assert enc.model.config.attention_dropout == 0.1

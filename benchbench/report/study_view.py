@@ -913,17 +913,31 @@ def row_setting(study: Study, row: StudyRow) -> str:
     except Exception:
         return ""
     f = {x.name: getattr(cfg, x.name) for x in dc.fields(cfg)}
-    cls_pool = getattr(get_registry().method(row.method), "pooling", None)
-    parts = [f"[MASK] of {f['template']!r}" if f.get("template") else str(f.get("pooling") or cls_pool or "")]
+    cls_pool = getattr(get_registry().method(row.method), "pooling", None)  # e.g. plm-last's "last"
+    pooling = str(f.get("pooling") or cls_pool or "")
+    tpl = f.get("template")
+    if isinstance(tpl, str) and tpl:  # a prompt readout: PromptBERT's mask token, or a decoder's last token
+        mask = next((m for m in ("[MASK]", "<mask>") if m in tpl), None)
+        if mask or pooling in ("", "last"):
+            parts = [f"{mask or 'last token'} of {tpl!r}"]
+        else:  # echo: the pooled ({...}) pieces of its template
+            parts = [f"{pooling} over the pooled pieces of {tpl!r}"]
+    else:
+        parts = [pooling]
+    if isinstance(f.get("layer"), int) and f["layer"] != -1:
+        parts.append(f"hidden state {f['layer']}")
     if f.get("mlp") not in (None, False, "none", "", "train"):
         parts.append(f"MLP ({f['mlp']})" if isinstance(f["mlp"], str) else "MLP")
-    if row.kind == STUDY_ROW_START:
+    method_cls = get_registry().method(row.method)
+    if row.kind == STUDY_ROW_START or getattr(method_cls, "trains", True) is False:
         parts.append("no training")
     elif "steps" in f:
-        parts.append(f"{f['steps']} steps x {f.get('batch_size')}" if f["steps"] else "0 steps (the start as built)")
+        per = f" per stage ({f['stage']})" if "+" in str(f.get("stage") or "") else ""  # LLM2Vec's mntp+simcse
+        parts.append(f"{f['steps']} steps x {f.get('batch_size')}{per}" if f["steps"] else "0 steps (the start as built)")
         parts.append(f"lr {f['lr']:g}" if isinstance(f.get("lr"), int | float) else "lr: the method's rule")
     else:
-        opts = study.row_overrides(row)
+        speed = {x.name for x in dc.fields(cfg) if x.metadata.get("hash") is False}  # change no number
+        opts = {k: v for k, v in study.row_overrides(row).items() if k not in speed}
         parts.append(", ".join(f"{k}={v}" for k, v in sorted(opts.items())) or "its own budget")
     return "; ".join(p for p in parts if p)
 

@@ -315,11 +315,7 @@ def train_loop(
     objective's class, the loop config, the seed and the corpus). 0 steps: see :func:`_untrained`.
     ``shuffle=False``: items in the order given (a method whose items are its own batches, ``batch_size=1``);
     ``mixed_precision`` ("no", "bf16"; None: :func:`make_accelerator`'s) for results fixed in fp32 on a GPU."""
-    if loop.steps < 0 or loop.batch_size < 1 or loop.grad_accum < 1:
-        raise ConfigError(
-            f"training budget must be steps >= 0, batch_size >= 1, grad_accum >= 1: steps={loop.steps}, "
-            f"batch_size={loop.batch_size}, grad_accum={loop.grad_accum}."
-        )
+    _check_budget(loop)
     acc = make_accelerator(getattr(ctx, "device", None), mixed_precision, grad_accum=loop.grad_accum)
     if loop.steps == 0:
         return _untrained(objective, ctx, acc, loop, desc)
@@ -377,6 +373,14 @@ def train_loop(
     unwrapped = acc.unwrap_model(model)
     _release(acc)
     return unwrapped.to("cpu").eval()
+
+
+def _check_budget(loop: LoopConfig) -> None:
+    if loop.steps < 0 or loop.batch_size < 1 or loop.grad_accum < 1:
+        raise ConfigError(
+            f"training budget must be steps >= 0, batch_size >= 1, grad_accum >= 1: steps={loop.steps}, "
+            f"batch_size={loop.batch_size}, grad_accum={loop.grad_accum}."
+        )
 
 
 def _release(acc) -> None:

@@ -417,3 +417,24 @@ def test_the_sts12_aggregation_is_named_with_the_other_reading(st):
     assert "sts12 scored with SimCSE 'all' (pairs of all subsets concatenated) aggregation" in got.summary
     md = study_view.view_markdown(got)
     assert "Subset aggregation of the main score: sts12: SimCSE" in md
+
+
+def test_row_settings_name_each_readout_as_built():
+    """A decoder readout is its last token (PromptEOL, token prepending) or a mean over echo's pooled pieces,
+    never PromptBERT's "[MASK] of"; a training-free method says so, without its speed knobs; LLM2Vec's
+    steps are per stage; PromptBERT's rows keep "[MASK] of"."""
+    from benchbench.report.study_view import row_setting
+    from benchbench.run.study import load_study
+
+    st = load_study("decoder-readouts-smollm2")
+    got = {r.name: row_setting(st, r) for r in st.rows()}
+    assert got["prompteol"] == "last token of 'This sentence : \"{text}\" means in one word:\"'; no training"
+    assert got["token-prepending"].startswith("last token of 'This sentence : <PST>")
+    assert got["token-prepending"].endswith("; hidden state 27; no training")
+    assert got["echo"].startswith("mean over the pooled pieces of '<s>Instruct:") and "no training" in got["echo"]
+    assert got["plm-last"] == "last; no training"
+    assert got["llm2vec"] == "mean; 20 steps x 16 per stage (mntp+simcse); lr: the method's rule"
+    assert not any("MASK" in v or "batch_size" in v for v in got.values()), got
+    post = load_study("post-training-minilm")
+    p = {r.name: row_setting(post, r) for r in post.rows()}
+    assert p["promptbert"].startswith("[MASK] of 'This sentence of \"[X]\" means [MASK].'; MLP; 200 steps")

@@ -933,7 +933,9 @@ def row_setting(study: Study, row: StudyRow) -> str:
         parts.append("no training")
     elif "steps" in f:
         per = f" per stage ({f['stage']})" if "+" in str(f.get("stage") or "") else ""  # LLM2Vec's mntp+simcse
-        parts.append(f"{f['steps']} steps x {f.get('batch_size')}{per}" if f["steps"] else "0 steps (the start as built)")
+        parts.append(
+            f"{f['steps']} steps x {f.get('batch_size')}{per}" if f["steps"] else "0 steps (the start as built)"
+        )
         parts.append(f"lr {f['lr']:g}" if isinstance(f.get("lr"), int | float) else "lr: the method's rule")
     else:
         speed = {x.name for x in dc.fields(cfg) if x.metadata.get("hash") is False}  # change no number

@@ -428,7 +428,7 @@ def test_row_settings_name_each_readout_as_built():
 
     st = load_study("decoder-readouts-smollm2")
     got = {r.name: row_setting(st, r) for r in st.rows()}
-    assert got["prompteol"] == "last token of 'This sentence : \"{text}\" means in one word:\"'; no training"
+    assert got["prompteol"] == 'last token of \'This sentence : "{text}" means in one word:"\'; no training'
     assert got["token-prepending"].startswith("last token of 'This sentence : <PST>")
     assert got["token-prepending"].endswith("; hidden state 27; no training")
     assert got["echo"].startswith("mean over the pooled pieces of '<s>Instruct:") and "no training" in got["echo"]

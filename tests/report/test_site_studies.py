@@ -271,3 +271,20 @@ def test_completion_counts_the_seeds_the_methods_and_the_tasks(built) -> None:
     assert c.seeds == (1, 2, 3) and c.seeds_complete == (1,)
     assert c.by_task == (("askubuntu", 2, 9), ("scidocs", 1, 9))
     assert c.empty_methods == () and c.partial_methods == (("ct", 2, 6, ("askubuntu",)), ("bsl", 1, 6, ("scidocs",)))
+
+
+def test_the_front_page_leads_with_the_seed_papers_core_studies_then_the_decoder_study():
+    """Issue 47's two core studies first, the LLM era's decoder study after them, then the rest by name;
+    the committed front page (leaderboards/README.md) is in that order."""
+    from pathlib import Path
+
+    from benchbench.report.site.tables import front_page_order
+    from benchbench.run.study import available
+
+    order = front_page_order(available())
+    assert order[:3] == ["domain-adaptation-minilm", "generic-text-minilm", "decoder-readouts-smollm2"]
+    assert order[3:] == sorted(order[3:]) and set(order) == set(available())
+    assert front_page_order(["z", "decoder-readouts-smollm2", "a"]) == ["decoder-readouts-smollm2", "a", "z"]
+    page = (Path(__file__).resolve().parents[2] / "leaderboards" / "README.md").read_text(encoding="utf-8")
+    heads = [page.index(f"### {n} (v") for n in order[:3]]
+    assert heads == sorted(heads)

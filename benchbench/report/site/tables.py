@@ -162,6 +162,16 @@ def _own_records(name: str, results: str | Path) -> list[dict[str, Any]]:
     return own
 
 
+# The front page's order of the built-in studies: the seed papers' questions first (issue 47's core studies),
+# then the LLM era's (the decoder study); any other study follows, by name.
+FRONT_PAGE_FIRST = ("domain-adaptation-minilm", "generic-text-minilm", "decoder-readouts-smollm2")
+
+
+def front_page_order(names: Iterable[str]) -> list[str]:
+    rank = {n: i for i, n in enumerate(FRONT_PAGE_FIRST)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
 def study_sections(
     records: list[dict[str, Any]], results: str | Path, names: Iterable[str] | None = None
 ) -> list[StudySection]:
@@ -175,7 +185,7 @@ def study_sections(
 
     reg = get_registry()
     out = []
-    for name in study_spec.available() if names is None else names:
+    for name in front_page_order(study_spec.available()) if names is None else names:
         try:
             st = study_spec.load_study(name)
             tasks = reg.expand(list(st.tasks))

@@ -484,8 +484,14 @@ class DataStore:
         return [r / rel for r in roots]
 
     def locate(self, rel: str) -> Path | None:
-        """The first existing candidate, without verifying or downloading."""
-        return next((p for p in self.candidates(rel) if p.is_file()), None)
+        """The first existing candidate, without verifying or downloading. A candidate that is a device or a
+        pipe (or a link to one) is the ``DataError`` naming it, not a missing file."""
+        for p in self.candidates(rel):
+            if p.is_file():
+                return p
+            if p.exists() and not p.is_dir():
+                raise _not_regular(p, p.stat().st_mode)
+        return None
 
     def exists(self, rel: str) -> bool:
         """Is ``rel`` present in any place the store looks? Neither verifies nor downloads it."""

@@ -324,6 +324,8 @@ def train_loop(
     fingerprint = fingerprint or run_fingerprint(
         objective=type(objective).__qualname__, loop=budget, seed=seed, corpus=corpus_fingerprint(items)
     )
+    if acc.mixed_precision != "no":  # a bf16 training never resumes a full-precision one's checkpoint, nor the reverse
+        fingerprint = run_fingerprint(run=fingerprint, mixed_precision=acc.mixed_precision)
     optimizer = make_optimizer(objective)
     scheduler = make_scheduler(optimizer) if make_scheduler else None
     model, optimizer = acc.prepare(objective, optimizer)

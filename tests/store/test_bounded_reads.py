@@ -354,3 +354,25 @@ def test_a_read_never_returns_more_than_the_limit_whatever_the_size_said():
     with pytest.raises(DataError, match=r"status: holds at least 101 bytes, over the read limit of 100 bytes"):
         data.read_bytes("/proc/self/status", limit=100)
     assert data.read_bytes("/proc/self/status", limit=1 << 20).startswith(b"Name:")
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_a_task_file_that_is_a_device_or_a_pipe_is_named_as_such_not_as_missing(kind, workdir, monkeypatch, capsys):
+    """A declared task file replaced by a link to ``/dev/null`` or by a FIFO: the run stops at once with the
+    one not-a-regular-file message naming the path (it used to say "missing data files ... put it at" the
+    very path that holds it); nothing is stored."""
+    import os
+
+    _spec(workdir, "d/in.tsv", b"a\tb\t1.0\n")
+    f = workdir / "data" / "d" / "in.tsv"
+    f.unlink()
+    if kind == "device":
+        f.symlink_to("/dev/null")
+    else:
+        os.mkfifo(f)
+    t0 = time.perf_counter()
+    assert _run(workdir, monkeypatch) == 2
+    err = capsys.readouterr().err
+    what = "a character device, through a link to /dev/null" if kind == "device" else "a FIFO (named pipe)"
+    assert f"{f}: is {what}, not a regular file" in err and "missing" not in err, err
+    assert time.perf_counter() - t0 < 60 and _no_record(workdir)

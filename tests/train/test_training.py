@@ -332,3 +332,20 @@ def test_the_resume_fingerprint_follows_the_result_keys_field_rule():
     assert fp(After(dtype="bfloat16")) != fp(Before())
     assert config_hash(After(dtype="bfloat16")) != config_hash(Before())
     assert fp(After(lr=2e-4)) != fp(After())
+
+
+def test_a_training_in_another_precision_never_resumes_a_checkpoint(tmp_path):
+    """The resume identity holds the precision: a bf16 training finds the full-precision one's checkpoints in
+    its folder and starts afresh; the same bf16 training again resumes its own (the control)."""
+    from benchbench.train.precision import training_precision
+
+    items = [i / 10 for i in range(20)]
+    loop = LoopConfig(steps=4, batch_size=2, checkpoint_every=2, keep_checkpoints=True)
+    train_loop(LinearObjective(), items, _ctx(tmp_path), loop, _sgd)  # fp32 on the CPU: step 2 and 4 kept
+    with training_precision("bf16"):
+        bf16 = _ctx(tmp_path)
+        train_loop(LinearObjective(), items, bf16, loop, _sgd)
+        assert bf16.accounting["resumed_from_steps"] == []
+        again = _ctx(tmp_path)
+        train_loop(LinearObjective(), items, again, loop, _sgd)
+        assert again.accounting["resumed_from_steps"] == [2]  # bf16's own (it replaced the fp32 step-2 one)

@@ -387,12 +387,8 @@ MUTATIONS += [
         [("    model.config.is_causal = False\n", "    model.config.is_causal = True\n")],
         [DE + "test_bidirectional_attention_lets_position_0_read_a_later_token"],
     ),
-    (
-        "decoder bidirectional attention left causal in the attention modules (SDPA's is_causal)",
-        DEC,
-        [("            module.is_causal = False\n", "            pass\n")],
-        [DE + "test_bidirectional_attention_lets_position_0_read_a_later_token"],
-    ),
+    # not listed: the modules' is_causal left True. Under transformers 5.25 the config alone decides (eager
+    # and SDPA, with or without a mask; measured), so no test can see it: a defence for 4.x's SDPA path.
     (
         "decoder last token = length - 1 (right padding's rule, wrong under left padding)",
         DEC,

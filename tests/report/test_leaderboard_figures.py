@@ -35,6 +35,7 @@ COMMAND_PAGES = {
     "qt/efficiency.md": "bench/qt_efficiency.py",
     "useb_lite/tau.md": "bench/useb_lite_tau.py",
     "mutation/issue40_run1.md": "bench/mutation_tool.py",
+    "mutation/llm_methods_run*.md": "bench/mutation_tool.py",
     "reproduce/tsdae-table2.md": "benchbench reproduce",
     "speed/study_train_throughput.md": "bench/study_train_throughput.py",
     "setups/pos*/pos.md": "benchbench analyze pos",

@@ -913,7 +913,8 @@ def row_setting(study: Study, row: StudyRow) -> str:
     except Exception:
         return ""
     f = {x.name: getattr(cfg, x.name) for x in dc.fields(cfg)}
-    cls_pool = getattr(get_registry().method(row.method), "pooling", None)  # e.g. plm-last's "last"
+    method_cls = get_registry().method(row.method)
+    cls_pool = getattr(method_cls, "pooling", None)  # e.g. plm-last's "last"
     pooling = str(f.get("pooling") or cls_pool or "")
     tpl = f.get("template")
     if isinstance(tpl, str) and tpl:  # a prompt readout: PromptBERT's mask token, or a decoder's last token
@@ -928,7 +929,6 @@ def row_setting(study: Study, row: StudyRow) -> str:
         parts.append(f"hidden state {f['layer']}")
     if f.get("mlp") not in (None, False, "none", "", "train"):
         parts.append(f"MLP ({f['mlp']})" if isinstance(f["mlp"], str) else "MLP")
-    method_cls = get_registry().method(row.method)
     if row.kind == STUDY_ROW_START or getattr(method_cls, "trains", True) is False:
         parts.append("no training")
     elif "steps" in f:

@@ -140,20 +140,14 @@ def test_the_copy_fingerprint_does_not_depend_on_the_listing_order(copy, monkeyp
     assert folder_fingerprint(copy) != want
 
 
-def test_a_file_task_without_declared_sha256s_is_rescored_after_a_file_changes(tmp_path, monkeypatch, tmp_cache):
-    """The same rule for a file task whose spec declares no checksum: the record's sha256 of each file
-    is compared with the file's now (a declared sha256 is verified whenever the file is read)."""
+def _run_reverse_gold_and_rerun(tmp_path: Path, monkeypatch, spec: str) -> tuple[dict, dict]:
+    """sts-mini's files under ``tmp_path/data`` and ``spec`` as the task file: a plm-mean run, the gold of
+    subset A reversed, the same run again; the two stored records."""
     from benchbench.cli.main import main
     from benchbench.store.results import ResultStore
 
     shutil.copytree(FIXTURES / "sts_mini", tmp_path / "data" / "sts_mini")
-    spec = (FIXTURES / "sts_mini.toml").read_text()
-    spec = (
-        spec[: spec.index("[task.files]")]
-        + "[task.files]\n"
-        + "".join(f'"sts_mini/STS.{k}.{s}.txt" = {{}}\n' for s in "AB" for k in ("input", "gs"))
-    )
-    (tmp_path / "mini.toml").write_text(spec.replace('name = "mini"', 'name = "mini-suite"'))
+    (tmp_path / "mini.toml").write_text(spec)
     monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "mini.toml"))
     monkeypatch.setenv("BENCHBENCH_DATA", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
@@ -165,6 +159,21 @@ def test_a_file_task_without_declared_sha256s_is_rescored_after_a_file_changes(t
     gs.write_text("".join(f"{6 - float(x)}\n" for x in gs.read_text().split()))  # reversed gold
     assert main(args) == 0
     (again,) = list(ResultStore(tmp_path / "o").records())
+    return first, again
+
+
+def test_a_file_task_without_declared_sha256s_is_rescored_after_a_file_changes(tmp_path, monkeypatch, tmp_cache):
+    """The same rule for a file task whose spec declares no checksum: the record's sha256 of each file
+    is compared with the file's now (a declared sha256 is verified whenever the file is read)."""
+    spec = (FIXTURES / "sts_mini.toml").read_text()
+    spec = (
+        spec[: spec.index("[task.files]")]
+        + "[task.files]\n"
+        + "".join(f'"sts_mini/STS.{k}.{s}.txt" = {{}}\n' for s in "AB" for k in ("input", "gs"))
+    )
+    first, again = _run_reverse_gold_and_rerun(
+        tmp_path, monkeypatch, spec.replace('name = "mini"', 'name = "mini-suite"')
+    )
     assert again["data"]["sts_mini/STS.gs.A.txt"] != first["data"]["sts_mini/STS.gs.A.txt"]  # re-evaluated
 
 
@@ -216,24 +225,9 @@ def test_a_file_task_with_no_files_table_is_rescored_after_a_file_changes(tmp_pa
     """Drill (session 22): a hand-made spec with no ``[task.files]`` at all (its adapter finds the files by
     its params). The bug: the record stored no sha256 of them (only declared files, or files under
     ``params.root``, were recorded), so after the gold file was reversed the stored score was served."""
-    from benchbench.cli.main import main
-    from benchbench.store.results import ResultStore
-
-    shutil.copytree(FIXTURES / "sts_mini", tmp_path / "data" / "sts_mini")
     spec = (FIXTURES / "sts_mini.toml").read_text()
-    (tmp_path / "mini.toml").write_text(spec[: spec.index("[task.files]")])
-    monkeypatch.setenv("BENCHBENCH_TASK_PATH", str(tmp_path / "mini.toml"))
-    monkeypatch.setenv("BENCHBENCH_DATA", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(registry, "_REGISTRY", None)
-    args = ["run", "--method", "plm-mean", "--model", "tiny-bert:16:1:2:32", "--tasks", "sts-mini", "--output", "o"]
-    assert main(args) == 0
-    (first,) = list(ResultStore(tmp_path / "o").records())
+    first, again = _run_reverse_gold_and_rerun(tmp_path, monkeypatch, spec[: spec.index("[task.files]")])
     assert sorted(first["data"]) == sorted(f"sts_mini/STS.{k}.{s}.txt" for s in "AB" for k in ("gs", "input"))
-    gs = tmp_path / "data" / "sts_mini" / "STS.gs.A.txt"
-    gs.write_text("".join(f"{6 - float(x)}\n" for x in gs.read_text().split()))  # reversed gold
-    assert main(args) == 0
-    (again,) = list(ResultStore(tmp_path / "o").records())
     assert again["data"]["sts_mini/STS.gs.A.txt"] != first["data"]["sts_mini/STS.gs.A.txt"]  # re-evaluated
     s1, s2 = first["splits"]["test"]["main_score"], again["splits"]["test"]["main_score"]
     assert s2 != s1  # the reversed gold's score, not the stored one (40.0 -> 79.06 on tiny-bert)
